@@ -1,8 +1,36 @@
-//! wick: run GGUF language models on the GPU — WebGPU in the browser and natively, CUDA on NVIDIA.
+//! wick: run GGUF language models on the GPU — WebGPU in the browser and natively, CUDA on
+//! NVIDIA — with a CPU reference executor that every other executor is tested against.
+//!
+//! ```no_run
+//! # async fn demo() -> wick::Result<()> {
+//! use wick::{GenerateOptions, LoadOptions, Model, SessionOptions};
+//! let src = wick::source::FileSource::open("model.gguf").await?;
+//! let model = Model::load(src, LoadOptions::default()).await?;
+//! let mut session = model.session(SessionOptions::default())?;
+//! let prompt = model.tokenizer().encode("The capital of France is", true, true)?;
+//! let mut gen = session.generate(&prompt, GenerateOptions::default())?;
+//! while let Some(tok) = gen.next().await {
+//!     print!("{}", tok?.text);
+//! }
+//! # Ok(()) }
+//! ```
 #![warn(missing_docs)]
 
+pub mod chat;
 mod error;
+pub mod exec;
 pub mod gguf;
+mod load;
+pub mod model;
 pub mod quant;
+pub mod sampling;
+mod session;
+pub mod source;
+pub mod stop;
+pub mod synth;
+pub mod tokenizer;
 
 pub use error::{Error, Result};
+pub use exec::ExecutorKind;
+pub use load::{LoadOptions, Model, ModelInfo};
+pub use session::{FinishReason, GenerateOptions, Generation, Session, SessionOptions, Token};

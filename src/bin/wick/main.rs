@@ -1,1 +1,165 @@
-fn main() {}
+//! The `wick` command-line tool.
+
+mod commands;
+mod progress;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Args, Parser, Subcommand};
+
+/// Run GGUF language models: generate text, chat, tokenize, inspect files.
+#[derive(Parser)]
+#[command(name = "wick", version, about, long_about = None)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Generate a continuation of a prompt (or a chat reply with --chat).
+    Generate(GenerateArgs),
+    /// Chat interactively: type a message, get a reply; an empty line or Ctrl-D ends.
+    Chat(ChatArgs),
+    /// Print the token ids of a text.
+    Tokenize(TokenizeArgs),
+    /// Print a GGUF file's metadata and tensors.
+    Info(InfoArgs),
+}
+
+/// Options shared by the commands that load a model.
+#[derive(Args, Clone)]
+struct ModelArgs {
+    /// GGUF model file.
+    #[arg(short, long)]
+    model: PathBuf,
+    /// Executor: auto, cpu, webgpu or cuda.
+    #[arg(long, default_value = "auto")]
+    executor: String,
+    /// Context size in tokens (0: the model's, at most 4096).
+    #[arg(long = "ctx", default_value_t = 0)]
+    n_ctx: usize,
+    /// Do not draw the loading progress bar.
+    #[arg(long)]
+    no_progress: bool,
+}
+
+/// Sampling options.
+#[derive(Args, Clone)]
+struct SamplingArgs {
+    /// Temperature; 0 means greedy.
+    #[arg(long = "temp", default_value_t = 0.8)]
+    temperature: f32,
+    /// Keep the k most likely tokens (0: off).
+    #[arg(long, default_value_t = 40)]
+    top_k: usize,
+    /// Keep the most likely tokens up to this total probability (1: off).
+    #[arg(long, default_value_t = 0.95)]
+    top_p: f32,
+    /// Drop tokens less likely than this fraction of the best one (0: off).
+    #[arg(long, default_value_t = 0.05)]
+    min_p: f32,
+    /// Penalise repeated tokens (1: off).
+    #[arg(long, default_value_t = 1.0)]
+    repeat_penalty: f32,
+    /// Presence penalty (0: off).
+    #[arg(long, default_value_t = 0.0)]
+    presence_penalty: f32,
+    /// Frequency penalty (0: off).
+    #[arg(long, default_value_t = 0.0)]
+    frequency_penalty: f32,
+    /// How many recent tokens the penalties consider.
+    #[arg(long, default_value_t = 64)]
+    repeat_last_n: usize,
+    /// Random seed.
+    #[arg(long, default_value_t = 42)]
+    seed: u64,
+    /// Stop before this string (repeatable).
+    #[arg(long)]
+    stop: Vec<String>,
+}
+
+#[derive(Args)]
+struct GenerateArgs {
+    #[command(flatten)]
+    model: ModelArgs,
+    /// The prompt.
+    #[arg(short, long)]
+    prompt: String,
+    /// Tokens to generate at most.
+    #[arg(short = 'n', long, default_value_t = 128)]
+    n_predict: usize,
+    /// Treat the prompt as a user message and render it with the model's chat template.
+    #[arg(long)]
+    chat: bool,
+    /// System message (with --chat).
+    #[arg(long)]
+    system: Option<String>,
+    /// Print one JSON object per generated token ({"id":..,"text":..}), one per line.
+    #[arg(long)]
+    json: bool,
+    #[command(flatten)]
+    sampling: SamplingArgs,
+}
+
+#[derive(Args)]
+struct ChatArgs {
+    #[command(flatten)]
+    model: ModelArgs,
+    /// System message.
+    #[arg(long)]
+    system: Option<String>,
+    /// Tokens per reply at most.
+    #[arg(short = 'n', long, default_value_t = 512)]
+    n_predict: usize,
+    #[command(flatten)]
+    sampling: SamplingArgs,
+}
+
+#[derive(Args)]
+struct TokenizeArgs {
+    /// GGUF model file (only its header and vocabulary are read).
+    #[arg(short, long)]
+    model: PathBuf,
+    /// Print {"ids": [...]}.
+    #[arg(long)]
+    json: bool,
+    /// Do not add BOS/EOS even where the vocabulary asks for them.
+    #[arg(long)]
+    no_special: bool,
+    /// Treat special-token texts (like <|im_start|>) as plain text.
+    #[arg(long)]
+    no_parse_special: bool,
+    /// The text.
+    text: String,
+}
+
+#[derive(Args)]
+struct InfoArgs {
+    /// GGUF file.
+    #[arg(short, long)]
+    model: PathBuf,
+    /// Print every array element instead of the first few.
+    #[arg(long)]
+    full: bool,
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = pollster::block_on(async {
+        match cli.command {
+            Command::Generate(a) => commands::generate(a).await,
+            Command::Chat(a) => commands::chat(a).await,
+            Command::Tokenize(a) => commands::tokenize(a).await,
+            Command::Info(a) => commands::info(a).await,
+        }
+    });
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}

@@ -1,0 +1,202 @@
+//! The subcommands.
+
+use std::io::{BufRead, Write};
+use std::time::Instant;
+
+use wick::chat::ChatMessage;
+use wick::gguf::{GgufReader, MetaArray, MetaValue};
+use wick::sampling::SamplingParams;
+use wick::source::FileSource;
+use wick::{Error, GenerateOptions, LoadOptions, Model, ModelInfo, Result, Session, SessionOptions};
+
+use super::progress::Bar;
+use super::{ChatArgs, GenerateArgs, InfoArgs, ModelArgs, SamplingArgs, TokenizeArgs};
+
+async fn load(a: &ModelArgs) -> Result<Model> {
+    let src = FileSource::open(&a.model).await?;
+    let mut bar = (!a.no_progress).then(Bar::new);
+    let opts = LoadOptions {
+        executor: a.executor.parse()?,
+        on_progress: bar.as_mut().map(|b| Box::new(move |p: &_| b.update(p)) as Box<dyn FnMut(&_)>),
+        ..LoadOptions::default()
+    };
+    let model = Model::load(src, opts).await?;
+    if let Some(b) = bar {
+        b.finish();
+    }
+    Ok(model)
+}
+
+fn sampling(s: &SamplingArgs) -> SamplingParams {
+    SamplingParams {
+        temperature: s.temperature,
+        top_k: s.top_k,
+        top_p: s.top_p,
+        min_p: s.min_p,
+        repeat_penalty: s.repeat_penalty,
+        presence_penalty: s.presence_penalty,
+        frequency_penalty: s.frequency_penalty,
+        penalty_last_n: s.repeat_last_n,
+        seed: s.seed,
+    }
+}
+
+fn render(model: &Model, messages: &[ChatMessage]) -> Result<String> {
+    let t = model
+        .chat_template()
+        .ok_or_else(|| Error::Template("this model has no chat template (tokenizer.chat_template)".into()))?;
+    t.render(messages, true)
+}
+
+/// Generate after `prompt`, writing text (or JSON lines) to stdout; returns the generated text.
+async fn run(session: &mut Session<'_>, prompt: &[u32], opts: GenerateOptions, json: bool) -> Result<String> {
+    let t0 = Instant::now();
+    let mut gen = session.generate(prompt, opts)?;
+    let n_eval = gen.n_prompt_evaluated();
+    let mut out = std::io::stdout().lock();
+    let mut text = String::new();
+    let mut t_first = None;
+    while let Some(tok) = gen.next().await {
+        let tok = tok?;
+        t_first.get_or_insert_with(Instant::now);
+        text.push_str(&tok.text);
+        if json {
+            let obj = serde_json::json!({ "id": tok.id, "text": tok.text });
+            let _ = writeln!(out, "{obj}");
+        } else {
+            let _ = write!(out, "{}", tok.text);
+        }
+        let _ = out.flush();
+    }
+    if !json {
+        let _ = writeln!(out);
+    }
+    let n_gen = gen.n_generated();
+    let t_first = t_first.unwrap_or_else(Instant::now);
+    let prefill = (t_first - t0).as_secs_f64();
+    let decode = t_first.elapsed().as_secs_f64();
+    eprintln!(
+        "prompt: {n_eval} tokens in {prefill:.3} s ({:.1} tok/s) | generated: {n_gen} tokens in {decode:.3} s ({:.1} tok/s) | finish: {:?}",
+        n_eval as f64 / prefill.max(1e-9),
+        n_gen.saturating_sub(1) as f64 / decode.max(1e-9),
+        gen.finish_reason().unwrap_or(wick::FinishReason::Length)
+    );
+    Ok(text)
+}
+
+pub async fn generate(a: GenerateArgs) -> Result<()> {
+    let model = load(&a.model).await?;
+    let text = if a.chat {
+        let mut msgs = Vec::new();
+        if let Some(s) = &a.system {
+            msgs.push(ChatMessage { role: "system".into(), content: s.clone() });
+        }
+        msgs.push(ChatMessage { role: "user".into(), content: a.prompt.clone() });
+        render(&model, &msgs)?
+    } else {
+        a.prompt.clone()
+    };
+    // As llama.cpp by default: BOS where the vocabulary asks for it, special tokens parsed.
+    let ids = model.tokenizer().encode(&text, !a.chat, true)?;
+    let mut session = model.session(SessionOptions { n_ctx: a.model.n_ctx, ..Default::default() })?;
+    let opts = GenerateOptions { max_tokens: a.n_predict, sampling: sampling(&a.sampling), stop: a.sampling.stop.clone() };
+    run(&mut session, &ids, opts, a.json).await?;
+    Ok(())
+}
+
+pub async fn chat(a: ChatArgs) -> Result<()> {
+    let model = load(&a.model).await?;
+    let mut session = model.session(SessionOptions { n_ctx: a.model.n_ctx, ..Default::default() })?;
+    let mut msgs = Vec::new();
+    if let Some(s) = &a.system {
+        msgs.push(ChatMessage { role: "system".into(), content: s.clone() });
+    }
+    eprintln!("wick chat with {} on {} — empty line or Ctrl-D to quit", model.name().unwrap_or("model"), model.executor_name());
+    let stdin = std::io::stdin();
+    loop {
+        eprint!("> ");
+        let mut line = String::new();
+        if stdin.lock().read_line(&mut line).map_err(|e| Error::io("reading stdin", e))? == 0 {
+            break;
+        }
+        let line = line.trim_end_matches(['\r', '\n']);
+        if line.is_empty() {
+            break;
+        }
+        msgs.push(ChatMessage { role: "user".into(), content: line.to_string() });
+        let ids = model.tokenizer().encode(&render(&model, &msgs)?, false, true)?;
+        let opts =
+            GenerateOptions { max_tokens: a.n_predict, sampling: sampling(&a.sampling), stop: a.sampling.stop.clone() };
+        match run(&mut session, &ids, opts, false).await {
+            Ok(reply) => msgs.push(ChatMessage { role: "assistant".into(), content: reply }),
+            Err(e @ Error::ContextOverflow { .. }) => {
+                eprintln!("error: {e}; starting a new conversation");
+                msgs.retain(|m| m.role == "system");
+                session.reset();
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
+
+pub async fn tokenize(a: TokenizeArgs) -> Result<()> {
+    let reader = GgufReader::open(FileSource::open(&a.model).await?).await?;
+    let h = reader.header();
+    let tok = wick::tokenizer::Tokenizer::from_metadata(&h.metadata)?;
+    let ids = tok.encode(&a.text, !a.no_special, !a.no_parse_special)?;
+    if a.json {
+        println!("{}", serde_json::json!({ "ids": ids }));
+    } else {
+        for id in ids {
+            println!("{id:>8} {:?}", tok.token_text(id).unwrap_or(""));
+        }
+    }
+    Ok(())
+}
+
+fn show(v: &MetaValue, full: bool) -> String {
+    let limit = if full { usize::MAX } else { 8 };
+    fn list<T: std::fmt::Debug>(v: &[T], limit: usize) -> String {
+        let shown: Vec<String> = v.iter().take(limit).map(|x| format!("{x:?}")).collect();
+        let more = if v.len() > limit { format!(", … ({} in all)", v.len()) } else { String::new() };
+        format!("[{}{more}]", shown.join(", "))
+    }
+    match v {
+        MetaValue::Str(s) if !full && s.len() > 120 => format!("{:?}… ({} bytes)", &s[..s.floor_char_boundary(120)], s.len()),
+        MetaValue::Str(s) => format!("{s:?}"),
+        MetaValue::Array(a) => match a {
+            MetaArray::Str(v) => list(v, limit),
+            MetaArray::F32(v) => list(v, limit),
+            MetaArray::I32(v) => list(v, limit),
+            MetaArray::U32(v) => list(v, limit),
+            other => format!("array of {} elements", other.len()),
+        },
+        MetaValue::F32(x) => format!("{x}"),
+        MetaValue::F64(x) => format!("{x}"),
+        MetaValue::Bool(b) => format!("{b}"),
+        other => other.as_int().map(|i| i.to_string()).unwrap_or_default(),
+    }
+}
+
+pub async fn info(a: InfoArgs) -> Result<()> {
+    let reader = GgufReader::open(FileSource::open(&a.model).await?).await?;
+    let h = reader.header();
+    println!("GGUF v{}  {} metadata keys  {} tensors  data at byte {}", h.version, h.metadata.len(), h.tensors.len(), h.data_offset);
+    println!("\nmetadata:");
+    for (k, v) in h.metadata.iter() {
+        println!("  {k} = {}", show(v, a.full));
+    }
+    println!("\ntensors:");
+    let mut total = 0u64;
+    for t in &h.tensors {
+        total += t.n_bytes();
+        println!("  {:<40} {:<6} {:?}", t.name, t.dtype.name(), t.dims);
+    }
+    println!("\n{:.1} MB of tensor data", total as f64 / 1e6);
+    match ModelInfo::from_header(&h.metadata, &h.tensors) {
+        Ok(mi) => println!("wick can run this model: {:?}", mi.hparams),
+        Err(e) => println!("wick cannot run this model: {e}"),
+    }
+    Ok(())
+}

@@ -1,0 +1,67 @@
+//! Matrix products against quantized weights, the CPU executor's hot loop.
+//!
+//! Like llama.cpp's CPU backend, the activations are first converted to the weight type's
+//! dot-product partner (q8 blocks for quantized weights, f16 for f16 weights), then every
+//! output is one block-format dot product. Threads split the weight rows, so each thread
+//! streams its own slice of the weight bytes once per step.
+
+use super::par;
+use super::Weight;
+use crate::quant;
+use crate::{Error, Result};
+
+/// Buffers reused across the matmuls of a step.
+#[derive(Default)]
+pub struct Scratch {
+    acts: Vec<u8>,
+    row: Vec<u8>,
+    tmp: Vec<f32>,
+}
+
+/// out (rows × n) = x (rows × k) · Wᵀ, W being `w` (n rows of k).
+pub fn matmul(w: &Weight, x: &[f32], rows: usize, out: &mut [f32], s: &mut Scratch) -> Result<()> {
+    let (k, n) = (w.k(), w.n_rows());
+    if x.len() != rows * k || out.len() != rows * n {
+        return Err(Error::Executor { executor: "cpu", message: format!("matmul shape mismatch on '{}'", w.name) });
+    }
+    let vt = quant::vec_dot_type(w.dtype);
+    s.acts.clear();
+    for r in 0..rows {
+        quant::quantize_row_into(vt, &x[r * k..(r + 1) * k], &mut s.row)?;
+        s.acts.extend_from_slice(&s.row);
+    }
+    let arb = s.row.len();
+    let wrb = w.dtype.row_bytes(k as u64)? as usize;
+    let (acts, data, dtype) = (&s.acts[..], &w.data[..], w.dtype);
+    // Enough chunks to balance the threads, big enough to amortise the scheduling.
+    let chunk = (n / (par::threads() * 8)).max(16);
+    if rows == 1 {
+        par::for_each_chunk(out, chunk, |ci, o| {
+            let j0 = ci * chunk;
+            for (jj, o) in o.iter_mut().enumerate() {
+                let j = j0 + jj;
+                *o = quant::vec_dot(dtype, k, &data[j * wrb..(j + 1) * wrb], acts);
+            }
+        });
+        return Ok(());
+    }
+    // Batched: each weight row is read once and dotted with every activation row.
+    s.tmp.resize(n * rows, 0.0);
+    par::for_each_chunk(&mut s.tmp, chunk * rows, |ci, t| {
+        let j0 = ci * chunk;
+        for (jj, tj) in t.chunks_mut(rows).enumerate() {
+            let j = j0 + jj;
+            let wr = &data[j * wrb..(j + 1) * wrb];
+            for (r, o) in tj.iter_mut().enumerate() {
+                *o = quant::vec_dot(dtype, k, wr, &acts[r * arb..(r + 1) * arb]);
+            }
+        }
+    });
+    for j in 0..n {
+        for r in 0..rows {
+            out[r * n + j] = s.tmp[j * rows + r];
+        }
+    }
+    Ok(())
+}
+

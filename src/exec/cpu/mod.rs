@@ -1,0 +1,354 @@
+//! The CPU executor: the reference every other executor is tested against, and the fallback
+//! where no GPU is available. Weights stay in their GGUF block format in host memory; matrix
+//! products quantize the activations the way llama.cpp's CPU backend does (q8 blocks) and use
+//! the block formats' integer dot products, spread over threads natively.
+
+mod kernels;
+mod matmul;
+mod par;
+
+use half::f16;
+
+use super::{Executor, GraphId, KvId, KvSpec, LocalFuture, Op, Readback, StepOutput, WeightId};
+use crate::exec::Graph;
+use crate::quant::GgmlType;
+use crate::{Error, Result};
+
+/// A weight tensor in host memory, raw GGUF bytes.
+pub(crate) struct Weight {
+    pub name: String,
+    pub dtype: GgmlType,
+    pub dims: Vec<u64>,
+    pub data: Vec<u8>,
+}
+
+impl Weight {
+    /// Row length (ggml dims[0]).
+    pub fn k(&self) -> usize {
+        self.dims[0] as usize
+    }
+    /// Number of rows (product of the other dims).
+    pub fn n_rows(&self) -> usize {
+        self.dims[1..].iter().product::<u64>() as usize
+    }
+}
+
+/// One layer's cached keys and values, f16 like llama.cpp's default cache type.
+struct KvLayer {
+    k: Vec<f16>,
+    v: Vec<f16>,
+    k_dim: usize,
+    v_dim: usize,
+}
+
+struct KvCache {
+    n_ctx: usize,
+    layers: Vec<KvLayer>,
+}
+
+/// The CPU executor.
+#[derive(Default)]
+pub struct CpuExecutor {
+    weights: Vec<Weight>,
+    kvs: Vec<Option<KvCache>>,
+    graphs: Vec<Graph>,
+}
+
+impl CpuExecutor {
+    /// A new, empty executor.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    fn weight(&self, id: WeightId) -> &Weight {
+        &self.weights[id.0 as usize]
+    }
+
+    fn err(message: impl Into<String>) -> Error {
+        Error::Executor { executor: "cpu", message: message.into() }
+    }
+
+    /// Check a graph against the weights it names before it is accepted.
+    fn validate(&self, g: &Graph) -> Result<()> {
+        let w_ok = |w: WeightId| (w.0 as usize) < self.weights.len();
+        let a_ok = |a: super::ActId| (a.0 as usize) < g.acts.len();
+        for op in &g.ops {
+            let (ws, acts): (Vec<WeightId>, Vec<super::ActId>) = match op {
+                Op::Embed { table, dst, .. } => (vec![*table], vec![*dst]),
+                Op::RmsNorm { x, weight, dst, .. } => (vec![*weight], vec![*x, *dst]),
+                Op::MatMul { w, x, dst, bias } => {
+                    let mut ws = vec![*w];
+                    ws.extend(bias);
+                    (ws, vec![*x, *dst])
+                }
+                Op::Rope { x, .. } => (vec![], vec![*x]),
+                Op::KvStore { k, v, .. } => (vec![], vec![*k, *v]),
+                Op::Attention { q, dst, .. } => (vec![], vec![*q, *dst]),
+                Op::GatedAct { gate, up, .. } => (vec![], vec![*gate, *up]),
+                Op::Add { a, b, dst } => (vec![], vec![*a, *b, *dst]),
+                Op::TakeLast { x, dst } => (vec![], vec![*x, *dst]),
+            };
+            if !ws.iter().all(|&w| w_ok(w)) || !acts.iter().all(|&a| a_ok(a)) {
+                return Err(Self::err(format!("graph op {op:?} names an unknown weight or slot")));
+            }
+            let distinct = match op {
+                Op::MatMul { x, dst, .. } | Op::TakeLast { x, dst } => x != dst,
+                Op::Attention { q, dst, .. } => q != dst,
+                Op::GatedAct { gate, up, .. } => gate != up,
+                _ => true,
+            };
+            if !distinct {
+                return Err(Self::err(format!("graph op {op:?} reads and writes the same slot")));
+            }
+            if let Op::MatMul { w, x, dst, .. } = op {
+                let wt = self.weight(*w);
+                if wt.k() != g.cols(*x) || wt.n_rows() != g.cols(*dst) || g.rows(*x) != g.rows(*dst) {
+                    return Err(Self::err(format!(
+                        "matmul with '{}' ({:?}) does not fit {}x{} -> {}x{}",
+                        wt.name,
+                        wt.dims,
+                        g.rows(*x),
+                        g.cols(*x),
+                        g.rows(*dst),
+                        g.cols(*dst)
+                    )));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn run_sync(
+        &mut self,
+        graph: GraphId,
+        kv: KvId,
+        tokens: &[u32],
+        pos: usize,
+        readback: Readback,
+    ) -> Result<StepOutput> {
+        let g = self.graphs.get(graph.0 as usize).ok_or_else(|| Self::err("unknown graph"))?;
+        if tokens.len() != g.n_tokens {
+            return Err(Self::err(format!("graph takes {} tokens, got {}", g.n_tokens, tokens.len())));
+        }
+        let cache = self
+            .kvs
+            .get_mut(kv.0 as usize)
+            .and_then(|c| c.as_mut())
+            .ok_or_else(|| Self::err("unknown KV cache"))?;
+        if pos + tokens.len() > cache.n_ctx {
+            return Err(Error::ContextOverflow { needed: pos + tokens.len(), n_ctx: cache.n_ctx });
+        }
+        let weights = &self.weights;
+        for &t in tokens {
+            // The embedding table is checked at run time: a token id past it is an error.
+            if let Some(Op::Embed { table, .. }) = g.ops.first() {
+                if t as usize >= weights[table.0 as usize].n_rows() {
+                    return Err(Error::InvalidArgument(format!("token id {t} is outside the vocabulary")));
+                }
+            }
+        }
+        let mut acts: Vec<Vec<f32>> = g.acts.iter().map(|_| Vec::new()).collect();
+        for (i, _) in g.acts.iter().enumerate() {
+            let a = super::ActId(i as u32);
+            acts[i] = vec![0.0; g.rows(a) * g.cols(a)];
+        }
+        let mut scratch = matmul::Scratch::default();
+        for op in &g.ops {
+            match *op {
+                Op::Embed { table, dst, scale } => {
+                    kernels::embed(&weights[table.0 as usize], tokens, &mut acts[dst.0 as usize], scale)?
+                }
+                Op::RmsNorm { x, weight, dst, group, eps } => {
+                    let w = kernels::f32_weight(&weights[weight.0 as usize])?;
+                    let src = take(&mut acts, x, dst);
+                    kernels::rms_norm(src.as_deref(), &mut acts[dst.0 as usize], &w, group, eps);
+                }
+                Op::MatMul { w, x, dst, bias } => {
+                    let rows = g.rows(x);
+                    let (xs, out) = pair(&mut acts, x, dst);
+                    matmul::matmul(&weights[w.0 as usize], xs, rows, out, &mut scratch)?;
+                    if let Some(b) = bias {
+                        let b = kernels::f32_weight(&weights[b.0 as usize])?;
+                        for row in out.chunks_mut(b.len()) {
+                            row.iter_mut().zip(&b).for_each(|(o, b)| *o += b);
+                        }
+                    }
+                }
+                Op::Rope { x, n_heads, head_dim, n_rot, base, freq_scale, mode } => kernels::rope(
+                    &mut acts[x.0 as usize],
+                    pos,
+                    n_heads,
+                    head_dim,
+                    n_rot,
+                    base,
+                    freq_scale,
+                    mode,
+                ),
+                Op::KvStore { layer, k, v } => {
+                    let l = cache.layers.get_mut(layer).ok_or_else(|| Self::err("KV layer out of range"))?;
+                    let (kd, vd) = (l.k_dim, l.v_dim);
+                    if g.cols(k) != kd || g.cols(v) != vd {
+                        return Err(Self::err(format!("KV store of layer {layer}: rows do not match the cache")));
+                    }
+                    for (r, row) in acts[k.0 as usize].chunks(kd).enumerate() {
+                        let at = (pos + r) * kd;
+                        l.k[at..at + kd].iter_mut().zip(row).for_each(|(d, s)| *d = f16::from_f32(*s));
+                    }
+                    for (r, row) in acts[v.0 as usize].chunks(vd).enumerate() {
+                        let at = (pos + r) * vd;
+                        l.v[at..at + vd].iter_mut().zip(row).for_each(|(d, s)| *d = f16::from_f32(*s));
+                    }
+                }
+                Op::Attention { layer, q, dst, n_heads, n_kv_heads, head_dim, scale, window, softcap } => {
+                    let l = cache.layers.get(layer).ok_or_else(|| Self::err("KV layer out of range"))?;
+                    let (qs, out) = pair(&mut acts, q, dst);
+                    kernels::attention(
+                        qs,
+                        out,
+                        &kernels::KvView { k: &l.k, v: &l.v, k_dim: l.k_dim, v_dim: l.v_dim },
+                        pos,
+                        kernels::AttnShape { n_heads, n_kv_heads, head_dim, scale, window, softcap },
+                    );
+                }
+                Op::GatedAct { gate, up, act } => {
+                    let (us, gs) = pair(&mut acts, up, gate);
+                    kernels::gated_act(gs, us, act);
+                }
+                Op::Add { a, b, dst } => {
+                    let mut out = std::mem::take(&mut acts[dst.0 as usize]);
+                    if a == dst {
+                        out.iter_mut().zip(&acts[b.0 as usize]).for_each(|(o, b)| *o += b);
+                    } else if b == dst {
+                        out.iter_mut().zip(&acts[a.0 as usize]).for_each(|(o, a)| *o += a);
+                    } else {
+                        let (xa, xb) = (&acts[a.0 as usize], &acts[b.0 as usize]);
+                        out.iter_mut().zip(xa.iter().zip(xb)).for_each(|(o, (a, b))| *o = a + b);
+                    }
+                    acts[dst.0 as usize] = out;
+                }
+                Op::TakeLast { x, dst } => {
+                    let cols = g.cols(x);
+                    let src = &acts[x.0 as usize];
+                    let last = src[src.len() - cols..].to_vec();
+                    acts[dst.0 as usize].copy_from_slice(&last);
+                }
+            }
+        }
+        let logits = std::mem::take(&mut acts[g.logits.0 as usize]);
+        let n_vocab = g.cols(g.logits);
+        Ok(match readback {
+            Readback::Argmax => {
+                let last = &logits[logits.len() - n_vocab..];
+                StepOutput { token: Some(kernels::argmax(last)), logits: Vec::new() }
+            }
+            Readback::LastLogits => StepOutput { token: None, logits: logits[logits.len() - n_vocab..].to_vec() },
+            Readback::AllLogits => StepOutput { token: None, logits },
+        })
+    }
+}
+
+/// A copy of slot `x` when it differs from `dst`; None when the op runs in place.
+fn take(acts: &mut [Vec<f32>], x: super::ActId, dst: super::ActId) -> Option<Vec<f32>> {
+    (x != dst).then(|| acts[x.0 as usize].clone())
+}
+
+/// Borrow slot `a` immutably and slot `b` mutably (they must differ).
+fn pair(acts: &mut [Vec<f32>], a: super::ActId, b: super::ActId) -> (&[f32], &mut [f32]) {
+    let (a, b) = (a.0 as usize, b.0 as usize);
+    if a < b {
+        let (lo, hi) = acts.split_at_mut(b);
+        (&lo[a], &mut hi[0])
+    } else {
+        let (lo, hi) = acts.split_at_mut(a);
+        (&hi[0], &mut lo[b])
+    }
+}
+
+impl Executor for CpuExecutor {
+    fn name(&self) -> &'static str {
+        "cpu"
+    }
+
+    fn supports_type(&self, t: GgmlType) -> bool {
+        GgmlType::WEIGHT_TYPES.contains(&t)
+    }
+
+    fn alloc_weight(&mut self, name: &str, dtype: GgmlType, dims: &[u64]) -> Result<WeightId> {
+        if !self.supports_type(dtype) {
+            return Err(Error::UnsupportedType {
+                tensor: name.into(),
+                type_id: dtype.id(),
+                type_name: dtype.name().into(),
+            });
+        }
+        if dims.is_empty() || dims.len() > 4 {
+            return Err(Self::err(format!("tensor '{name}' has {} dimensions", dims.len())));
+        }
+        let rows: u64 = dims[1..].iter().product();
+        let bytes = dtype.row_bytes(dims[0])?.checked_mul(rows).ok_or_else(|| Self::err("tensor too large"))?;
+        let bytes = usize::try_from(bytes).map_err(|_| Self::err("tensor too large for this platform"))?;
+        let mut data = Vec::new();
+        data.try_reserve_exact(bytes)
+            .map_err(|_| Self::err(format!("out of memory allocating {bytes} bytes for '{name}'")))?;
+        data.resize(bytes, 0);
+        self.weights.push(Weight { name: name.into(), dtype, dims: dims.to_vec(), data });
+        Ok(WeightId(self.weights.len() as u32 - 1))
+    }
+
+    fn write_weight(&mut self, id: WeightId, offset: u64, bytes: &[u8]) -> Result<()> {
+        let w = self.weights.get_mut(id.0 as usize).ok_or_else(|| Self::err("unknown weight"))?;
+        let start = usize::try_from(offset).map_err(|_| Self::err("offset out of range"))?;
+        let end = start.checked_add(bytes.len()).filter(|&e| e <= w.data.len());
+        let end = end.ok_or_else(|| Self::err(format!("write past the end of '{}'", w.name)))?;
+        w.data[start..end].copy_from_slice(bytes);
+        Ok(())
+    }
+
+    fn finish_upload(&mut self) -> LocalFuture<'_, Result<()>> {
+        Box::pin(async { Ok(()) })
+    }
+
+    fn alloc_kv(&mut self, spec: &KvSpec) -> Result<KvId> {
+        if spec.k_dims.len() != spec.v_dims.len() {
+            return Err(Self::err("KV spec: key and value layer counts differ"));
+        }
+        let mut layers = Vec::with_capacity(spec.k_dims.len());
+        for (&k_dim, &v_dim) in spec.k_dims.iter().zip(&spec.v_dims) {
+            let kn = spec.n_ctx.checked_mul(k_dim).ok_or_else(|| Self::err("KV cache too large"))?;
+            let vn = spec.n_ctx.checked_mul(v_dim).ok_or_else(|| Self::err("KV cache too large"))?;
+            let mut k = Vec::new();
+            let mut v = Vec::new();
+            k.try_reserve_exact(kn).map_err(|_| Self::err("out of memory for the KV cache"))?;
+            v.try_reserve_exact(vn).map_err(|_| Self::err("out of memory for the KV cache"))?;
+            k.resize(kn, f16::ZERO);
+            v.resize(vn, f16::ZERO);
+            layers.push(KvLayer { k, v, k_dim, v_dim });
+        }
+        self.kvs.push(Some(KvCache { n_ctx: spec.n_ctx, layers }));
+        Ok(KvId(self.kvs.len() as u32 - 1))
+    }
+
+    fn free_kv(&mut self, kv: KvId) {
+        if let Some(slot) = self.kvs.get_mut(kv.0 as usize) {
+            *slot = None;
+        }
+    }
+
+    fn compile(&mut self, graph: &Graph) -> Result<GraphId> {
+        self.validate(graph)?;
+        self.graphs.push(graph.clone());
+        Ok(GraphId(self.graphs.len() as u32 - 1))
+    }
+
+    fn run<'a>(
+        &'a mut self,
+        graph: GraphId,
+        kv: KvId,
+        tokens: &'a [u32],
+        pos: usize,
+        readback: Readback,
+    ) -> LocalFuture<'a, Result<StepOutput>> {
+        let out = self.run_sync(graph, kv, tokens, pos, readback);
+        Box::pin(async move { out })
+    }
+}

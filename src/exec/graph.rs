@@ -1,0 +1,126 @@
+//! The forward pass as data: a list of ops over activation slots and device-resident weights.
+//!
+//! A model builds one [`Graph`] per batch shape (the decode step has one token, a prefill many)
+//! and hands it to the executor once ([`super::Executor::compile`]); every later step only passes
+//! token ids and a position. That is what lets WebGPU record a step as one command buffer and
+//! CUDA capture it as one graph.
+
+use super::WeightId;
+
+/// An activation slot of a graph: a row-major f32 matrix of `rows × cols`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct ActId(pub u32);
+
+/// How many rows an activation has: one per token of the step, or one only (the last token).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Rows {
+    /// One row per token of the step.
+    All,
+    /// A single row (the last token's).
+    Last,
+}
+
+/// Shape of an activation slot.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ActDesc {
+    /// Row count.
+    pub rows: Rows,
+    /// Row length.
+    pub cols: usize,
+}
+
+/// How RoPE pairs up the dimensions of a head.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RopeMode {
+    /// Adjacent pairs (x[2i], x[2i+1]): llama.
+    Normal,
+    /// Halves (x[i], x[i + n_rot/2]): qwen2, qwen3, gemma3 (GPT-NeoX style).
+    Neox,
+}
+
+/// Gated activation of the feed-forward block.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Gate {
+    /// silu(gate) * up.
+    Silu,
+    /// gelu(gate) * up, tanh approximation.
+    Gelu,
+}
+
+/// One operation of the forward pass. `dst` slots are written, others read.
+/// Ops may read and write the same slot only where noted ("in place").
+#[derive(Debug, Clone, PartialEq)]
+pub enum Op {
+    /// dst[i] = table[token_i] * scale; table is (n_embd, n_vocab) in ggml order.
+    Embed { table: WeightId, dst: ActId, scale: f32 },
+    /// Root-mean-square norm over every `group` consecutive elements of each row of `x`,
+    /// times `weight` (length `group`). `group` is the row length, or the head size for
+    /// per-head (QK) norms. In place allowed.
+    RmsNorm { x: ActId, weight: WeightId, dst: ActId, group: usize, eps: f32 },
+    /// dst = x · Wᵀ (+ bias): W is (k, n) in ggml order, x is (rows, k), dst is (rows, n).
+    MatMul { w: WeightId, x: ActId, dst: ActId, bias: Option<WeightId> },
+    /// Rotary position embedding on every head of `x` in place (positions from the step).
+    Rope { x: ActId, n_heads: usize, head_dim: usize, n_rot: usize, base: f32, freq_scale: f32, mode: RopeMode },
+    /// Append the step's k and v rows to layer `layer` of the KV cache at the step's positions.
+    KvStore { layer: usize, k: ActId, v: ActId },
+    /// Causal attention of the step's queries over the cached keys and values of `layer`
+    /// (which already hold this step's rows). q is (rows, n_heads·head_dim), dst likewise.
+    /// `window`: sliding-window size (a query at p sees keys at positions > p − window).
+    Attention {
+        layer: usize,
+        q: ActId,
+        dst: ActId,
+        n_heads: usize,
+        n_kv_heads: usize,
+        head_dim: usize,
+        scale: f32,
+        window: Option<usize>,
+        softcap: Option<f32>,
+    },
+    /// gate = act(gate) * up, elementwise, in place on `gate`.
+    GatedAct { gate: ActId, up: ActId, act: Gate },
+    /// dst = a + b, elementwise. In place allowed.
+    Add { a: ActId, b: ActId, dst: ActId },
+    /// dst (one row) = the last row of x.
+    TakeLast { x: ActId, dst: ActId },
+}
+
+/// A whole forward pass for a step of `n_tokens` tokens.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Graph {
+    /// Tokens per step this graph is built for.
+    pub n_tokens: usize,
+    /// Activation slots, indexed by [`ActId`].
+    pub acts: Vec<ActDesc>,
+    /// Ops in execution order.
+    pub ops: Vec<Op>,
+    /// The slot holding the logits (cols = vocabulary size).
+    pub logits: ActId,
+}
+
+impl Graph {
+    /// An empty graph for `n_tokens` tokens; `logits` is set by the builder.
+    pub fn new(n_tokens: usize) -> Self {
+        Graph { n_tokens, acts: Vec::new(), ops: Vec::new(), logits: ActId(0) }
+    }
+    /// Add an activation slot.
+    pub fn act(&mut self, rows: Rows, cols: usize) -> ActId {
+        self.acts.push(ActDesc { rows, cols });
+        ActId(self.acts.len() as u32 - 1)
+    }
+    /// Append an op.
+    pub fn push(&mut self, op: Op) {
+        self.ops.push(op);
+    }
+    /// Rows of a slot for this graph.
+    pub fn rows(&self, a: ActId) -> usize {
+        match self.acts[a.0 as usize].rows {
+            Rows::All => self.n_tokens,
+            Rows::Last => 1,
+        }
+    }
+    /// Columns of a slot.
+    pub fn cols(&self, a: ActId) -> usize {
+        self.acts[a.0 as usize].cols
+    }
+}

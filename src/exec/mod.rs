@@ -1,0 +1,138 @@
+//! Executors: where the forward pass runs. The CPU executor is the reference; WebGPU and CUDA
+//! implement the same [`Executor`] trait.
+//!
+//! Design decisions:
+//! - Weights and the KV cache live on the executor behind opaque handles ([`WeightId`],
+//!   [`KvId`]); callers never hold device memory.
+//! - Weights arrive as raw GGUF bytes in bounded chunks ([`Executor::write_weight`]) and stay
+//!   in their block format.
+//! - A forward pass is a whole [`Graph`], compiled once per shape; a step passes only token ids
+//!   and a position and reads back only a token id or logits.
+
+pub mod cpu;
+mod graph;
+
+use std::future::Future;
+use std::pin::Pin;
+
+pub use graph::{ActDesc, ActId, Gate, Graph, Op, RopeMode, Rows};
+
+use crate::quant::GgmlType;
+use crate::Result;
+
+/// A boxed future that need not be `Send` (the browser is single-threaded).
+pub type LocalFuture<'a, T> = Pin<Box<dyn Future<Output = T> + 'a>>;
+
+/// Handle to a weight tensor held by an executor.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct WeightId(pub u32);
+
+/// Handle to a KV cache held by an executor.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct KvId(pub u32);
+
+/// Handle to a compiled graph.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct GraphId(pub u32);
+
+/// Shape of a KV cache: per layer, the width of a key row and of a value row.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KvSpec {
+    /// Positions it holds.
+    pub n_ctx: usize,
+    /// Per layer: n_kv_heads · head_dim of the keys.
+    pub k_dims: Vec<usize>,
+    /// Per layer: n_kv_heads · head_dim of the values.
+    pub v_dims: Vec<usize>,
+}
+
+/// What a step reads back.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Readback {
+    /// The argmax of the last token's logits, computed on the device.
+    Argmax,
+    /// The last token's logits.
+    LastLogits,
+    /// Every token's logits (graph must be built with all rows of logits).
+    AllLogits,
+}
+
+/// What a step returns.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct StepOutput {
+    /// The argmax token, for [`Readback::Argmax`].
+    pub token: Option<u32>,
+    /// Logits, row-major, for the logits readbacks.
+    pub logits: Vec<f32>,
+}
+
+/// A backend that holds weights and KV caches and runs compiled graphs.
+pub trait Executor {
+    /// Short name ("cpu", "webgpu", "cuda").
+    fn name(&self) -> &'static str;
+    /// Whether weights of this type can be loaded.
+    fn supports_type(&self, t: GgmlType) -> bool;
+    /// Reserve a weight tensor of `dims` (ggml order) and type `dtype`.
+    fn alloc_weight(&mut self, name: &str, dtype: GgmlType, dims: &[u64]) -> Result<WeightId>;
+    /// Copy `bytes` into the weight at byte `offset` (raw GGUF block bytes).
+    fn write_weight(&mut self, id: WeightId, offset: u64, bytes: &[u8]) -> Result<()>;
+    /// Wait until every write has reached the device.
+    fn finish_upload(&mut self) -> LocalFuture<'_, Result<()>>;
+    /// Allocate a KV cache.
+    fn alloc_kv(&mut self, spec: &KvSpec) -> Result<KvId>;
+    /// Free a KV cache.
+    fn free_kv(&mut self, kv: KvId);
+    /// Prepare a graph for repeated execution.
+    fn compile(&mut self, graph: &Graph) -> Result<GraphId>;
+    /// Run a compiled graph on `tokens` (exactly the graph's n_tokens) starting at position
+    /// `pos` of cache `kv`, and read back what is asked.
+    fn run<'a>(
+        &'a mut self,
+        graph: GraphId,
+        kv: KvId,
+        tokens: &'a [u32],
+        pos: usize,
+        readback: Readback,
+    ) -> LocalFuture<'a, Result<StepOutput>>;
+}
+
+/// Which executor to run a model on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ExecutorKind {
+    /// The best available: a GPU executor when one is usable, else the CPU.
+    #[default]
+    Auto,
+    /// The CPU reference executor.
+    Cpu,
+    /// WebGPU (wgpu natively, the browser's WebGPU in wasm).
+    WebGpu,
+    /// CUDA (native builds with the `cuda` feature).
+    Cuda,
+}
+
+impl std::str::FromStr for ExecutorKind {
+    type Err = crate::Error;
+    fn from_str(s: &str) -> Result<Self> {
+        Ok(match s {
+            "auto" => ExecutorKind::Auto,
+            "cpu" => ExecutorKind::Cpu,
+            "webgpu" => ExecutorKind::WebGpu,
+            "cuda" => ExecutorKind::Cuda,
+            other => {
+                return Err(crate::Error::InvalidArgument(format!(
+                    "unknown executor '{other}' (choose auto, cpu, webgpu or cuda)"
+                )))
+            }
+        })
+    }
+}
+
+/// Create an executor of the given kind.
+pub async fn create(kind: ExecutorKind) -> Result<Box<dyn Executor>> {
+    match kind {
+        // No GPU executor exists in this build yet: auto means the CPU.
+        ExecutorKind::Auto | ExecutorKind::Cpu => Ok(Box::new(cpu::CpuExecutor::new())),
+        ExecutorKind::WebGpu => Err(crate::Error::NotCompiledWith("the WebGPU executor")),
+        ExecutorKind::Cuda => Err(crate::Error::NotCompiledWith("the CUDA executor")),
+    }
+}

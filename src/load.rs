@@ -1,0 +1,159 @@
+//! Loading a model: header first, checks, then every tensor's bytes streamed to the executor.
+
+use std::cell::RefCell;
+use std::collections::HashMap;
+
+use crate::chat::ChatTemplate;
+use crate::exec::{self, Executor, ExecutorKind, GraphId, WeightId};
+use crate::gguf::{GgufReader, Metadata, Progress};
+use crate::model::{self, keys, Hparams, Logits, WeightTable};
+use crate::session::{Session, SessionOptions};
+use crate::source::ByteSource;
+use crate::tokenizer::Tokenizer;
+use crate::{Error, Result};
+
+/// How to load a model.
+pub struct LoadOptions<'a> {
+    /// Which executor runs it.
+    pub executor: ExecutorKind,
+    /// Largest piece of tensor data held in host memory at once while streaming.
+    pub chunk_size: usize,
+    /// Called as bytes arrive.
+    pub on_progress: Option<Box<dyn FnMut(&Progress) + 'a>>,
+}
+
+impl Default for LoadOptions<'_> {
+    fn default() -> Self {
+        LoadOptions { executor: ExecutorKind::Auto, chunk_size: 4 << 20, on_progress: None }
+    }
+}
+
+/// A loaded model: hyperparameters, tokenizer, chat template, and weights on an executor.
+pub struct Model {
+    pub(crate) hparams: Hparams,
+    pub(crate) n_vocab: usize,
+    pub(crate) tokenizer: Tokenizer,
+    pub(crate) template: Option<ChatTemplate>,
+    pub(crate) exec: RefCell<Box<dyn Executor>>,
+    weights: WeightTable,
+    graphs: RefCell<HashMap<(usize, Logits), GraphId>>,
+    name: Option<String>,
+}
+
+/// Everything about a model that its header tells, without loading weights.
+pub struct ModelInfo {
+    /// Hyperparameters.
+    pub hparams: Hparams,
+    /// Vocabulary size (rows of the embedding table).
+    pub n_vocab: usize,
+    /// The tokenizer.
+    pub tokenizer: Tokenizer,
+    /// The chat template, when the file has one.
+    pub template: Option<ChatTemplate>,
+}
+
+impl ModelInfo {
+    /// Read and check everything but the weights: hyperparameters, tokenizer, template, and
+    /// that every tensor the architecture needs is present with the right shape.
+    pub fn from_header(md: &Metadata, tensors: &[crate::gguf::TensorInfo]) -> Result<ModelInfo> {
+        let hparams = Hparams::from_metadata(md)?;
+        let tokenizer = Tokenizer::from_metadata(md)?;
+        let embd = tensors
+            .iter()
+            .find(|t| t.name == keys::tensor::TOKEN_EMBD)
+            .ok_or_else(|| Error::BadTensor { tensor: keys::tensor::TOKEN_EMBD.into(), message: "missing".into() })?;
+        let n_vocab = embd.dims.get(1).copied().unwrap_or(1) as usize;
+        if n_vocab != tokenizer.n_vocab() {
+            return Err(Error::BadTensor {
+                tensor: keys::tensor::TOKEN_EMBD.into(),
+                message: format!("has {n_vocab} rows but the vocabulary has {} tokens", tokenizer.n_vocab()),
+            });
+        }
+        // A dry run of the graph builder checks every tensor's presence and shape.
+        model::build_graph(&hparams, n_vocab, &WeightTable::from_infos(tensors), 1, Logits::Last)?;
+        let text = |id: Option<u32>| id.and_then(|i| tokenizer.token_text(i)).unwrap_or("").to_string();
+        let (bos, eos) = (text(tokenizer.bos_id()), text(tokenizer.eos_id()));
+        let template = ChatTemplate::from_metadata(md, &bos, &eos)?;
+        Ok(ModelInfo { hparams, n_vocab, tokenizer, template })
+    }
+}
+
+impl Model {
+    /// Stream a GGUF model from `src` onto the chosen executor.
+    pub async fn load<S: ByteSource>(src: S, mut opts: LoadOptions<'_>) -> Result<Model> {
+        let mut reader = GgufReader::open(src).await?;
+        reader.set_chunk_size(opts.chunk_size.max(4096));
+        let header = reader.header();
+        let info = ModelInfo::from_header(&header.metadata, &header.tensors)?;
+        let name = header.metadata.str_opt("general.name").ok().flatten().map(str::to_string);
+        let tensors = header.tensors.clone();
+        let mut exec = exec::create(opts.executor).await?;
+        let mut handles: Vec<WeightId> = Vec::with_capacity(tensors.len());
+        for t in &tensors {
+            handles.push(exec.alloc_weight(&t.name, t.dtype, &t.dims)?);
+        }
+        while let Some(chunk) = reader.next_chunk().await? {
+            exec.write_weight(handles[chunk.tensor], chunk.offset, chunk.data)?;
+            if let Some(cb) = opts.on_progress.as_mut() {
+                let p = reader.progress();
+                cb(&p);
+            }
+        }
+        exec.finish_upload().await?;
+        Ok(Model {
+            hparams: info.hparams,
+            n_vocab: info.n_vocab,
+            tokenizer: info.tokenizer,
+            template: info.template,
+            exec: RefCell::new(exec),
+            weights: WeightTable::with_handles(&tensors, &handles),
+            graphs: RefCell::new(HashMap::new()),
+            name,
+        })
+    }
+
+    /// Hyperparameters.
+    pub fn hparams(&self) -> &Hparams {
+        &self.hparams
+    }
+    /// The tokenizer.
+    pub fn tokenizer(&self) -> &Tokenizer {
+        &self.tokenizer
+    }
+    /// The chat template, if the model has one.
+    pub fn chat_template(&self) -> Option<&ChatTemplate> {
+        self.template.as_ref()
+    }
+    /// Vocabulary size.
+    pub fn n_vocab(&self) -> usize {
+        self.n_vocab
+    }
+    /// `general.name`, when present.
+    pub fn name(&self) -> Option<&str> {
+        self.name.as_deref()
+    }
+    /// The executor's name ("cpu", ...).
+    pub fn executor_name(&self) -> &'static str {
+        self.exec.borrow().name()
+    }
+
+    /// A new conversation with its own KV cache.
+    pub fn session(&self, opts: SessionOptions) -> Result<Session<'_>> {
+        Session::new(self, opts)
+    }
+
+    /// The compiled graph for steps of `n` tokens (built on first use).
+    pub(crate) fn graph(&self, n: usize, logits: Logits) -> Result<GraphId> {
+        if let Some(&g) = self.graphs.borrow().get(&(n, logits)) {
+            return Ok(g);
+        }
+        let graph = model::build_graph(&self.hparams, self.n_vocab, &self.weights, n, logits)?;
+        let id = self.exec.try_borrow_mut().map_err(|_| busy())?.compile(&graph)?;
+        self.graphs.borrow_mut().insert((n, logits), id);
+        Ok(id)
+    }
+}
+
+pub(crate) fn busy() -> Error {
+    Error::InvalidArgument("the model is busy with another step".into())
+}

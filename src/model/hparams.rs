@@ -1,0 +1,163 @@
+//! Hyperparameters read from GGUF metadata, checked before any weight is loaded.
+
+use super::keys::{arch_key, suffix};
+use crate::exec::RopeMode;
+use crate::gguf::Metadata;
+use crate::{Error, Result};
+
+/// The architectures wick implements.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Arch {
+    /// Llama 2/3, Mistral, SmolLM2, TinyLlama.
+    Llama,
+    /// Qwen2 / Qwen2.5: QKV bias, NeoX RoPE.
+    Qwen2,
+    /// Qwen3: per-head QK RMSNorm, NeoX RoPE.
+    Qwen3,
+    /// Gemma 3: sliding-window layers, QK-norm, GELU, scaled embeddings, extra norms.
+    Gemma3,
+}
+
+impl Arch {
+    /// From `general.architecture`.
+    pub fn from_name(name: &str) -> Result<Arch> {
+        Ok(match name {
+            "llama" => Arch::Llama,
+            "qwen2" => Arch::Qwen2,
+            "qwen3" => Arch::Qwen3,
+            "gemma3" => Arch::Gemma3,
+            other => return Err(Error::UnsupportedArchitecture(other.to_string())),
+        })
+    }
+    /// The GGUF name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Arch::Llama => "llama",
+            Arch::Qwen2 => "qwen2",
+            Arch::Qwen3 => "qwen3",
+            Arch::Gemma3 => "gemma3",
+        }
+    }
+}
+
+/// Hyperparameters of a model.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Hparams {
+    /// Architecture.
+    pub arch: Arch,
+    /// Context length the model was trained for.
+    pub n_ctx_train: usize,
+    /// Hidden size.
+    pub n_embd: usize,
+    /// Transformer blocks.
+    pub n_layer: usize,
+    /// Feed-forward inner size.
+    pub n_ff: usize,
+    /// Query heads.
+    pub n_head: usize,
+    /// Key/value heads.
+    pub n_head_kv: usize,
+    /// Size of a key (and query) head.
+    pub head_dim: usize,
+    /// Size of a value head.
+    pub v_head_dim: usize,
+    /// Dimensions of a head that RoPE rotates.
+    pub n_rot: usize,
+    /// RoPE base frequency.
+    pub rope_base: f32,
+    /// RoPE base of sliding-window layers (Gemma 3).
+    pub rope_base_swa: f32,
+    /// RoPE frequency scale (1 / linear scaling factor).
+    pub rope_freq_scale: f32,
+    /// RoPE pairing.
+    pub rope_mode: RopeMode,
+    /// RMSNorm epsilon.
+    pub eps: f32,
+    /// Sliding window size, for architectures with sliding-window layers.
+    pub sliding_window: Option<usize>,
+}
+
+impl Hparams {
+    /// Read and check the hyperparameters of the architecture named in the metadata.
+    pub fn from_metadata(md: &Metadata) -> Result<Hparams> {
+        let arch_name = md.str(super::keys::ARCHITECTURE)?;
+        let arch = Arch::from_name(arch_name)?;
+        let key = |s: &str| arch_key(arch_name, s);
+        let usize_key = |s: &str| -> Result<usize> { Ok(md.u32(&key(s))? as usize) };
+        let n_embd = usize_key(suffix::EMBEDDING_LENGTH)?;
+        let n_head = usize_key(suffix::HEAD_COUNT)?;
+        let n_head_kv = match md.u32_opt(&key(suffix::HEAD_COUNT_KV))? {
+            Some(v) => v as usize,
+            None => n_head,
+        };
+        if n_head == 0 || n_head_kv == 0 || n_head % n_head_kv != 0 {
+            return Err(Error::bad_metadata(
+                key(suffix::HEAD_COUNT_KV),
+                format!("{n_head} query heads cannot be grouped over {n_head_kv} key/value heads"),
+            ));
+        }
+        let head_dim = match md.u32_opt(&key(suffix::KEY_LENGTH))? {
+            Some(v) => v as usize,
+            None => n_embd / n_head,
+        };
+        let v_head_dim = md.u32_opt(&key(suffix::VALUE_LENGTH))?.map_or(head_dim, |v| v as usize);
+        let n_rot = md.u32_opt(&key(suffix::ROPE_DIMENSION_COUNT))?.map_or(head_dim, |v| v as usize);
+        if head_dim == 0 || n_rot > head_dim || n_rot % 2 != 0 || head_dim % 2 != 0 {
+            return Err(Error::bad_metadata(key(suffix::ROPE_DIMENSION_COUNT), "RoPE dimensions do not fit the head"));
+        }
+        let rope_freq_scale = match md.str_opt(&key(suffix::ROPE_SCALING_TYPE))? {
+            None | Some("none") => 1.0,
+            Some("linear") => {
+                let f = md.f32_opt(&key(suffix::ROPE_SCALING_FACTOR))?.unwrap_or(1.0);
+                if !(f > 0.0) {
+                    return Err(Error::bad_metadata(key(suffix::ROPE_SCALING_FACTOR), "must be positive"));
+                }
+                1.0 / f
+            }
+            Some(other) => {
+                return Err(Error::bad_metadata(
+                    key(suffix::ROPE_SCALING_TYPE),
+                    format!("RoPE scaling '{other}' is not supported"),
+                ))
+            }
+        };
+        let default_base = if arch == Arch::Gemma3 { 1_000_000.0 } else { 10_000.0 };
+        let hp = Hparams {
+            arch,
+            n_ctx_train: usize_key(suffix::CONTEXT_LENGTH)?,
+            n_embd,
+            n_layer: usize_key(suffix::BLOCK_COUNT)?,
+            n_ff: usize_key(suffix::FEED_FORWARD_LENGTH)?,
+            n_head,
+            n_head_kv,
+            head_dim,
+            v_head_dim,
+            n_rot,
+            rope_base: md.f32_opt(&key(suffix::ROPE_FREQ_BASE))?.unwrap_or(default_base),
+            // llama.cpp hard-codes 10000 for Gemma 3's local layers.
+            rope_base_swa: 10_000.0,
+            rope_freq_scale,
+            rope_mode: if arch == Arch::Llama { RopeMode::Normal } else { RopeMode::Neox },
+            eps: md.f32(&key(suffix::RMS_EPS))?,
+            sliding_window: match arch {
+                Arch::Gemma3 => Some(md.u32(&key(suffix::SLIDING_WINDOW))? as usize),
+                _ => None,
+            },
+        };
+        for (name, v) in [("embedding_length", hp.n_embd), ("block_count", hp.n_layer), ("feed_forward_length", hp.n_ff)]
+        {
+            if v == 0 || v > 1 << 20 {
+                return Err(Error::bad_metadata(key(name), format!("{v} is out of range")));
+            }
+        }
+        if !(hp.eps > 0.0 && hp.eps < 1.0) {
+            return Err(Error::bad_metadata(key(suffix::RMS_EPS), format!("{} is out of range", hp.eps)));
+        }
+        Ok(hp)
+    }
+
+    /// Whether layer `il` uses sliding-window attention (Gemma 3: five local layers, then one global).
+    pub fn is_swa_layer(&self, il: usize) -> bool {
+        self.sliding_window.is_some() && il % 6 < 5
+    }
+}

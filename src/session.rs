@@ -1,0 +1,259 @@
+//! Sessions (a conversation's KV cache) and generation as an async stream of tokens.
+
+use crate::exec::{KvId, KvSpec, Readback, StepOutput};
+use crate::load::{busy, Model};
+use crate::model::Logits;
+use crate::sampling::{Sampler, SamplingParams};
+use crate::stop::StopMatcher;
+use crate::tokenizer::StreamDecoder;
+use crate::{Error, Result};
+
+/// Options of a session.
+#[derive(Debug, Clone)]
+pub struct SessionOptions {
+    /// Context size in tokens (0: the model's training context, capped at 4096).
+    pub n_ctx: usize,
+    /// Largest number of prompt tokens evaluated in one step.
+    pub n_batch: usize,
+}
+
+impl Default for SessionOptions {
+    fn default() -> Self {
+        SessionOptions { n_ctx: 0, n_batch: 256 }
+    }
+}
+
+/// A conversation with a model: its KV cache and the tokens in it.
+pub struct Session<'m> {
+    model: &'m Model,
+    kv: KvId,
+    n_ctx: usize,
+    n_batch: usize,
+    tokens: Vec<u32>,
+}
+
+impl Drop for Session<'_> {
+    fn drop(&mut self) {
+        if let Ok(mut e) = self.model.exec.try_borrow_mut() {
+            e.free_kv(self.kv);
+        }
+    }
+}
+
+/// How to generate.
+#[derive(Debug, Clone)]
+pub struct GenerateOptions {
+    /// Most tokens to generate.
+    pub max_tokens: usize,
+    /// Sampling parameters.
+    pub sampling: SamplingParams,
+    /// Generation stops before any of these strings; they are not returned.
+    pub stop: Vec<String>,
+}
+
+impl Default for GenerateOptions {
+    fn default() -> Self {
+        GenerateOptions { max_tokens: 256, sampling: SamplingParams::default(), stop: Vec::new() }
+    }
+}
+
+/// Why generation ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FinishReason {
+    /// The model produced an end-of-generation token.
+    Eog,
+    /// A stop string appeared.
+    Stop,
+    /// `max_tokens` were generated.
+    Length,
+    /// The context is full.
+    ContextFull,
+}
+
+/// One generated token.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Token {
+    /// Token id; `None` for text held back until the end (a partial stop string, an
+    /// unfinished UTF-8 sequence) and released when generation finishes.
+    pub id: Option<u32>,
+    /// Text that became complete with this token (may be empty: partial UTF-8, held-back stop prefix).
+    pub text: String,
+}
+
+impl<'m> Session<'m> {
+    pub(crate) fn new(model: &'m Model, opts: SessionOptions) -> Result<Session<'m>> {
+        let hp = model.hparams();
+        let n_ctx = if opts.n_ctx == 0 { hp.n_ctx_train.min(4096) } else { opts.n_ctx };
+        if n_ctx == 0 || n_ctx > 1 << 20 {
+            return Err(Error::InvalidArgument(format!("context size {n_ctx} is out of range")));
+        }
+        let spec = KvSpec {
+            n_ctx,
+            k_dims: vec![hp.n_head_kv * hp.head_dim; hp.n_layer],
+            v_dims: vec![hp.n_head_kv * hp.v_head_dim; hp.n_layer],
+        };
+        let kv = model.exec.try_borrow_mut().map_err(|_| busy())?.alloc_kv(&spec)?;
+        Ok(Session { model, kv, n_ctx, n_batch: opts.n_batch.max(1), tokens: Vec::new() })
+    }
+
+    /// Context size.
+    pub fn n_ctx(&self) -> usize {
+        self.n_ctx
+    }
+    /// Tokens currently in the cache.
+    pub fn tokens(&self) -> &[u32] {
+        &self.tokens
+    }
+    /// The model.
+    pub fn model(&self) -> &'m Model {
+        self.model
+    }
+    /// Forget everything in the cache.
+    pub fn reset(&mut self) {
+        self.tokens.clear();
+    }
+
+    /// Append `tokens` to the context, evaluating them in batches, and read back for the last.
+    pub async fn eval(&mut self, tokens: &[u32], readback: Readback) -> Result<StepOutput> {
+        if tokens.is_empty() {
+            return Err(Error::InvalidArgument("nothing to evaluate".into()));
+        }
+        let needed = self.tokens.len() + tokens.len();
+        if needed > self.n_ctx {
+            return Err(Error::ContextOverflow { needed, n_ctx: self.n_ctx });
+        }
+        let logits = if readback == Readback::AllLogits { Logits::All } else { Logits::Last };
+        let mut out = StepOutput::default();
+        for (i, batch) in tokens.chunks(self.n_batch).enumerate() {
+            let last = (i + 1) * self.n_batch >= tokens.len();
+            let graph = self.model.graph(batch.len(), logits)?;
+            let rb = if last || readback == Readback::AllLogits { readback } else { Readback::LastLogits };
+            let mut exec = self.model.exec.try_borrow_mut().map_err(|_| busy())?;
+            let step = exec.run(graph, self.kv, batch, self.tokens.len(), rb).await?;
+            drop(exec);
+            self.tokens.extend_from_slice(batch);
+            if readback == Readback::AllLogits {
+                out.logits.extend_from_slice(&step.logits);
+            } else if last {
+                out = step;
+            }
+        }
+        Ok(out)
+    }
+
+    /// Generate a continuation of `prompt` (token ids of the whole conversation so far). The
+    /// cached prefix shared with the previous call is reused.
+    pub fn generate(&mut self, prompt: &[u32], opts: GenerateOptions) -> Result<Generation<'_, 'm>> {
+        if prompt.is_empty() {
+            return Err(Error::InvalidArgument("the prompt is empty".into()));
+        }
+        if prompt.len() >= self.n_ctx {
+            return Err(Error::ContextOverflow { needed: prompt.len() + 1, n_ctx: self.n_ctx });
+        }
+        let sampler = Sampler::new(opts.sampling.clone())?;
+        // Keep the common prefix, but always evaluate at least one token to get logits.
+        let common = self.tokens.iter().zip(prompt).take_while(|(a, b)| a == b).count().min(prompt.len() - 1);
+        self.tokens.truncate(common);
+        let pending = prompt[common..].to_vec();
+        let model = self.model;
+        Ok(Generation {
+            session: self,
+            sampler,
+            decoder: StreamDecoder::new(&model.tokenizer),
+            stop: StopMatcher::new(opts.stop.clone()),
+            history: prompt.to_vec(),
+            pending,
+            generated: 0,
+            max_tokens: opts.max_tokens,
+            finish: None,
+            n_prompt: prompt.len() - common,
+        })
+    }
+}
+
+/// A generation in progress: call [`Generation::next`] until it returns `None`. Dropping it
+/// cancels the generation; the session stays usable.
+pub struct Generation<'s, 'm> {
+    session: &'s mut Session<'m>,
+    sampler: Sampler,
+    decoder: StreamDecoder<'m>,
+    stop: StopMatcher,
+    history: Vec<u32>,
+    pending: Vec<u32>,
+    generated: usize,
+    max_tokens: usize,
+    finish: Option<FinishReason>,
+    n_prompt: usize,
+}
+
+impl Generation<'_, '_> {
+    /// The next token, or `None` when generation has ended (see [`Generation::finish_reason`]).
+    pub async fn next(&mut self) -> Option<Result<Token>> {
+        if self.finish.is_some() {
+            return None;
+        }
+        if self.generated >= self.max_tokens {
+            return self.end(FinishReason::Length);
+        }
+        if self.session.tokens.len() + self.pending.len() > self.session.n_ctx {
+            return self.end(FinishReason::ContextFull);
+        }
+        let readback = if self.sampler.is_greedy() { Readback::Argmax } else { Readback::LastLogits };
+        let pending = std::mem::take(&mut self.pending);
+        let out = match self.session.eval(&pending, readback).await {
+            Ok(o) => o,
+            Err(e) => {
+                self.finish = Some(FinishReason::Stop);
+                return Some(Err(e));
+            }
+        };
+        let id = match out.token {
+            Some(t) => t,
+            None => {
+                let mut logits = out.logits;
+                self.sampler.sample(&mut logits, &self.history)
+            }
+        };
+        self.generated += 1;
+        let tok = self.session.model.tokenizer();
+        if tok.is_eog(id) {
+            return self.end(FinishReason::Eog);
+        }
+        self.history.push(id);
+        self.pending.push(id);
+        let piece = self.decoder.push(id);
+        let r = self.stop.push(&piece);
+        if r.stopped {
+            self.finish = Some(FinishReason::Stop);
+        }
+        Some(Ok(Token { id: Some(id), text: r.emit }))
+    }
+
+    fn end(&mut self, reason: FinishReason) -> Option<Result<Token>> {
+        self.finish = Some(reason);
+        let tail = self.decoder.flush();
+        let text = if self.finish == Some(FinishReason::Stop) {
+            String::new()
+        } else {
+            self.stop.push(&tail).emit + &self.stop.flush()
+        };
+        if text.is_empty() {
+            None
+        } else {
+            Some(Ok(Token { id: None, text }))
+        }
+    }
+
+    /// Why generation ended, once it has.
+    pub fn finish_reason(&self) -> Option<FinishReason> {
+        self.finish
+    }
+    /// Prompt tokens that had to be evaluated (not reused from the cache).
+    pub fn n_prompt_evaluated(&self) -> usize {
+        self.n_prompt
+    }
+    /// Tokens generated so far.
+    pub fn n_generated(&self) -> usize {
+        self.generated
+    }
+}
