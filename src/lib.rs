@@ -4,5 +4,6 @@
 mod error;
 pub mod gguf;
 pub mod quant;
+pub mod source;
 
 pub use error::{Error, Result};
