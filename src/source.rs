@@ -1,0 +1,186 @@
+//! Byte sources: where GGUF bytes come from.
+//!
+//! A [`ByteSource`] is an ordered stream of bytes with no seeking: the GGUF reader consumes the
+//! header, then every tensor's bytes, front to back (design rule 2, "Stream the weights"). That is
+//! all a browser `fetch` body or a `ReadableStream` can give, so it is all wick asks of any source.
+//!
+//! - [`MemorySource`]: bytes already in memory (an owned `Vec<u8>`, a borrowed `&[u8]`, anything
+//!   `AsRef<[u8]>`).
+//! - [`FileSource`]: a native file (not on wasm).
+//! - [`StreamSource`]: any `futures_core::Stream` of byte chunks; the browser sources wrap one.
+
+use std::future::Future;
+use std::pin::Pin;
+
+use futures_core::Stream;
+
+use crate::{Error, Result};
+
+/// An ordered, forward-only byte source.
+pub trait ByteSource {
+    /// Read up to `buf.len()` bytes into `buf`; `Ok(0)` means end of stream (for a non-empty `buf`).
+    fn read(&mut self, buf: &mut [u8]) -> impl Future<Output = Result<usize>>;
+    /// Total length in bytes if known (progress, early truncation checks).
+    fn len_hint(&self) -> Option<u64> {
+        None
+    }
+}
+
+impl<T: ByteSource> ByteSource for &mut T {
+    fn read(&mut self, buf: &mut [u8]) -> impl Future<Output = Result<usize>> {
+        (**self).read(buf)
+    }
+    fn len_hint(&self) -> Option<u64> {
+        (**self).len_hint()
+    }
+}
+
+/// Bytes in memory: `MemorySource::new(vec)` owns them, `MemorySource::new(&slice[..])` borrows them.
+#[derive(Debug, Clone)]
+pub struct MemorySource<B: AsRef<[u8]> = Vec<u8>> {
+    data: B,
+    pos: usize,
+}
+
+impl<B: AsRef<[u8]>> MemorySource<B> {
+    /// A source that yields `data` from its start.
+    pub fn new(data: B) -> Self {
+        Self { data, pos: 0 }
+    }
+    /// Bytes not yet read.
+    pub fn remaining(&self) -> usize {
+        self.data.as_ref().len() - self.pos
+    }
+    /// The underlying bytes.
+    pub fn into_inner(self) -> B {
+        self.data
+    }
+}
+
+impl<B: AsRef<[u8]>> ByteSource for MemorySource<B> {
+    async fn read(&mut self, buf: &mut [u8]) -> Result<usize> {
+        let rest = &self.data.as_ref()[self.pos..];
+        let n = rest.len().min(buf.len());
+        buf[..n].copy_from_slice(&rest[..n]);
+        self.pos += n;
+        Ok(n)
+    }
+    fn len_hint(&self) -> Option<u64> {
+        Some(self.data.as_ref().len() as u64)
+    }
+}
+
+/// A native file, read front to back. The read itself is blocking `std::fs` I/O: the native CLI
+/// runs the loader on its own thread, and a local disk is faster than anything downstream.
+#[cfg(not(target_arch = "wasm32"))]
+#[derive(Debug)]
+pub struct FileSource {
+    file: std::fs::File,
+    len: u64,
+    path: std::path::PathBuf,
+}
+
+#[cfg(not(target_arch = "wasm32"))]
+impl FileSource {
+    /// Open `path` for reading; its length comes from the file's metadata.
+    pub async fn open(path: impl AsRef<std::path::Path>) -> Result<Self> {
+        let path = path.as_ref().to_path_buf();
+        let file =
+            std::fs::File::open(&path).map_err(|e| Error::io(format!("opening {}", path.display()), e))?;
+        let len = file
+            .metadata()
+            .map_err(|e| Error::io(format!("reading the metadata of {}", path.display()), e))?
+            .len();
+        Ok(Self { file, len, path })
+    }
+}
+
+#[cfg(not(target_arch = "wasm32"))]
+impl ByteSource for FileSource {
+    async fn read(&mut self, buf: &mut [u8]) -> Result<usize> {
+        use std::io::Read;
+        loop {
+            match self.file.read(buf) {
+                Ok(n) => return Ok(n),
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(Error::io(format!("reading {}", self.path.display()), e)),
+            }
+        }
+    }
+    fn len_hint(&self) -> Option<u64> {
+        Some(self.len)
+    }
+}
+
+/// Any async stream of byte chunks (a `fetch` body, a `Blob` reader, a network socket, ...).
+///
+/// Chunks may have any size, including empty; the part of a chunk that does not fit the caller's
+/// buffer is kept for the next read. An `Err` item ends the read with that error.
+pub struct StreamSource<S> {
+    stream: S,
+    chunk: Vec<u8>,
+    pos: usize,
+    done: bool,
+    len: Option<u64>,
+}
+
+impl<S> StreamSource<S>
+where
+    S: Stream<Item = Result<Vec<u8>>> + Unpin,
+{
+    /// A source over `stream`, length unknown.
+    pub fn new(stream: S) -> Self {
+        Self { stream, chunk: Vec::new(), pos: 0, done: false, len: None }
+    }
+    /// A source over `stream` whose total length is known (e.g. from `Content-Length`).
+    pub fn with_len(stream: S, len: u64) -> Self {
+        Self { len: Some(len), ..Self::new(stream) }
+    }
+}
+
+impl<S> ByteSource for StreamSource<S>
+where
+    S: Stream<Item = Result<Vec<u8>>> + Unpin,
+{
+    async fn read(&mut self, buf: &mut [u8]) -> Result<usize> {
+        if buf.is_empty() {
+            return Ok(0);
+        }
+        while self.pos >= self.chunk.len() {
+            if self.done {
+                return Ok(0);
+            }
+            let stream = &mut self.stream;
+            match std::future::poll_fn(|cx| Pin::new(&mut *stream).poll_next(cx)).await {
+                Some(Ok(chunk)) => {
+                    self.chunk = chunk;
+                    self.pos = 0;
+                }
+                Some(Err(e)) => return Err(e),
+                None => {
+                    self.done = true;
+                    self.chunk = Vec::new();
+                    self.pos = 0;
+                }
+            }
+        }
+        let rest = &self.chunk[self.pos..];
+        let n = rest.len().min(buf.len());
+        buf[..n].copy_from_slice(&rest[..n]);
+        self.pos += n;
+        Ok(n)
+    }
+    fn len_hint(&self) -> Option<u64> {
+        self.len
+    }
+}
+
+impl<S> std::fmt::Debug for StreamSource<S> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StreamSource")
+            .field("buffered", &(self.chunk.len() - self.pos.min(self.chunk.len())))
+            .field("done", &self.done)
+            .field("len", &self.len)
+            .finish()
+    }
+}
