@@ -1,0 +1,220 @@
+//! Chat templates: turn a conversation into the prompt text a model was trained on.
+//!
+//! GGUF files carry the Hugging Face Jinja template in `tokenizer.chat_template`. wick renders
+//! it with minijinja set up the way `transformers` sets up jinja2
+//! (`transformers/utils/chat_template_utils.py`): `trim_blocks` and `lstrip_blocks` on, no
+//! autoescape, the trailing newline of the template dropped, and the globals
+//! `raise_exception(msg)` and `strftime_now(fmt)`, a `tojson` filter that writes what
+//! Python's `json.dumps(ensure_ascii=False)` writes, and Python's string and dict methods
+//! (`.strip()`, `.startswith()`, `.split()`, `.items()`, ...) from `minijinja-contrib`'s pycompat.
+//! The render context is `messages`, `add_generation_prompt`, `bos_token`, `eos_token`, and
+//! `tools` / `documents` set to `none`, as transformers passes them when there are none.
+
+mod pyjson;
+mod strftime;
+
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::Arc;
+
+use minijinja::value::{Enumerator, Kwargs, Object, Rest, Value};
+use minijinja::{AutoEscape, Environment, ErrorKind};
+
+use crate::gguf::Metadata;
+use crate::{Error, Result};
+
+/// The GGUF key holding the default chat template.
+pub const CHAT_TEMPLATE_KEY: &str = "tokenizer.chat_template";
+
+/// The date `strftime_now` sees on targets without a clock (wasm32-unknown-unknown), unless
+/// [`ChatTemplate::set_fixed_time`] says otherwise: 2025-01-01 00:00:00 UTC.
+pub const FALLBACK_UNIX_TIME: i64 = 1_735_689_600;
+
+/// Sentinel in the shared time cell meaning "read the clock".
+const USE_CLOCK: i64 = i64::MIN;
+
+/// Name under which the template is compiled (shows in error messages).
+const NAME: &str = "chat_template";
+
+/// One turn of a conversation.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct ChatMessage {
+    /// "system", "user", "assistant", ...
+    pub role: String,
+    /// The text of the turn.
+    pub content: String,
+}
+
+impl ChatMessage {
+    /// A message with the given role and content.
+    pub fn new(role: impl Into<String>, content: impl Into<String>) -> ChatMessage {
+        ChatMessage { role: role.into(), content: content.into() }
+    }
+}
+
+/// A message as the template sees it: a map whose keys iterate in the order Python's dict
+/// would give (`role`, then `content`), so `tojson` and `.items()` match transformers.
+#[derive(Debug)]
+struct MessageValue(ChatMessage);
+
+impl Object for MessageValue {
+    fn get_value(self: &Arc<Self>, key: &Value) -> Option<Value> {
+        match key.as_str()? {
+            "role" => Some(Value::from(self.0.role.as_str())),
+            "content" => Some(Value::from(self.0.content.as_str())),
+            _ => None,
+        }
+    }
+
+    fn enumerate(self: &Arc<Self>) -> Enumerator {
+        Enumerator::Str(&["role", "content"])
+    }
+}
+
+/// A compiled chat template with its special-token texts.
+#[derive(Debug)]
+pub struct ChatTemplate {
+    env: Environment<'static>,
+    bos_token: String,
+    eos_token: String,
+    /// Unix seconds `strftime_now` uses, or [`USE_CLOCK`]. Shared with the registered function.
+    now: Arc<AtomicI64>,
+}
+
+impl ChatTemplate {
+    /// The template in `tokenizer.chat_template`; `None` when the file has none.
+    /// `bos_token` and `eos_token` are the texts of those tokens (e.g. `"<s>"`).
+    pub fn from_metadata(md: &Metadata, bos_token: &str, eos_token: &str) -> Result<Option<ChatTemplate>> {
+        match md.str_opt(CHAT_TEMPLATE_KEY)? {
+            Some(src) => ChatTemplate::new(src, bos_token, eos_token).map(Some),
+            None => Ok(None),
+        }
+    }
+
+    /// Compile `source` (Hugging Face Jinja). Syntax errors are reported here, not at render.
+    pub fn new(source: &str, bos_token: &str, eos_token: &str) -> Result<ChatTemplate> {
+        let now = Arc::new(AtomicI64::new(USE_CLOCK));
+        let mut env = Environment::new();
+        env.set_trim_blocks(true);
+        env.set_lstrip_blocks(true);
+        env.set_keep_trailing_newline(false);
+        env.set_auto_escape_callback(|_| AutoEscape::None);
+        env.set_unknown_method_callback(minijinja_contrib::pycompat::unknown_method_callback);
+        env.add_function("raise_exception", raise_exception);
+        let now_fn = Arc::clone(&now);
+        env.add_function("strftime_now", move |fmt: &str| -> std::result::Result<String, minijinja::Error> {
+            Ok(strftime::format(fmt, current_time(&now_fn)))
+        });
+        env.add_filter("tojson", tojson);
+        env.add_template_owned(NAME, source.to_string())
+            .map_err(|e| Error::Template(format!("cannot compile: {}", describe(&e))))?;
+        Ok(ChatTemplate { env, bos_token: bos_token.to_string(), eos_token: eos_token.to_string(), now })
+    }
+
+    /// Make `strftime_now` see this time (Unix seconds, UTC) instead of the clock; `None`
+    /// returns to the clock (or to [`FALLBACK_UNIX_TIME`] where there is no clock).
+    pub fn set_fixed_time(&self, unix_secs: Option<i64>) {
+        let v = unix_secs.map_or(USE_CLOCK, |t| if t == USE_CLOCK { t + 1 } else { t });
+        self.now.store(v, Ordering::Relaxed);
+    }
+
+    /// Render the conversation. With `add_generation_prompt` the template appends the start of
+    /// an assistant turn. A template that calls `raise_exception` gives [`Error::Template`].
+    pub fn render(&self, messages: &[ChatMessage], add_generation_prompt: bool) -> Result<String> {
+        let tmpl = self.env.get_template(NAME).map_err(|e| Error::Template(describe(&e)))?;
+        let msgs: Vec<Value> = messages.iter().map(|m| Value::from_object(MessageValue(m.clone()))).collect();
+        let ctx = minijinja::context! {
+            messages => msgs,
+            add_generation_prompt => add_generation_prompt,
+            bos_token => self.bos_token.as_str(),
+            eos_token => self.eos_token.as_str(),
+            tools => (),
+            documents => (),
+        };
+        tmpl.render(ctx).map_err(|e| Error::Template(describe(&e)))
+    }
+}
+
+/// The error text with its causes, e.g. "invalid operation: roles must alternate (in chat_template:3)".
+fn describe(e: &minijinja::Error) -> String {
+    let mut s = e.to_string();
+    let mut src = std::error::Error::source(e);
+    while let Some(cause) = src {
+        s.push_str(": ");
+        s.push_str(&cause.to_string());
+        src = cause.source();
+    }
+    s
+}
+
+/// `raise_exception(msg)`: the template rejects its input.
+fn raise_exception(msg: String) -> std::result::Result<Value, minijinja::Error> {
+    Err(minijinja::Error::new(ErrorKind::InvalidOperation, format!("raise_exception: {msg}")))
+}
+
+/// transformers' `tojson`: `json.dumps(x, ensure_ascii=False, indent=None, separators=None,
+/// sort_keys=False)`, with the same keyword arguments (`indent` also positional, as jinja2's own).
+fn tojson(value: &Value, args: Rest<Value>, kwargs: Kwargs) -> std::result::Result<Value, minijinja::Error> {
+    let mut opts = pyjson::Options::default();
+    let indent: Option<Value> = match args.first() {
+        Some(v) => Some(v.clone()),
+        None => kwargs.get("indent")?,
+    };
+    if let Some(ind) = indent.filter(|v| !v.is_none() && !v.is_undefined()) {
+        opts.indent = Some(match ind.as_str() {
+            Some(s) => s.to_string(),
+            None => {
+                let n = i64::try_from(ind.clone())
+                    .map_err(|_| minijinja::Error::new(ErrorKind::InvalidOperation, "tojson: bad indent"))?;
+                " ".repeat(n.clamp(0, 64) as usize)
+            }
+        });
+    }
+    if let Some(b) = kwargs.get::<Option<bool>>("ensure_ascii")? {
+        opts.ensure_ascii = b;
+    }
+    if let Some(b) = kwargs.get::<Option<bool>>("sort_keys")? {
+        opts.sort_keys = b;
+    }
+    if let Some(seps) = kwargs.get::<Option<Value>>("separators")? {
+        if !seps.is_none() {
+            let item = seps.get_item_by_index(0).ok().and_then(|v| v.as_str().map(String::from));
+            let key = seps.get_item_by_index(1).ok().and_then(|v| v.as_str().map(String::from));
+            match (item, key) {
+                (Some(i), Some(k)) => opts.separators = Some((i, k)),
+                _ => {
+                    return Err(minijinja::Error::new(
+                        ErrorKind::InvalidOperation,
+                        "tojson: separators must be two strings",
+                    ))
+                }
+            }
+        }
+    }
+    kwargs.assert_all_used()?;
+    let mut out = String::new();
+    pyjson::write(&mut out, value, &opts, 0)?;
+    Ok(Value::from_safe_string(out))
+}
+
+/// Unix seconds for `strftime_now`.
+fn current_time(cell: &AtomicI64) -> i64 {
+    let t = cell.load(Ordering::Relaxed);
+    if t != USE_CLOCK {
+        return t;
+    }
+    clock_now()
+}
+
+#[cfg(not(target_arch = "wasm32"))]
+fn clock_now() -> i64 {
+    match std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH) {
+        Ok(d) => i64::try_from(d.as_secs()).unwrap_or(FALLBACK_UNIX_TIME),
+        Err(_) => FALLBACK_UNIX_TIME,
+    }
+}
+
+/// wasm32-unknown-unknown has no clock in std (`SystemTime::now` panics there).
+#[cfg(target_arch = "wasm32")]
+fn clock_now() -> i64 {
+    FALLBACK_UNIX_TIME
+}
