@@ -42,12 +42,12 @@ pub struct SynthSpec {
 }
 
 impl SynthSpec {
-    /// A tiny model (64 hidden, 2 layers) for tests.
+    /// A tiny model (64 hidden, 2 layers; 6 for Gemma 3 so that one layer is global) for tests.
     pub fn tiny(arch: Arch, seed: u64) -> SynthSpec {
         SynthSpec {
             arch,
             n_embd: 64,
-            n_layer: 2,
+            n_layer: if arch == Arch::Gemma3 { 6 } else { 2 },
             n_head: 4,
             n_head_kv: 2,
             head_dim: 16,

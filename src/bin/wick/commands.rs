@@ -10,7 +10,7 @@ use wick::source::FileSource;
 use wick::{Error, GenerateOptions, LoadOptions, Model, ModelInfo, Result, Session, SessionOptions};
 
 use super::progress::Bar;
-use super::{ChatArgs, GenerateArgs, InfoArgs, ModelArgs, SamplingArgs, TokenizeArgs};
+use super::{ChatArgs, GenerateArgs, InfoArgs, ModelArgs, SamplingArgs, SynthArgs, TokenizeArgs};
 
 async fn load(a: &ModelArgs) -> Result<Model> {
     let src = FileSource::open(&a.model).await?;
@@ -198,5 +198,26 @@ pub async fn info(a: InfoArgs) -> Result<()> {
         Ok(mi) => println!("wick can run this model: {:?}", mi.hparams),
         Err(e) => println!("wick cannot run this model: {e}"),
     }
+    Ok(())
+}
+
+pub async fn synth(a: SynthArgs) -> Result<()> {
+    use wick::quant::GgmlType;
+    let arch = wick::model::Arch::from_name(&a.arch)?;
+    let mut spec = match a.shape.as_str() {
+        "tiny" => wick::synth::SynthSpec::tiny(arch, a.seed),
+        other => return Err(Error::InvalidArgument(format!("unknown shape '{other}' (available: tiny)"))),
+    };
+    spec.matrix_type = match a.dtype.to_ascii_uppercase().as_str() {
+        "F32" => GgmlType::F32,
+        "F16" => GgmlType::F16,
+        "Q8_0" => GgmlType::Q8_0,
+        other => return Err(Error::InvalidArgument(format!("unknown type '{other}' (available: F32, F16, Q8_0)"))),
+    };
+    let donor = GgufReader::open(FileSource::open(&a.donor).await?).await?.into_header().metadata;
+    let file = std::fs::File::create(&a.output).map_err(|e| Error::io(format!("creating {}", a.output.display()), e))?;
+    let w = wick::synth::write(std::io::BufWriter::new(file), &spec, &donor)?;
+    w.into_inner().map_err(|e| Error::io("writing the model", e.error()))?;
+    eprintln!("wrote {}", a.output.display());
     Ok(())
 }

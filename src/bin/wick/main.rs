@@ -26,6 +26,8 @@ enum Command {
     Tokenize(TokenizeArgs),
     /// Print a GGUF file's metadata and tensors.
     Info(InfoArgs),
+    /// Write a synthetic model: a real architecture, random weights, a real tokenizer.
+    Synth(SynthArgs),
 }
 
 /// Options shared by the commands that load a model.
@@ -145,6 +147,28 @@ struct InfoArgs {
     full: bool,
 }
 
+#[derive(Args)]
+struct SynthArgs {
+    /// Architecture: llama, qwen2, qwen3 or gemma3.
+    #[arg(long, default_value = "llama")]
+    arch: String,
+    /// Shape: tiny (64 hidden, 2 layers).
+    #[arg(long, default_value = "tiny")]
+    shape: String,
+    /// Type of the weight matrices: F32, F16 or Q8_0.
+    #[arg(long = "type", default_value = "Q8_0")]
+    dtype: String,
+    /// Seed of the random weights.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// A real GGUF model whose tokenizer metadata is copied.
+    #[arg(long)]
+    donor: PathBuf,
+    /// Output file.
+    #[arg(short, long)]
+    output: PathBuf,
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = pollster::block_on(async {
@@ -153,6 +177,7 @@ fn main() -> ExitCode {
             Command::Chat(a) => commands::chat(a).await,
             Command::Tokenize(a) => commands::tokenize(a).await,
             Command::Info(a) => commands::info(a).await,
+            Command::Synth(a) => commands::synth(a).await,
         }
     });
     match result {
