@@ -1,0 +1,241 @@
+//! `vec_dot` for every weight type against the f64 dot product of the dequantized weights with
+//! the unquantized activations, the fast paths against the scalar reference, `quantize_row_into`
+//! round trips, and errors on bad lengths.
+
+use half::{bf16, f16};
+use wick::quant::{
+    dequantize, quantize_row_into, vec_dot, vec_dot_portable, vec_dot_ref, vec_dot_type, GgmlType,
+};
+
+/// splitmix64: a small seeded PRNG.
+struct Rng(u64);
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+    /// Uniform in [0, 1).
+    fn unif(&mut self) -> f32 {
+        (self.next() >> 40) as f32 / (1u64 << 24) as f32
+    }
+    /// Roughly normal (sum of uniforms), mean 0, sd ~ `sd`.
+    fn normal(&mut self, sd: f32) -> f32 {
+        let s: f32 = (0..4).map(|_| self.unif()).sum::<f32>() - 2.0;
+        s * sd * 1.73
+    }
+    /// Random sign, magnitude log-uniform in [0.001, 2].
+    fn scale(&mut self) -> f32 {
+        let m = (0.001f32.ln() + self.unif() * (2.0f32.ln() - 0.001f32.ln())).exp();
+        if self.next() & 1 == 0 {
+            m
+        } else {
+            -m
+        }
+    }
+}
+
+/// Byte offsets of the f16 scale fields of one block.
+fn f16_fields(t: GgmlType) -> &'static [usize] {
+    use GgmlType::*;
+    match t {
+        Q4_0 | Q5_0 | Q8_0 => &[0],
+        Q4_1 | Q5_1 | Q4_K | Q5_K => &[0, 2],
+        Q2_K => &[80, 82],
+        Q3_K => &[108],
+        Q6_K => &[208],
+        _ => &[],
+    }
+}
+
+/// A random weight row of `n` elements: random bytes with sane scales (floats for F32/F16/BF16).
+fn random_weights(t: GgmlType, n: usize, rng: &mut Rng) -> Vec<u8> {
+    let mut w = Vec::new();
+    match t {
+        GgmlType::F32 | GgmlType::F16 | GgmlType::BF16 => {
+            let x: Vec<f32> = (0..n).map(|_| rng.normal(1.0)).collect();
+            quantize_row_into(t, &x, &mut w).unwrap();
+        }
+        _ => {
+            let bytes = t.row_bytes(n as u64).unwrap() as usize;
+            w = (0..bytes).map(|_| rng.next() as u8).collect();
+            for b in w.chunks_exact_mut(t.type_size()) {
+                for &off in f16_fields(t) {
+                    b[off..off + 2].copy_from_slice(&f16::from_f32(rng.scale()).to_le_bytes());
+                }
+            }
+        }
+    }
+    w
+}
+
+/// Largest error quantizing one activation element can make (per element `i`), for the
+/// activation format `at`: half a quantization step plus the rounding of the stored scale.
+fn act_err_bound(at: GgmlType, x: &[f32]) -> Vec<f64> {
+    let bs = at.block_size();
+    let mut e = vec![0f64; x.len()];
+    for (eb, xb) in e.chunks_mut(bs).zip(x.chunks(bs)) {
+        let amax = xb.iter().fold(0f64, |a, v| a.max(v.abs() as f64));
+        for (ei, &xi) in eb.iter_mut().zip(xb) {
+            *ei = match at {
+                GgmlType::F32 => 0.0,
+                GgmlType::F16 => xi.abs() as f64 * 2f64.powi(-11) + 6e-8,
+                GgmlType::BF16 => xi.abs() as f64 * 2f64.powi(-8),
+                // d = amax / 127 is stored as f16 (relative error 2^-11; q d <= ~amax).
+                GgmlType::Q8_0 | GgmlType::Q8_1 => amax * (0.5 / 127.0 + 2f64.powi(-11)) * 1.001,
+                // d is f32.
+                GgmlType::Q8_K => amax * (0.5 / 127.0) * 1.001,
+                _ => unreachable!(),
+            };
+        }
+    }
+    e
+}
+
+const LENGTHS: [usize; 3] = [256, 1024, 4096];
+
+#[test]
+fn vec_dot_matches_f64_dot_of_dequantized_weights() {
+    let mut rng = Rng(0x5EED_0001);
+    for t in GgmlType::WEIGHT_TYPES {
+        let at = vec_dot_type(t);
+        for n in LENGTHS {
+            for trial in 0..3 {
+                let w = random_weights(t, n, &mut rng);
+                let x: Vec<f32> = (0..n).map(|_| rng.normal(1.0)).collect();
+                let mut acts = Vec::new();
+                quantize_row_into(at, &x, &mut acts).unwrap();
+                let mut wf = vec![0f32; n];
+                dequantize(t, &w, &mut wf).unwrap();
+                let exact: f64 = wf.iter().zip(&x).map(|(&a, &b)| a as f64 * b as f64).sum();
+                let abs_sum: f64 = wf.iter().zip(&x).map(|(&a, &b)| (a as f64 * b as f64).abs()).sum();
+                // Tolerance: the activation quantization error can move the result by at most
+                // sum_i |w_i| * err_i; for Q8_1 the stored block sum s (f16, relative 2^-11)
+                // multiplies the weight min; plus f32 rounding of the accumulation, 1e-4 relative.
+                let eb = act_err_bound(at, &x);
+                let mut tol: f64 = wf.iter().zip(&eb).map(|(&a, &e)| a.abs() as f64 * e).sum();
+                if at == GgmlType::Q8_1 {
+                    for (wb, xb) in w.chunks(t.type_size()).zip(x.chunks(32)) {
+                        let m = f16::from_le_bytes([wb[2], wb[3]]).to_f32().abs() as f64;
+                        let s: f64 = xb.iter().map(|v| v.abs() as f64).sum();
+                        tol += m * s * (2f64.powi(-10) + 0.5 / 127.0);
+                    }
+                }
+                tol += 1e-4 * abs_sum + 1e-6;
+                let got = vec_dot(t, n, &w, &acts) as f64;
+                assert!(
+                    (got - exact).abs() <= tol,
+                    "{t} n={n} trial {trial}: vec_dot {got}, exact {exact}, err {}, tol {tol}, sum|wx| {abs_sum}",
+                    (got - exact).abs()
+                );
+                // The bound must be meaningfully smaller than the result's scale, or the test
+                // could not catch a wrong layout.
+                assert!(tol < 0.05 * abs_sum, "{t}: tolerance {tol} too loose vs {abs_sum}");
+            }
+        }
+    }
+}
+
+#[test]
+fn fast_paths_match_scalar_reference() {
+    let mut rng = Rng(0x5EED_0002);
+    let types = GgmlType::WEIGHT_TYPES.iter().copied().chain([GgmlType::Q8_1, GgmlType::Q8_K]);
+    for t in types {
+        let at = vec_dot_type(t);
+        for n in LENGTHS {
+            for _ in 0..4 {
+                let w = if matches!(t, GgmlType::Q8_1 | GgmlType::Q8_K) {
+                    let x: Vec<f32> = (0..n).map(|_| rng.normal(1.0)).collect();
+                    let mut w = Vec::new();
+                    quantize_row_into(t, &x, &mut w).unwrap();
+                    w
+                } else {
+                    random_weights(t, n, &mut rng)
+                };
+                let x: Vec<f32> = (0..n).map(|_| rng.normal(0.5)).collect();
+                let mut acts = Vec::new();
+                quantize_row_into(at, &x, &mut acts).unwrap();
+                let mut wf = vec![0f32; n];
+                dequantize(t, &w, &mut wf).unwrap();
+                let mut af = vec![0f32; n];
+                dequantize(at, &acts, &mut af).unwrap();
+                let abs_sum: f64 = wf.iter().zip(&af).map(|(&a, &b)| (a as f64 * b as f64).abs()).sum();
+                let r = vec_dot_ref(t, n, &w, &acts) as f64;
+                // Same integer sums; only the order of f32 additions differs: 5e-5 relative to
+                // sum |w_i a_i|. (Q4_1/Q5_1 also add m * s per block, bounded by the same sum.)
+                let tol = 5e-5 * abs_sum + 1e-6;
+                let fast = vec_dot(t, n, &w, &acts) as f64;
+                let port = vec_dot_portable(t, n, &w, &acts) as f64;
+                assert!((fast - r).abs() <= tol, "{t} n={n}: vec_dot {fast} vs reference {r} (tol {tol})");
+                assert!((port - r).abs() <= tol, "{t} n={n}: portable {port} vs reference {r} (tol {tol})");
+            }
+        }
+    }
+}
+
+#[test]
+fn quantize_round_trips() {
+    let mut rng = Rng(0x5EED_0003);
+    for at in [GgmlType::F32, GgmlType::F16, GgmlType::BF16, GgmlType::Q8_0, GgmlType::Q8_1, GgmlType::Q8_K] {
+        let n = 1024;
+        let mut x: Vec<f32> = (0..n).map(|_| rng.normal(2.0)).collect();
+        x[0..32].iter_mut().for_each(|v| *v = 0.0); // an all-zero block
+        let mut q = Vec::new();
+        quantize_row_into(at, &x, &mut q).unwrap();
+        assert_eq!(q.len() as u64, at.row_bytes(n as u64).unwrap());
+        let mut y = vec![0f32; n];
+        dequantize(at, &q, &mut y).unwrap();
+        let eb = act_err_bound(at, &x);
+        for i in 0..n {
+            assert!(((y[i] - x[i]) as f64).abs() <= eb[i] + 1e-7, "{at} [{i}]: {} -> {}", x[i], y[i]);
+        }
+        if at == GgmlType::Q8_1 {
+            for b in q.chunks_exact(36) {
+                let d = f16::from_le_bytes([b[0], b[1]]).to_f32();
+                let s = f16::from_le_bytes([b[2], b[3]]).to_f32();
+                let sum: i32 = b[4..].iter().map(|&v| v as i8 as i32).sum();
+                assert!((s - d * sum as f32).abs() <= 1e-3 * (d * sum as f32).abs() + 1e-6);
+            }
+        }
+        if at == GgmlType::Q8_K {
+            for b in q.chunks_exact(292) {
+                for g in 0..16 {
+                    let sum: i32 = b[4 + 16 * g..4 + 16 * g + 16].iter().map(|&v| v as i8 as i32).sum();
+                    assert_eq!(sum, i16::from_le_bytes([b[260 + 2 * g], b[261 + 2 * g]]) as i32);
+                }
+            }
+        }
+        if at == GgmlType::BF16 {
+            assert_eq!(bf16::from_le_bytes([q[64], q[65]]).to_f32(), bf16::from_f32(x[32]).to_f32());
+        }
+    }
+}
+
+#[test]
+fn bad_lengths_are_errors() {
+    let mut out = vec![0f32; 256];
+    for t in GgmlType::WEIGHT_TYPES {
+        let good = t.row_bytes(256).unwrap() as usize;
+        let bytes = vec![0u8; good + 1];
+        assert!(dequantize(t, &bytes[..good], &mut out).is_ok(), "{t}");
+        assert!(dequantize(t, &bytes, &mut out).is_err(), "{t}: one byte too many");
+        assert!(dequantize(t, &bytes[..good - 1], &mut out).is_err(), "{t}: one byte short");
+        assert!(dequantize(t, &[], &mut out).is_err(), "{t}: empty");
+        if t.is_quantized() {
+            // 255 elements: not a whole number of blocks.
+            assert!(dequantize(t, &bytes[..good], &mut out[..255]).is_err(), "{t}: partial block");
+        }
+    }
+    let x = vec![1f32; 100];
+    let mut q = vec![1u8; 3];
+    for t in [GgmlType::Q8_0, GgmlType::Q8_1, GgmlType::Q8_K] {
+        assert!(quantize_row_into(t, &x, &mut q).is_err(), "{t}: 100 elements");
+    }
+    for t in [GgmlType::Q4_0, GgmlType::Q4_K, GgmlType::Q6_K] {
+        assert!(quantize_row_into(t, &vec![0f32; 256], &mut q).is_err(), "{t}: not an activation format");
+    }
+    assert!(quantize_row_into(GgmlType::F16, &x, &mut q).is_ok());
+    assert_eq!(q.len(), 200);
+}
