@@ -243,9 +243,13 @@ impl Sampler {
         // Candidates: every finite-or-+inf logit. +inf becomes f32::MAX so that the softmax
         // below stays finite (such tokens then take all the mass, as they should).
         self.cands.clear();
-        self.cands.extend(logits.iter().enumerate().filter_map(|(i, &l)| {
-            (!l.is_nan() && l != f32::NEG_INFINITY).then(|| Cand { id: i as u32, logit: l.min(f32::MAX) })
-        }));
+        self.cands.extend(
+            logits
+                .iter()
+                .enumerate()
+                .filter(|(_, l)| !l.is_nan() && **l != f32::NEG_INFINITY)
+                .map(|(i, &l)| Cand { id: i as u32, logit: l.min(f32::MAX) }),
+        );
         if self.cands.is_empty() {
             return argmax(logits);
         }

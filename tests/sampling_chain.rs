@@ -220,11 +220,11 @@ fn penalties_follow_the_llama_cpp_formula() {
     let mut l = orig;
     apply_penalties(&p, &mut l, &history);
     let want = [
-        2.0f32 / 1.5 - (1.0 * 0.25 + 0.5),  // positive: divided; seen once
-        -1.0f32 * 1.5 - (2.0 * 0.25 + 0.5), // negative: multiplied; seen twice
-        0.5,                                // not seen
-        0.0f32 * 1.5 - (1.0 * 0.25 + 0.5),  // zero counts as non-positive
-        3.0,                                // outside the window
+        2.0f32 / 1.5 - (1.0 * 0.25 + 0.5),    // positive: divided; seen once
+        -(1.0f32 * 1.5) - (2.0 * 0.25 + 0.5), // negative: multiplied; seen twice
+        0.5,                                  // not seen
+        0.0f32 * 1.5 - (1.0 * 0.25 + 0.5),    // zero counts as non-positive
+        3.0,                                  // outside the window
     ];
     assert_eq!(l, want);
     // The sampler applies the same change in place, and greedy then sees penalised logits.

@@ -36,7 +36,7 @@ const USE_CLOCK: i64 = i64::MIN;
 const NAME: &str = "chat_template";
 
 /// One turn of a conversation.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct ChatMessage {
     /// "system", "user", "assistant", ...
     pub role: String,
