@@ -309,3 +309,27 @@ fn validate_rejects_out_of_range_params() {
         assert!(matches!(Sampler::new(bad), Err(wick::Error::InvalidArgument(_))));
     }
 }
+
+/// Timing on a Gemma-sized row; run with `cargo test --test sampling_chain -- --ignored --nocapture`.
+#[test]
+#[ignore]
+fn timing_262k_vocab() {
+    let mut rng = TestRng(99);
+    let logits = rng.logits(262_144, 30.0);
+    for (name, p) in [
+        ("greedy", SamplingParams::greedy()),
+        ("default (top-k 40)", SamplingParams::default()),
+        ("top-p 0.95 only", params(0.8, 0, 0.95, 0.0, 1)),
+        ("min-p 0.05 only", params(0.8, 0, 1.0, 0.05, 1)),
+        ("no filters", params(0.8, 0, 1.0, 0.0, 1)),
+    ] {
+        let mut s = Sampler::new(p).unwrap();
+        let mut buf = logits.clone();
+        let t0 = std::time::Instant::now();
+        for _ in 0..100 {
+            buf.copy_from_slice(&logits);
+            std::hint::black_box(s.sample(&mut buf, &[1, 2, 3]));
+        }
+        println!("{name}: {:.3} ms/token", t0.elapsed().as_secs_f64() * 10.0);
+    }
+}
