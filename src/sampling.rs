@@ -193,16 +193,68 @@ fn by_logit_desc(a: &Cand, b: &Cand) -> std::cmp::Ordering {
     b.logit.total_cmp(&a.logit).then(a.id.cmp(&b.id))
 }
 
-/// Sort the best `k` candidates to the front, in descending order.
-fn sort_prefix(c: &mut [Cand], k: usize) {
+/// Given `c[..from]` already holds the best `from` candidates in descending order, bring the
+/// next best `k - from` to `c[from..k]`, also in descending order. O(len) + O(k log k).
+fn sort_range(c: &mut [Cand], from: usize, k: usize) {
     let k = k.min(c.len());
-    if k == 0 {
+    if k <= from {
         return;
     }
-    if k < c.len() {
-        c.select_nth_unstable_by(k - 1, by_logit_desc);
+    let tail = &mut c[from..];
+    if k - from < tail.len() {
+        tail.select_nth_unstable_by(k - from - 1, by_logit_desc);
     }
-    c[..k].sort_unstable_by(by_logit_desc);
+    tail[..k - from].sort_unstable_by(by_logit_desc);
+}
+
+/// Above this many candidates top-p buckets instead of sorting a growing head.
+const BUCKET_MIN_CANDS: usize = 4096;
+/// Logit buckets for top-p: fine enough that the bucket the cut falls in is small.
+const N_BUCKETS: usize = 4096;
+
+/// top-p in O(n) for large candidate sets: bucket the logits (bucket 0 = highest), find the
+/// bucket where the cumulative mass from the top reaches `target`, keep every bucket above it
+/// and sort only that one bucket to place the cut. Keeps the same set as sorting everything
+/// (up to float summation order). Returns false, changing nothing, when the logit range is
+/// degenerate (all equal, or too wide to bucket), so the caller sorts instead.
+fn top_p_bucketed(c: &mut Vec<Cand>, side: &mut Vec<Cand>, max: f32, target: f64) -> bool {
+    let min = c.iter().fold(f32::INFINITY, |m, x| m.min(x.logit));
+    let range = max as f64 - min as f64;
+    if !(range.is_finite() && range > 0.0) {
+        return false;
+    }
+    let scale = N_BUCKETS as f64 / range;
+    let bucket = |l: f32| (((max as f64 - l as f64) * scale) as usize).min(N_BUCKETS - 1);
+    let mut mass = vec![0.0f64; N_BUCKETS];
+    for x in c.iter() {
+        mass[bucket(x.logit)] += ((x.logit - max) as f64).exp();
+    }
+    let mut cum = 0.0;
+    let mut cut = None;
+    for (b, &m) in mass.iter().enumerate() {
+        if cum + m >= target {
+            cut = Some(b);
+            break;
+        }
+        cum += m;
+    }
+    let Some(cut) = cut else {
+        return true; // rounding: the whole mass is below target, keep everything
+    };
+    side.clear();
+    side.extend(c.iter().filter(|x| bucket(x.logit) == cut));
+    side.sort_unstable_by(by_logit_desc);
+    let mut n_side = side.len();
+    for (i, x) in side.iter().enumerate() {
+        cum += ((x.logit - max) as f64).exp();
+        if cum >= target {
+            n_side = i + 1;
+            break;
+        }
+    }
+    c.retain(|x| bucket(x.logit) < cut);
+    c.extend_from_slice(&side[..n_side]);
+    true
 }
 
 /// Picks tokens according to [`SamplingParams`]; owns its random number generator and scratch
@@ -212,18 +264,50 @@ pub struct Sampler {
     params: SamplingParams,
     rng: Rng,
     cands: Vec<Cand>,
+    /// Scratch for the bucket that top-p cuts through.
+    side: Vec<Cand>,
 }
 
 impl Sampler {
     /// A sampler for `params`, which must pass [`SamplingParams::validate`].
     pub fn new(params: SamplingParams) -> Result<Sampler> {
         params.validate()?;
-        Ok(Sampler { rng: Rng::new(params.seed), params, cands: Vec::new() })
+        Ok(Sampler { rng: Rng::new(params.seed), params, cands: Vec::new(), side: Vec::new() })
     }
 
     /// The parameters this sampler was built with.
     pub fn params(&self) -> &SamplingParams {
         &self.params
+    }
+
+    /// top-p over the candidates, whose first `sorted` are the best in descending order:
+    /// sort a growing head until its mass reaches `target`, then cut there.
+    fn top_p_sorted(&mut self, mut sorted: usize, max: f32, target: f64) {
+        let (mut cum, mut counted) = (0.0f64, 0usize);
+        let mut k = sorted.max(64).min(self.cands.len());
+        loop {
+            if k > sorted {
+                sort_range(&mut self.cands, sorted, k);
+                sorted = k;
+            }
+            let mut keep = None;
+            for (i, c) in self.cands[counted..k].iter().enumerate() {
+                cum += ((c.logit - max) as f64).exp();
+                if cum >= target {
+                    keep = Some(counted + i + 1);
+                    break;
+                }
+            }
+            counted = k;
+            match keep {
+                Some(n) => {
+                    self.cands.truncate(n);
+                    break;
+                }
+                None if k >= self.cands.len() => break, // rounding or min-p: keep all
+                None => k = (k * 4).min(self.cands.len()),
+            }
+        }
     }
 
     /// Whether every draw is the argmax (temperature <= 0 or top-k = 1): no randomness involved.
@@ -238,14 +322,18 @@ impl Sampler {
         if self.is_greedy() {
             return argmax(logits);
         }
-        let p = &self.params;
+        let p = self.params.clone();
 
         // Candidates: every finite-or-+inf logit. +inf becomes f32::MAX so that the softmax
         // below stays finite (such tokens then take all the mass, as they should).
         self.cands.clear();
-        self.cands.extend(logits.iter().enumerate().filter_map(|(i, &l)| {
-            (!l.is_nan() && l != f32::NEG_INFINITY).then(|| Cand { id: i as u32, logit: l.min(f32::MAX) })
-        }));
+        self.cands.extend(
+            logits
+                .iter()
+                .enumerate()
+                .filter(|(_, l)| !l.is_nan() && **l != f32::NEG_INFINITY)
+                .map(|(i, &l)| Cand { id: i as u32, logit: l.min(f32::MAX) }),
+        );
         if self.cands.is_empty() {
             return argmax(logits);
         }
@@ -254,7 +342,7 @@ impl Sampler {
 
         // top-k: partial selection, O(n).
         if p.top_k > 0 && p.top_k < self.cands.len() {
-            sort_prefix(&mut self.cands, p.top_k);
+            sort_range(&mut self.cands, 0, p.top_k);
             self.cands.truncate(p.top_k);
             sorted = self.cands.len();
         }
@@ -264,29 +352,21 @@ impl Sampler {
             let max = self.cands.iter().fold(f32::NEG_INFINITY, |m, c| m.max(c.logit));
             let total: f64 = self.cands.iter().map(|c| ((c.logit - max) as f64).exp()).sum();
             let target = p.top_p as f64 * total;
-            let mut k = sorted.max(64).min(self.cands.len());
-            loop {
-                if k > sorted {
-                    sort_prefix(&mut self.cands, k);
-                    sorted = k;
-                }
-                let mut cum = 0.0f64;
-                let mut keep = None;
-                for (i, c) in self.cands[..k].iter().enumerate() {
-                    cum += ((c.logit - max) as f64).exp();
-                    if cum >= target {
-                        keep = Some(i + 1);
-                        break;
-                    }
-                }
-                match keep {
-                    Some(n) => {
-                        self.cands.truncate(n);
-                        break;
-                    }
-                    None if k >= self.cands.len() => break, // rounding: keep everything
-                    None => k = (k * 4).min(self.cands.len()),
-                }
+            // min-p keeps a prefix of the sorted order with a threshold set by the max logit,
+            // which top-p never removes: dropping those tokens now (after `total` is known)
+            // gives the same result and leaves less to sort.
+            if p.min_p > 0.0 {
+                let threshold = max + p.min_p.ln();
+                self.cands.retain(|c| c.logit >= threshold);
+                // Survivors of the sorted prefix are still its head (see `retain`'s order).
+                sorted = sorted.min(self.cands.len());
+            }
+            // Many candidates left and no sorted head: one bucketing pass finds the cut.
+            let bucketed = sorted == 0
+                && self.cands.len() > BUCKET_MIN_CANDS
+                && top_p_bucketed(&mut self.cands, &mut self.side, max, target);
+            if !bucketed {
+                self.top_p_sorted(sorted, max, target);
             }
         }
 
@@ -319,5 +399,51 @@ impl Sampler {
         }
         // Rounding left r just above the sum: the last candidate with weight takes it.
         self.cands.iter().rev().find(|c| c.logit > 0.0).map_or(argmax(logits), |c| c.id)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The O(n) bucketed top-p keeps the same set as sorting, on flat, peaky and tied rows.
+    #[test]
+    fn bucketed_top_p_matches_sorted() {
+        let mut rng = Rng::new(5);
+        for (n, scale, quantize) in
+            [(20_000, 30.0f32, false), (50_000, 3.0, false), (10_000, 0.1, false), (30_000, 8.0, true)]
+        {
+            let row: Vec<Cand> = (0..n)
+                .map(|i| {
+                    let mut l = (rng.next_f64() as f32 - 0.5) * scale;
+                    if quantize {
+                        l = l.round();
+                    }
+                    Cand { id: i as u32, logit: l }
+                })
+                .collect();
+            for top_p in [0.1f32, 0.5, 0.9, 0.95, 0.999] {
+                let max = row.iter().fold(f32::NEG_INFINITY, |m, c| m.max(c.logit));
+                let total: f64 = row.iter().map(|c| ((c.logit - max) as f64).exp()).sum();
+                let target = top_p as f64 * total;
+
+                let mut s = Sampler::new(SamplingParams::default()).unwrap();
+                s.cands = row.clone();
+                s.top_p_sorted(0, max, target);
+                let mut want: Vec<u32> = s.cands.iter().map(|c| c.id).collect();
+
+                let (mut c, mut side) = (row.clone(), Vec::new());
+                assert!(top_p_bucketed(&mut c, &mut side, max, target));
+                let mut got: Vec<u32> = c.iter().map(|c| c.id).collect();
+                want.sort_unstable();
+                got.sort_unstable();
+                // Summation order differs, so the cut may move by one token when the cumulative
+                // mass lands within rounding of the target; otherwise the sets are identical.
+                let diff = want.len().abs_diff(got.len());
+                assert!(diff <= 1, "n={n} scale={scale} top_p={top_p}: {} vs {}", want.len(), got.len());
+                let (short, long) = if want.len() <= got.len() { (&want, &got) } else { (&got, &want) };
+                assert!(short.iter().all(|id| long.binary_search(id).is_ok()));
+            }
+        }
     }
 }

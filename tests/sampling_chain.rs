@@ -220,11 +220,11 @@ fn penalties_follow_the_llama_cpp_formula() {
     let mut l = orig;
     apply_penalties(&p, &mut l, &history);
     let want = [
-        2.0f32 / 1.5 - (1.0 * 0.25 + 0.5),  // positive: divided; seen once
-        -1.0f32 * 1.5 - (2.0 * 0.25 + 0.5), // negative: multiplied; seen twice
-        0.5,                                // not seen
-        0.0f32 * 1.5 - (1.0 * 0.25 + 0.5),  // zero counts as non-positive
-        3.0,                                // outside the window
+        2.0f32 / 1.5 - (1.0 * 0.25 + 0.5),    // positive: divided; seen once
+        -(1.0f32 * 1.5) - (2.0 * 0.25 + 0.5), // negative: multiplied; seen twice
+        0.5,                                  // not seen
+        0.0f32 * 1.5 - (1.0 * 0.25 + 0.5),    // zero counts as non-positive
+        3.0,                                  // outside the window
     ];
     assert_eq!(l, want);
     // The sampler applies the same change in place, and greedy then sees penalised logits.
@@ -307,5 +307,29 @@ fn validate_rejects_out_of_range_params() {
     ] {
         assert!(bad.validate().is_err(), "{bad:?}");
         assert!(matches!(Sampler::new(bad), Err(wick::Error::InvalidArgument(_))));
+    }
+}
+
+/// Timing on a Gemma-sized row; run with `cargo test --test sampling_chain -- --ignored --nocapture`.
+#[test]
+#[ignore]
+fn timing_262k_vocab() {
+    let mut rng = TestRng(99);
+    let logits = rng.logits(262_144, 30.0);
+    for (name, p) in [
+        ("greedy", SamplingParams::greedy()),
+        ("default (top-k 40)", SamplingParams::default()),
+        ("top-p 0.95 only", params(0.8, 0, 0.95, 0.0, 1)),
+        ("min-p 0.05 only", params(0.8, 0, 1.0, 0.05, 1)),
+        ("no filters", params(0.8, 0, 1.0, 0.0, 1)),
+    ] {
+        let mut s = Sampler::new(p).unwrap();
+        let mut buf = logits.clone();
+        let t0 = std::time::Instant::now();
+        for _ in 0..100 {
+            buf.copy_from_slice(&logits);
+            std::hint::black_box(s.sample(&mut buf, &[1, 2, 3]));
+        }
+        println!("{name}: {:.3} ms/token", t0.elapsed().as_secs_f64() * 10.0);
     }
 }

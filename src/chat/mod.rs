@@ -32,11 +32,14 @@ pub const FALLBACK_UNIX_TIME: i64 = 1_735_689_600;
 /// Sentinel in the shared time cell meaning "read the clock".
 const USE_CLOCK: i64 = i64::MIN;
 
+/// Nesting limit for template evaluation (macros, includes, nested expressions).
+const RECURSION_LIMIT: usize = 100;
+
 /// Name under which the template is compiled (shows in error messages).
 const NAME: &str = "chat_template";
 
 /// One turn of a conversation.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct ChatMessage {
     /// "system", "user", "assistant", ...
     pub role: String,
@@ -97,6 +100,9 @@ impl ChatTemplate {
         env.set_trim_blocks(true);
         env.set_lstrip_blocks(true);
         env.set_keep_trailing_newline(false);
+        // Real chat templates nest a few levels (macros over JSON schemas); the default of 500
+        // could exhaust the 1 MiB stack of a wasm32 build before minijinja reports an error.
+        env.set_recursion_limit(RECURSION_LIMIT);
         env.set_auto_escape_callback(|_| AutoEscape::None);
         env.set_unknown_method_callback(minijinja_contrib::pycompat::unknown_method_callback);
         env.add_function("raise_exception", raise_exception);
