@@ -49,6 +49,8 @@ pub enum Gate {
 
 /// One operation of the forward pass. `dst` slots are written, others read.
 /// Ops may read and write the same slot only where noted ("in place").
+/// (Field meanings are given in each variant's description.)
+#[allow(missing_docs)]
 #[derive(Debug, Clone, PartialEq)]
 pub enum Op {
     /// dst[i] = table[token_i] * scale; table is (n_embd, n_vocab) in ggml order.

@@ -9,6 +9,7 @@ pub fn arch_key(arch: &str, suffix: &str) -> String {
 }
 
 /// Suffixes of per-architecture keys.
+#[allow(missing_docs)]
 pub mod suffix {
     pub const CONTEXT_LENGTH: &str = "context_length";
     pub const EMBEDDING_LENGTH: &str = "embedding_length";
@@ -27,6 +28,7 @@ pub mod suffix {
 }
 
 /// Tensor names of the GGUF convention.
+#[allow(missing_docs)]
 pub mod tensor {
     pub const TOKEN_EMBD: &str = "token_embd.weight";
     pub const OUTPUT_NORM: &str = "output_norm.weight";

@@ -71,7 +71,7 @@ impl Weights for WeightTable {
 }
 
 /// What a graph computes logits for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Logits {
     /// Only the last token (generation).
     Last,
