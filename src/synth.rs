@@ -89,9 +89,9 @@ struct Gen {
 fn tensors(s: &SynthSpec, n_vocab: usize) -> Vec<Gen> {
     let (ne, hd) = (s.n_embd, s.head_dim);
     let mat = |name: String, k: usize, n: usize, ty: GgmlType| Gen {
+        amplitude: 1.7 / (k as f32).sqrt(),
         spec: TensorSpec { name, dims: vec![k as u64, n as u64], dtype: ty },
         center: 0.0,
-        amplitude: 1.7 / (k as f32).sqrt(),
     };
     let vec1 = |name: String, n: usize, center: f32, amplitude: f32| Gen {
         spec: TensorSpec { name, dims: vec![n as u64], dtype: GgmlType::F32 },

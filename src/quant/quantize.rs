@@ -21,12 +21,14 @@ pub fn quantize_row_into(t: GgmlType, x: &[f32], dst: &mut Vec<u8>) -> Result<()
         GgmlType::Q8_0 | GgmlType::Q8_1 => {
             for xb in x.chunks_exact(QK) {
                 let amax = xb.iter().fold(0f32, |a, v| a.max(v.abs()));
+                // As llama.cpp's x86 code does (the reference's build): id = 127/amax rather
+                // than 1/d, and rounding half to even.
                 let d = amax / 127.0;
-                let id = if d != 0.0 { 1.0 / d } else { 0.0 };
+                let id = if amax != 0.0 { 127.0 / amax } else { 0.0 };
                 let mut qs = [0i8; QK];
                 let mut sum = 0i32;
                 for (q, &v) in qs.iter_mut().zip(xb) {
-                    *q = (v * id).round() as i8;
+                    *q = (v * id).round_ties_even() as i8;
                     sum += *q as i32;
                 }
                 dst.extend_from_slice(&f16::from_f32(d).to_le_bytes());

@@ -37,7 +37,8 @@ pub fn rms_norm(src: Option<&[f32]>, dst: &mut [f32], w: &[f32], group: usize, e
         dst.copy_from_slice(src);
     }
     for g in dst.chunks_mut(group) {
-        let sum: f64 = g.iter().map(|&v| (v as f64) * (v as f64)).sum();
+        // ggml squares in f32 and sums in f64.
+        let sum: f64 = g.iter().map(|&v| (v * v) as f64).sum();
         let mean = (sum / group as f64) as f32;
         let scale = 1.0 / (mean + eps).sqrt();
         g.iter_mut().zip(w).for_each(|(v, w)| *v = (*v * scale) * w);
@@ -135,7 +136,8 @@ pub fn attention(q: &[f32], out: &mut [f32], kv: &KvView, pos: usize, s: AttnSha
         let inv = (1.0 / sum) as f32;
         o.iter_mut().for_each(|v| *v = 0.0);
         for (j, &w) in (start..=p).zip(&scores) {
-            let w = w * inv;
+            // ggml converts the probabilities to f16 for the product with the f16 values.
+            let w = f16::from_f32(w * inv).to_f32();
             let vr = &kv.v[j * kv.v_dim + kvh * hd..j * kv.v_dim + (kvh + 1) * hd];
             o.iter_mut().zip(vr).for_each(|(o, v)| *o += w * v.to_f32());
         }
