@@ -42,20 +42,27 @@ fn dot_i8<const N: usize>(x: &[i8; N], y: &[u8]) -> i32 {
 pub fn vec_dot_portable(t: GgmlType, n: usize, w: &[u8], a: &[u8]) -> f32 {
     match t {
         GgmlType::F32 => {
+            let n = n.min(w.len() / 4).min(a.len() / 4);
+            let (w, a) = (&w[..4 * n], &a[..4 * n]);
             let mut acc = [0f32; 8];
-            for (wc, ac) in w[..4 * n].chunks_exact(32).zip(a.chunks_exact(32)) {
+            for (wc, ac) in w.chunks_exact(32).zip(a.chunks_exact(32)) {
                 for l in 0..8 {
                     acc[l] += f32_at(wc, 4 * l) * f32_at(ac, 4 * l);
                 }
             }
-            let tail = (n / 8) * 8;
             let mut s: f32 = acc.iter().sum();
-            for i in tail..n {
-                s += f32_at(w, 4 * i) * f32_at(a, 4 * i);
+            for (wc, ac) in w
+                .chunks_exact(32)
+                .remainder()
+                .chunks_exact(4)
+                .zip(a.chunks_exact(32).remainder().chunks_exact(4))
+            {
+                s += f32_at(wc, 0) * f32_at(ac, 0);
             }
             s
         }
         GgmlType::F16 | GgmlType::BF16 => {
+            let n = n.min(w.len() / 2).min(a.len() / 2);
             let cvt = |b: &[u8], i: usize| {
                 let h = [b[2 * i], b[2 * i + 1]];
                 if t == GgmlType::F16 {
