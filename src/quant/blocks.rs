@@ -11,7 +11,7 @@
 //! that is shared between them is here.
 
 use super::GgmlType;
-use half::{bf16, f16};
+use half::bf16;
 
 /// Elements in a K-quant super-block.
 pub const QK_K: usize = 256;
@@ -56,7 +56,18 @@ const _: () = {
 /// Little-endian f16 at byte `off`, as f32.
 #[inline(always)]
 pub fn f16_at(b: &[u8], off: usize) -> f32 {
-    f16::from_le_bytes([b[off], b[off + 1]]).to_f32()
+    f16_to_f32(u16::from_le_bytes([b[off], b[off + 1]]))
+}
+
+/// Exact f16 -> f32 conversion without branches (so loops over it vectorize; `half`'s portable
+/// path does not): the f16 bits moved into f32 position read as a number 2^112 too small, for
+/// normals and subnormals alike; Inf/NaN get the f32 all-ones exponent by a select.
+#[inline(always)]
+pub fn f16_to_f32(h: u16) -> f32 {
+    let o = ((h & 0x7fff) as u32) << 13;
+    let v = f32::from_bits(o) * f32::from_bits(0x7780_0000); // * 2^112
+    let v = if o >= 0x7c00 << 13 { f32::from_bits(o | 0x7f80_0000) } else { v };
+    f32::from_bits(v.to_bits() | ((h & 0x8000) as u32) << 16)
 }
 
 /// Little-endian bf16 at byte `off`, as f32.
@@ -80,6 +91,8 @@ pub struct Legacy {
 }
 
 /// Unpack one legacy block (`b.len() == t.type_size()`; Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q8_1).
+/// Always inlined so that a constant `t` specializes it.
+#[inline(always)]
 pub fn unpack_legacy(t: GgmlType, b: &[u8]) -> Legacy {
     let mut q = [0i8; QK];
     let d = f16_at(b, 0);
@@ -157,6 +170,8 @@ pub fn q3k_scales(s: &[u8]) -> [i8; 16] {
 }
 
 /// Unpack one K-quant weight block (`b.len() == t.type_size()`; Q2_K..Q6_K).
+/// Always inlined so that a constant `t` specializes it.
+#[inline(always)]
 pub fn unpack_k(t: GgmlType, b: &[u8]) -> KBlock {
     let mut k = KBlock { d: 0.0, dmin: 0.0, sc: [0; 16], mn: [0; 16], q: [0; QK_K] };
     match t {
@@ -238,4 +253,43 @@ pub fn unpack_k(t: GgmlType, b: &[u8]) -> KBlock {
         _ => unreachable!("unpack_k called with {t}"),
     }
     k
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn f16_to_f32_is_exact_for_every_value() {
+        for h in 0..=u16::MAX {
+            let want = half::f16::from_bits(h).to_f32();
+            let got = f16_to_f32(h);
+            assert!(
+                got.to_bits() == want.to_bits() || (got.is_nan() && want.is_nan()),
+                "{h:#06x}: {got} vs {want}"
+            );
+        }
+    }
+
+    #[test]
+    fn q3k_scales_match_the_aux_word_unpacking() {
+        // llama.cpp unpacks Q3_K scales through four u32 words; check the per-scale formula
+        // against that on a few patterns.
+        for seed in 0..64u32 {
+            let s: [u8; 12] =
+                std::array::from_fn(|i| (seed.wrapping_mul(2654435761).rotate_left(i as u32 * 5) >> 3) as u8);
+            let aux: [u32; 3] =
+                std::array::from_fn(|i| u32::from_le_bytes(s[4 * i..4 * i + 4].try_into().unwrap()));
+            let (k1, k2) = (0x0303_0303u32, 0x0f0f_0f0fu32);
+            let tmp = aux[2];
+            let words = [
+                (aux[0] & k2) | ((tmp & k1) << 4),
+                (aux[1] & k2) | (((tmp >> 2) & k1) << 4),
+                ((aux[0] >> 4) & k2) | (((tmp >> 4) & k1) << 4),
+                ((aux[1] >> 4) & k2) | (((tmp >> 6) & k1) << 4),
+            ];
+            let want: Vec<i8> = words.iter().flat_map(|w| w.to_le_bytes()).map(|b| b as i8 - 32).collect();
+            assert_eq!(q3k_scales(&s).to_vec(), want);
+        }
+    }
 }

@@ -3,7 +3,6 @@
 
 use super::blocks::{self, f16_at, f32_at, Q8_K_BYTES, QK, QK_K};
 use super::GgmlType;
-use half::{bf16, f16};
 
 /// Dot product of one weight row of type `t` (`n` elements, raw GGUF bytes) with activations
 /// already converted by `quantize_row_into(vec_dot_type(t), ...)`.
@@ -61,47 +60,15 @@ pub fn vec_dot_portable(t: GgmlType, n: usize, w: &[u8], a: &[u8]) -> f32 {
             }
             s
         }
-        GgmlType::F16 | GgmlType::BF16 => {
-            let n = n.min(w.len() / 2).min(a.len() / 2);
-            let cvt = |b: &[u8], i: usize| {
-                let h = [b[2 * i], b[2 * i + 1]];
-                if t == GgmlType::F16 {
-                    f16::from_le_bytes(h).to_f32()
-                } else {
-                    bf16::from_le_bytes(h).to_f32()
-                }
-            };
-            let mut acc = [0f32; 8];
-            for c in 0..n / 8 {
-                for l in 0..8 {
-                    acc[l] += cvt(w, 8 * c + l) * cvt(a, 8 * c + l);
-                }
-            }
-            let mut s: f32 = acc.iter().sum();
-            for i in (n / 8) * 8..n {
-                s += cvt(w, i) * cvt(a, i);
-            }
-            s
-        }
-        GgmlType::Q4_0
-        | GgmlType::Q4_1
-        | GgmlType::Q5_0
-        | GgmlType::Q5_1
-        | GgmlType::Q8_0
-        | GgmlType::Q8_1 => {
-            let at = super::vec_dot_type(t);
-            let mut acc = 0f32;
-            for (wb, ab) in w.chunks_exact(t.type_size()).zip(a.chunks_exact(at.type_size())).take(n / QK) {
-                let blk = blocks::unpack_legacy(t, wb);
-                let aoff = at.type_size() - QK;
-                let sumi = dot_i8(&blk.q, &ab[aoff..]);
-                acc += blk.d * f16_at(ab, 0) * sumi as f32;
-                if blk.has_min {
-                    acc += blk.m * f16_at(ab, 2);
-                }
-            }
-            acc
-        }
+        GgmlType::F16 => dot_half(n, w, a, blocks::f16_to_f32),
+        GgmlType::BF16 => dot_half(n, w, a, |h| f32::from_bits((h as u32) << 16)),
+        // Each arm passes a constant type so the always-inlined helpers specialize.
+        GgmlType::Q4_0 => dot_legacy(GgmlType::Q4_0, n, w, a),
+        GgmlType::Q4_1 => dot_legacy(GgmlType::Q4_1, n, w, a),
+        GgmlType::Q5_0 => dot_legacy(GgmlType::Q5_0, n, w, a),
+        GgmlType::Q5_1 => dot_legacy(GgmlType::Q5_1, n, w, a),
+        GgmlType::Q8_0 => dot_legacy(GgmlType::Q8_0, n, w, a),
+        GgmlType::Q8_1 => dot_legacy(GgmlType::Q8_1, n, w, a),
         GgmlType::Q8_K => {
             let mut acc = 0f32;
             for (wb, ab) in w.chunks_exact(Q8_K_BYTES).zip(a.chunks_exact(Q8_K_BYTES)).take(n / QK_K) {
@@ -113,20 +80,95 @@ pub fn vec_dot_portable(t: GgmlType, n: usize, w: &[u8], a: &[u8]) -> f32 {
             }
             acc
         }
-        GgmlType::Q2_K | GgmlType::Q3_K | GgmlType::Q4_K | GgmlType::Q5_K | GgmlType::Q6_K => {
-            let mut acc = 0f32;
-            for (wb, ab) in w.chunks_exact(t.type_size()).zip(a.chunks_exact(Q8_K_BYTES)).take(n / QK_K) {
-                let k = blocks::unpack_k(t, wb);
-                let (mut isum, mut msum) = (0i32, 0i32);
-                for s in 0..16 {
-                    let q: &[i8; 16] = k.q[16 * s..16 * s + 16].try_into().unwrap();
-                    isum += k.sc[s] as i32 * dot_i8(q, &ab[4 + 16 * s..]);
-                    let bsum = i16::from_le_bytes([ab[260 + 2 * s], ab[261 + 2 * s]]);
-                    msum += k.mn[s] as i32 * bsum as i32;
+        GgmlType::Q2_K => dot_k(GgmlType::Q2_K, n, w, a),
+        GgmlType::Q3_K => dot_k(GgmlType::Q3_K, n, w, a),
+        GgmlType::Q4_K => dot_k(GgmlType::Q4_K, n, w, a),
+        GgmlType::Q5_K => dot_k(GgmlType::Q5_K, n, w, a),
+        GgmlType::Q6_K => dot_k(GgmlType::Q6_K, n, w, a),
+    }
+}
+
+/// Legacy blocks times Q8_0/Q8_1 activations: 32 weights unpacked to bytes, an integer dot
+/// product per block, the block scales applied once.
+#[inline(always)]
+fn dot_legacy(t: GgmlType, n: usize, w: &[u8], a: &[u8]) -> f32 {
+    let at = super::vec_dot_type(t);
+    let aoff = at.type_size() - QK;
+    let mut acc = 0f32;
+    let mut summs = 0f32;
+    for (wb, ab) in w.chunks_exact(t.type_size()).zip(a.chunks_exact(at.type_size())).take(n / QK) {
+        let aq: &[u8; QK] = ab[aoff..].try_into().unwrap();
+        let mut q = [0i8; QK];
+        let d = f16_at(wb, 0);
+        match t {
+            GgmlType::Q4_0 | GgmlType::Q4_1 => {
+                let (off, bias) = if t == GgmlType::Q4_0 { (2, 8) } else { (4, 0) };
+                let qs: &[u8; 16] = wb[off..off + 16].try_into().unwrap();
+                for j in 0..16 {
+                    q[j] = (qs[j] & 0xF) as i8 - bias;
+                    q[j + 16] = (qs[j] >> 4) as i8 - bias;
                 }
-                acc += f32_at(ab, 0) * (k.d * isum as f32 - k.dmin * msum as f32);
             }
-            acc
+            GgmlType::Q5_0 | GgmlType::Q5_1 => {
+                let (off, bias) = if t == GgmlType::Q5_0 { (2, 16) } else { (4, 0) };
+                let qh = u32::from_le_bytes(wb[off..off + 4].try_into().unwrap());
+                let qs: &[u8; 16] = wb[off + 4..off + 20].try_into().unwrap();
+                for j in 0..16 {
+                    let h0 = ((qh >> j) as u8 & 1) << 4;
+                    let h1 = ((qh >> (j + 16)) as u8 & 1) << 4;
+                    q[j] = ((qs[j] & 0xF) | h0) as i8 - bias;
+                    q[j + 16] = ((qs[j] >> 4) | h1) as i8 - bias;
+                }
+            }
+            _ => {
+                let off = t.type_size() - QK;
+                let qs: &[u8; QK] = wb[off..].try_into().unwrap();
+                for j in 0..QK {
+                    q[j] = qs[j] as i8;
+                }
+            }
+        }
+        acc += d * f16_at(ab, 0) * dot_i8(&q, aq) as f32;
+        if matches!(t, GgmlType::Q4_1 | GgmlType::Q5_1) {
+            summs += f16_at(wb, 2) * f16_at(ab, 2);
         }
     }
+    acc + summs
+}
+
+/// K-quant blocks times Q8_K activations; the mins use the activations' per-16 sums.
+#[inline(always)]
+fn dot_k(t: GgmlType, n: usize, w: &[u8], a: &[u8]) -> f32 {
+    let mut acc = 0f32;
+    for (wb, ab) in w.chunks_exact(t.type_size()).zip(a.chunks_exact(Q8_K_BYTES)).take(n / QK_K) {
+        let k = blocks::unpack_k(t, wb);
+        let (mut isum, mut msum) = (0i32, 0i32);
+        for s in 0..16 {
+            let q: &[i8; 16] = k.q[16 * s..16 * s + 16].try_into().unwrap();
+            isum += k.sc[s] as i32 * dot_i8(q, &ab[4 + 16 * s..]);
+            let bsum = i16::from_le_bytes([ab[260 + 2 * s], ab[261 + 2 * s]]);
+            msum += k.mn[s] as i32 * bsum as i32;
+        }
+        acc += f32_at(ab, 0) * (k.d * isum as f32 - k.dmin * msum as f32);
+    }
+    acc
+}
+
+/// F16 or BF16 rows (`cvt` converts one value), 8 f32 accumulators.
+#[inline(always)]
+fn dot_half(n: usize, w: &[u8], a: &[u8], cvt: impl Fn(u16) -> f32) -> f32 {
+    let n = n.min(w.len() / 2).min(a.len() / 2);
+    let (w, a) = (&w[..2 * n], &a[..2 * n]);
+    let h = |b: &[u8], i: usize| cvt(u16::from_le_bytes([b[2 * i], b[2 * i + 1]]));
+    let mut acc = [0f32; 8];
+    for (wc, ac) in w.chunks_exact(16).zip(a.chunks_exact(16)) {
+        for l in 0..8 {
+            acc[l] += h(wc, l) * h(ac, l);
+        }
+    }
+    let mut s: f32 = acc.iter().sum();
+    for i in (n / 8) * 8..n {
+        s += h(w, i) * h(a, i);
+    }
+    s
 }
