@@ -128,7 +128,7 @@ unsafe fn dot_legacy_q8_0(t: GgmlType, nb: usize, w: &[u8], a: &[u8]) -> f32 {
     let mut acc = [_mm256_setzero_ps(); 2];
     for i in 0..nb {
         let (wb, ab) = (wp.add(i * ts), ap.add(i * 34));
-        let d = _mm256_set1_ps(f16_at(wb) * f16_at(ab));
+        let d = _mm256_broadcastss_ps(_mm_mul_ps(f16x1(wb), f16x1(ab)));
         let p = mul_sum_i8(legacy_q(t, wb), load(ab.add(2)));
         acc[i & 1] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(p), acc[i & 1]);
     }
@@ -140,15 +140,23 @@ unsafe fn dot_legacy_q8_1(t: GgmlType, nb: usize, w: &[u8], a: &[u8]) -> f32 {
     let ts = t.type_size();
     let (wp, ap) = (w.as_ptr(), a.as_ptr());
     let mut acc = [_mm256_setzero_ps(); 2];
-    let mut summs = 0f32;
+    // The min terms m * s, kept in a vector register (lane 0) to stay out of scalar code.
+    let mut summs = _mm_setzero_ps();
     for i in 0..nb {
         let (wb, ab) = (wp.add(i * ts), ap.add(i * 36));
-        let d = _mm256_set1_ps(f16_at(wb) * f16_at(ab));
-        summs += f16_at(wb.add(2)) * f16_at(ab.add(2));
+        let d = _mm256_broadcastss_ps(_mm_mul_ps(f16x1(wb), f16x1(ab)));
+        summs = _mm_fmadd_ps(f16x1(wb.add(2)), f16x1(ab.add(2)), summs);
         let p = mul_sum_u8_i8(legacy_q(t, wb), load(ab.add(4)));
         acc[i & 1] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(p), acc[i & 1]);
     }
-    hsum_ps(_mm256_add_ps(acc[0], acc[1])) + summs
+    hsum_ps(_mm256_add_ps(acc[0], acc[1])) + _mm_cvtss_f32(summs)
+}
+
+/// f16 at `p` (little-endian) as f32 in lane 0.
+#[target_feature(enable = "avx2,fma,f16c")]
+#[inline]
+unsafe fn f16x1(p: *const u8) -> __m128 {
+    _mm_cvtph_ps(_mm_cvtsi32_si128((p as *const u16).read_unaligned() as i32))
 }
 
 /// i16 per-16 scales `k` and `k + 1` laid out for `madd` against 32 products.

@@ -60,7 +60,7 @@ pub fn vec_dot_portable(t: GgmlType, n: usize, w: &[u8], a: &[u8]) -> f32 {
             }
             s
         }
-        GgmlType::F16 => dot_half(n, w, a, blocks::f16_to_f32),
+        GgmlType::F16 => dot_half(n, w, a, blocks::f16_to_f32_branchless),
         GgmlType::BF16 => dot_half(n, w, a, |h| f32::from_bits((h as u32) << 16)),
         // Each arm passes a constant type so the always-inlined helpers specialize.
         GgmlType::Q4_0 => dot_legacy(GgmlType::Q4_0, n, w, a),
