@@ -176,14 +176,23 @@ pub fn k4_scale_min(j: usize, s: &[u8]) -> (u8, u8) {
 
 /// The 16 signed 6-bit scales of Q3_K (already minus 32) from their 12 packed bytes:
 /// low 4 bits of scale i are nibble (i / 8) of byte i % 8, the top 2 bits are bits
-/// 2 * (i / 4) of byte 8 + i % 4.
+/// 2 * (i / 4) of byte 8 + i % 4. Done four scales at a time in u32 words.
 #[inline(always)]
 pub fn q3k_scales(s: &[u8]) -> [i8; 16] {
+    let word = |i: usize| u32::from_le_bytes([s[4 * i], s[4 * i + 1], s[4 * i + 2], s[4 * i + 3]]);
+    let (lo0, lo1, hi) = (word(0), word(1), word(2));
+    let (m4, m2) = (0x0f0f_0f0fu32, 0x0303_0303u32);
+    let words = [
+        (lo0 & m4) | ((hi & m2) << 4),
+        (lo1 & m4) | (((hi >> 2) & m2) << 4),
+        ((lo0 >> 4) & m4) | (((hi >> 4) & m2) << 4),
+        ((lo1 >> 4) & m4) | (((hi >> 6) & m2) << 4),
+    ];
     let mut out = [0i8; 16];
-    for i in 0..16 {
-        let lo = if i < 8 { s[i] & 0xF } else { s[i - 8] >> 4 };
-        let hi = (s[8 + i % 4] >> (2 * (i / 4))) & 3;
-        out[i] = (lo | (hi << 4)) as i8 - 32;
+    for (k, w) in words.iter().enumerate() {
+        for (j, b) in w.to_le_bytes().iter().enumerate() {
+            out[4 * k + j] = *b as i8 - 32;
+        }
     }
     out
 }
@@ -291,23 +300,17 @@ mod tests {
     }
 
     #[test]
-    fn q3k_scales_match_the_aux_word_unpacking() {
-        // llama.cpp unpacks Q3_K scales through four u32 words; check the per-scale formula
-        // against that on a few patterns.
-        for seed in 0..64u32 {
+    fn q3k_scales_match_the_per_scale_layout() {
+        for seed in 0..256u32 {
             let s: [u8; 12] =
                 std::array::from_fn(|i| (seed.wrapping_mul(2654435761).rotate_left(i as u32 * 5) >> 3) as u8);
-            let aux: [u32; 3] =
-                std::array::from_fn(|i| u32::from_le_bytes(s[4 * i..4 * i + 4].try_into().unwrap()));
-            let (k1, k2) = (0x0303_0303u32, 0x0f0f_0f0fu32);
-            let tmp = aux[2];
-            let words = [
-                (aux[0] & k2) | ((tmp & k1) << 4),
-                (aux[1] & k2) | (((tmp >> 2) & k1) << 4),
-                ((aux[0] >> 4) & k2) | (((tmp >> 4) & k1) << 4),
-                ((aux[1] >> 4) & k2) | (((tmp >> 6) & k1) << 4),
-            ];
-            let want: Vec<i8> = words.iter().flat_map(|w| w.to_le_bytes()).map(|b| b as i8 - 32).collect();
+            let want: Vec<i8> = (0..16)
+                .map(|i| {
+                    let lo = if i < 8 { s[i] & 0xF } else { s[i - 8] >> 4 };
+                    let hi = (s[8 + i % 4] >> (2 * (i / 4))) & 3;
+                    (lo | (hi << 4)) as i8 - 32
+                })
+                .collect();
             assert_eq!(q3k_scales(&s).to_vec(), want);
         }
     }
