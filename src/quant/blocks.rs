@@ -10,6 +10,9 @@
 //! dequantization and the reference dot products are both built on it, so the only bit-twiddling
 //! that is shared between them is here.
 
+// Index loops mirror the documented layouts more plainly than zipped iterators.
+#![allow(clippy::needless_range_loop)]
+
 use super::GgmlType;
 use half::bf16;
 

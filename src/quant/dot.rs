@@ -1,6 +1,9 @@
 //! The portable dot products (scalar code shaped so the compiler can vectorize it; the path on
 //! wasm and on CPUs without AVX2), and the dispatch to the AVX2 kernels on x86_64.
 
+// Index loops over fixed-size arrays read more plainly than zipped iterators here.
+#![allow(clippy::needless_range_loop)]
+
 use super::blocks::{self, f16_at, f32_at, Q8_K_BYTES, QK, QK_K};
 use super::GgmlType;
 
@@ -82,7 +85,7 @@ pub fn vec_dot_portable(t: GgmlType, n: usize, w: &[u8], a: &[u8]) -> f32 {
         }
         GgmlType::Q2_K => dot_k(GgmlType::Q2_K, n, w, a),
         GgmlType::Q3_K => dot_k(GgmlType::Q3_K, n, w, a),
-        GgmlType::Q4_K => dot_k(GgmlType::Q4_K, n, w, a),
+        GgmlType::Q4_K => dot_q4_k(n, w, a),
         GgmlType::Q5_K => dot_k(GgmlType::Q5_K, n, w, a),
         GgmlType::Q6_K => dot_k(GgmlType::Q6_K, n, w, a),
     }
@@ -176,4 +179,41 @@ fn dot_half(n: usize, w: &[u8], a: &[u8], cvt: impl Fn(u16) -> f32) -> f32 {
         s += h(w, i) * h(a, i);
     }
     s
+}
+
+/// Activation scale and the 16 per-16 sums of a Q8_K block.
+#[inline(always)]
+fn q8k_head(ab: &[u8]) -> (f32, [i32; 16]) {
+    let bs = std::array::from_fn(|k| i16::from_le_bytes([ab[260 + 2 * k], ab[261 + 2 * k]]) as i32);
+    (f32_at(ab, 0), bs)
+}
+
+/// Sum over 32 bytes of `f(w) * a` with the activations as i8.
+#[inline(always)]
+fn dot32(w: &[u8; 32], a: &[u8], f: impl Fn(u8) -> u8) -> i32 {
+    let a: &[u8; 32] = a[..32].try_into().unwrap();
+    let mut s = 0i32;
+    for l in 0..32 {
+        s += f(w[l]) as i32 * a[l] as i8 as i32;
+    }
+    s
+}
+
+/// Q4_K without the generic unpacking: nibbles straight into 32-wide integer dot products.
+fn dot_q4_k(n: usize, w: &[u8], a: &[u8]) -> f32 {
+    let mut acc = 0f32;
+    for (wb, ab) in w.chunks_exact(blocks::Q4_K_BYTES).zip(a.chunks_exact(Q8_K_BYTES)).take(n / QK_K) {
+        let (da, bs) = q8k_head(ab);
+        let (mut isum, mut msum) = (0i32, 0i32);
+        for j in 0..4 {
+            let (sc0, m0) = blocks::k4_scale_min(2 * j, &wb[4..16]);
+            let (sc1, m1) = blocks::k4_scale_min(2 * j + 1, &wb[4..16]);
+            let q: &[u8; 32] = wb[16 + 32 * j..48 + 32 * j].try_into().unwrap();
+            let aq = &ab[4 + 64 * j..];
+            isum += sc0 as i32 * dot32(q, aq, |b| b & 0xF) + sc1 as i32 * dot32(q, &aq[32..], |b| b >> 4);
+            msum += m0 as i32 * (bs[4 * j] + bs[4 * j + 1]) + m1 as i32 * (bs[4 * j + 2] + bs[4 * j + 3]);
+        }
+        acc += da * (f16_at(wb, 0) * isum as f32 - f16_at(wb, 2) * msum as f32);
+    }
+    acc
 }
