@@ -94,14 +94,19 @@ fn act_err_bound(at: GgmlType, x: &[f32]) -> Vec<f64> {
     e
 }
 
-const LENGTHS: [usize; 3] = [256, 1024, 4096];
+/// Row lengths to test: 256, 1024, 4096, plus one that exercises odd block counts and tails
+/// (1003 for the float types, 3 blocks for the block types).
+fn lengths(t: GgmlType) -> [usize; 4] {
+    let odd = if t.is_quantized() { 3 * t.block_size() } else { 1003 };
+    [256, 1024, 4096, odd]
+}
 
 #[test]
 fn vec_dot_matches_f64_dot_of_dequantized_weights() {
     let mut rng = Rng(0x5EED_0001);
     for t in GgmlType::WEIGHT_TYPES {
         let at = vec_dot_type(t);
-        for n in LENGTHS {
+        for n in lengths(t) {
             for trial in 0..3 {
                 let w = random_weights(t, n, &mut rng);
                 let x: Vec<f32> = (0..n).map(|_| rng.normal(1.0)).collect();
@@ -144,7 +149,7 @@ fn fast_paths_match_scalar_reference() {
     let types = GgmlType::WEIGHT_TYPES.iter().copied().chain([GgmlType::Q8_1, GgmlType::Q8_K]);
     for t in types {
         let at = vec_dot_type(t);
-        for n in LENGTHS {
+        for n in lengths(t) {
             for _ in 0..4 {
                 let w = if matches!(t, GgmlType::Q8_1 | GgmlType::Q8_K) {
                     let x: Vec<f32> = (0..n).map(|_| rng.normal(1.0)).collect();
