@@ -7,7 +7,19 @@ use wick::quant::{quantize_row_into, vec_dot, vec_dot_portable, vec_dot_type, Gg
 #[test]
 #[ignore]
 fn matvec_4096_speed() {
-    let (rows, n) = (4096usize, 4096usize);
+    matvec_speed(4096, 4096, &GgmlType::WEIGHT_TYPES);
+}
+
+/// Short rows, as in a 135M model (hidden size 576; the 49152 x 576 output matrix).
+#[test]
+#[ignore]
+fn matvec_short_rows_speed() {
+    use GgmlType::*;
+    matvec_speed(49152, 576, &[F16, Q4_0, Q4_1, Q5_0, Q8_0]);
+}
+
+fn matvec_speed(rows: usize, n: usize, types: &[GgmlType]) {
+    println!("{rows} x {n}:");
     let mut seed = 0x1234_5678_9abc_def0u64;
     let mut next = move || {
         seed ^= seed << 13;
@@ -15,7 +27,7 @@ fn matvec_4096_speed() {
         seed ^= seed << 17;
         seed
     };
-    for t in GgmlType::WEIGHT_TYPES {
+    for &t in types {
         let row_bytes = t.row_bytes(n as u64).unwrap() as usize;
         let mut w: Vec<u8> = (0..rows * row_bytes).map(|_| next() as u8).collect();
         // Sane f16 scales (random bytes would give subnormals and NaNs, which are slow).
