@@ -244,3 +244,23 @@ fn bad_lengths_are_errors() {
     assert!(quantize_row_into(GgmlType::F16, &x, &mut q).is_ok());
     assert_eq!(q.len(), 200);
 }
+
+/// `vec_dot` has no `Result` (hot path) and debug-asserts its lengths; in release builds wrong
+/// lengths must still not panic or read out of bounds.
+#[test]
+fn vec_dot_with_short_slices_does_not_panic_in_release() {
+    if cfg!(debug_assertions) {
+        return;
+    }
+    for t in GgmlType::WEIGHT_TYPES {
+        let n = 1024;
+        let at = vec_dot_type(t);
+        let w = vec![0x11u8; t.row_bytes(n as u64).unwrap() as usize];
+        let a = vec![0x22u8; at.row_bytes(n as u64).unwrap() as usize];
+        for (wl, al) in [(w.len() / 2, a.len()), (w.len(), a.len() / 3), (0, 0), (w.len() - 1, a.len() - 1)] {
+            let _ = vec_dot(t, n, &w[..wl], &a[..al]);
+            let _ = vec_dot_portable(t, n, &w[..wl], &a[..al]);
+        }
+        let _ = vec_dot(t, n + 5, &w, &a);
+    }
+}

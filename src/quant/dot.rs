@@ -12,8 +12,8 @@ use super::GgmlType;
 ///
 /// This is the CPU executor's inner loop: it does not allocate and does not return a `Result`.
 /// The caller guarantees `n` is a whole number of blocks and both slices hold exactly `n`
-/// elements (checked with `debug_assert!`; in release, short slices panic on a bounds check
-/// rather than read out of range).
+/// elements (checked with `debug_assert!`). In release builds a violation never panics or reads
+/// out of range: only the whole blocks present in both slices are summed.
 #[inline]
 pub fn vec_dot(t: GgmlType, n: usize, w_row: &[u8], acts: &[u8]) -> f32 {
     debug_assert_eq!(n % t.block_size(), 0);
