@@ -94,14 +94,19 @@ fn act_err_bound(at: GgmlType, x: &[f32]) -> Vec<f64> {
     e
 }
 
-const LENGTHS: [usize; 3] = [256, 1024, 4096];
+/// Row lengths to test: 256, 1024, 4096, plus one that exercises odd block counts and tails
+/// (1003 for the float types, 3 blocks for the block types).
+fn lengths(t: GgmlType) -> [usize; 4] {
+    let odd = if t.is_quantized() { 3 * t.block_size() } else { 1003 };
+    [256, 1024, 4096, odd]
+}
 
 #[test]
 fn vec_dot_matches_f64_dot_of_dequantized_weights() {
     let mut rng = Rng(0x5EED_0001);
     for t in GgmlType::WEIGHT_TYPES {
         let at = vec_dot_type(t);
-        for n in LENGTHS {
+        for n in lengths(t) {
             for trial in 0..3 {
                 let w = random_weights(t, n, &mut rng);
                 let x: Vec<f32> = (0..n).map(|_| rng.normal(1.0)).collect();
@@ -144,7 +149,7 @@ fn fast_paths_match_scalar_reference() {
     let types = GgmlType::WEIGHT_TYPES.iter().copied().chain([GgmlType::Q8_1, GgmlType::Q8_K]);
     for t in types {
         let at = vec_dot_type(t);
-        for n in LENGTHS {
+        for n in lengths(t) {
             for _ in 0..4 {
                 let w = if matches!(t, GgmlType::Q8_1 | GgmlType::Q8_K) {
                     let x: Vec<f32> = (0..n).map(|_| rng.normal(1.0)).collect();
@@ -238,4 +243,24 @@ fn bad_lengths_are_errors() {
     }
     assert!(quantize_row_into(GgmlType::F16, &x, &mut q).is_ok());
     assert_eq!(q.len(), 200);
+}
+
+/// `vec_dot` has no `Result` (hot path) and debug-asserts its lengths; in release builds wrong
+/// lengths must still not panic or read out of bounds.
+#[test]
+fn vec_dot_with_short_slices_does_not_panic_in_release() {
+    if cfg!(debug_assertions) {
+        return;
+    }
+    for t in GgmlType::WEIGHT_TYPES {
+        let n = 1024;
+        let at = vec_dot_type(t);
+        let w = vec![0x11u8; t.row_bytes(n as u64).unwrap() as usize];
+        let a = vec![0x22u8; at.row_bytes(n as u64).unwrap() as usize];
+        for (wl, al) in [(w.len() / 2, a.len()), (w.len(), a.len() / 3), (0, 0), (w.len() - 1, a.len() - 1)] {
+            let _ = vec_dot(t, n, &w[..wl], &a[..al]);
+            let _ = vec_dot_portable(t, n, &w[..wl], &a[..al]);
+        }
+        let _ = vec_dot(t, n + 5, &w, &a);
+    }
 }

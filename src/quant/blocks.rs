@@ -10,8 +10,11 @@
 //! dequantization and the reference dot products are both built on it, so the only bit-twiddling
 //! that is shared between them is here.
 
+// Index loops mirror the documented layouts more plainly than zipped iterators.
+#![allow(clippy::needless_range_loop)]
+
 use super::GgmlType;
-use half::{bf16, f16};
+use half::bf16;
 
 /// Elements in a K-quant super-block.
 pub const QK_K: usize = 256;
@@ -56,7 +59,37 @@ const _: () = {
 /// Little-endian f16 at byte `off`, as f32.
 #[inline(always)]
 pub fn f16_at(b: &[u8], off: usize) -> f32 {
-    f16::from_le_bytes([b[off], b[off + 1]]).to_f32()
+    f16_to_f32(u16::from_le_bytes([b[off], b[off + 1]]))
+}
+
+/// Exact f16 -> f32 conversion without branches, for loops over many values (they vectorize):
+/// the f16 bits moved into f32 position read as a number 2^112 too small, for normals and
+/// subnormals alike; Inf/NaN get the all-ones f32 exponent by a select.
+#[inline(always)]
+pub fn f16_to_f32_branchless(h: u16) -> f32 {
+    let o = ((h & 0x7fff) as u32) << 13;
+    let v = f32::from_bits(o) * f32::from_bits(0x7780_0000); // * 2^112
+    let v = if o >= 0x7c00 << 13 { f32::from_bits(o | 0x7f80_0000) } else { v };
+    f32::from_bits(v.to_bits() | ((h & 0x8000) as u32) << 16)
+}
+
+/// Exact f16 -> f32 conversion for one value.
+#[inline(always)]
+pub fn f16_to_f32(h: u16) -> f32 {
+    // Re-bias the exponent; subnormals are renormalized through one float subtraction and
+    // Inf/NaN get the all-ones f32 exponent. (Faster than `f16_to_f32_branchless` for one value
+    // at a time: the branches are predictable.)
+    const EXP: u32 = 0x7c00 << 13;
+    let mut o = ((h & 0x7fff) as u32) << 13;
+    let exp = o & EXP;
+    o += (127 - 15) << 23;
+    if exp == EXP {
+        o += (128 - 16) << 23;
+    } else if exp == 0 {
+        o += 1 << 23;
+        o = (f32::from_bits(o) - f32::from_bits(113 << 23)).to_bits();
+    }
+    f32::from_bits(o | ((h & 0x8000) as u32) << 16)
 }
 
 /// Little-endian bf16 at byte `off`, as f32.
@@ -80,6 +113,8 @@ pub struct Legacy {
 }
 
 /// Unpack one legacy block (`b.len() == t.type_size()`; Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q8_1).
+/// Always inlined so that a constant `t` specializes it.
+#[inline(always)]
 pub fn unpack_legacy(t: GgmlType, b: &[u8]) -> Legacy {
     let mut q = [0i8; QK];
     let d = f16_at(b, 0);
@@ -144,19 +179,30 @@ pub fn k4_scale_min(j: usize, s: &[u8]) -> (u8, u8) {
 
 /// The 16 signed 6-bit scales of Q3_K (already minus 32) from their 12 packed bytes:
 /// low 4 bits of scale i are nibble (i / 8) of byte i % 8, the top 2 bits are bits
-/// 2 * (i / 4) of byte 8 + i % 4.
+/// 2 * (i / 4) of byte 8 + i % 4. Done four scales at a time in u32 words.
 #[inline(always)]
 pub fn q3k_scales(s: &[u8]) -> [i8; 16] {
+    let word = |i: usize| u32::from_le_bytes([s[4 * i], s[4 * i + 1], s[4 * i + 2], s[4 * i + 3]]);
+    let (lo0, lo1, hi) = (word(0), word(1), word(2));
+    let (m4, m2) = (0x0f0f_0f0fu32, 0x0303_0303u32);
+    let words = [
+        (lo0 & m4) | ((hi & m2) << 4),
+        (lo1 & m4) | (((hi >> 2) & m2) << 4),
+        ((lo0 >> 4) & m4) | (((hi >> 4) & m2) << 4),
+        ((lo1 >> 4) & m4) | (((hi >> 6) & m2) << 4),
+    ];
     let mut out = [0i8; 16];
-    for i in 0..16 {
-        let lo = if i < 8 { s[i] & 0xF } else { s[i - 8] >> 4 };
-        let hi = (s[8 + i % 4] >> (2 * (i / 4))) & 3;
-        out[i] = (lo | (hi << 4)) as i8 - 32;
+    for (k, w) in words.iter().enumerate() {
+        for (j, b) in w.to_le_bytes().iter().enumerate() {
+            out[4 * k + j] = *b as i8 - 32;
+        }
     }
     out
 }
 
 /// Unpack one K-quant weight block (`b.len() == t.type_size()`; Q2_K..Q6_K).
+/// Always inlined so that a constant `t` specializes it.
+#[inline(always)]
 pub fn unpack_k(t: GgmlType, b: &[u8]) -> KBlock {
     let mut k = KBlock { d: 0.0, dmin: 0.0, sc: [0; 16], mn: [0; 16], q: [0; QK_K] };
     match t {
@@ -238,4 +284,37 @@ pub fn unpack_k(t: GgmlType, b: &[u8]) -> KBlock {
         _ => unreachable!("unpack_k called with {t}"),
     }
     k
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn f16_to_f32_is_exact_for_every_value() {
+        for h in 0..=u16::MAX {
+            let want = half::f16::from_bits(h).to_f32();
+            let got = f16_to_f32(h);
+            assert!(
+                got.to_bits() == want.to_bits() || (got.is_nan() && want.is_nan()),
+                "{h:#06x}: {got} vs {want}"
+            );
+        }
+    }
+
+    #[test]
+    fn q3k_scales_match_the_per_scale_layout() {
+        for seed in 0..256u32 {
+            let s: [u8; 12] =
+                std::array::from_fn(|i| (seed.wrapping_mul(2654435761).rotate_left(i as u32 * 5) >> 3) as u8);
+            let want: Vec<i8> = (0..16)
+                .map(|i| {
+                    let lo = if i < 8 { s[i] & 0xF } else { s[i - 8] >> 4 };
+                    let hi = (s[8 + i % 4] >> (2 * (i / 4))) & 3;
+                    (lo | (hi << 4)) as i8 - 32
+                })
+                .collect();
+            assert_eq!(q3k_scales(&s).to_vec(), want);
+        }
+    }
 }

@@ -1,17 +1,19 @@
 //! The portable dot products (scalar code shaped so the compiler can vectorize it; the path on
 //! wasm and on CPUs without AVX2), and the dispatch to the AVX2 kernels on x86_64.
 
+// Index loops over fixed-size arrays read more plainly than zipped iterators here.
+#![allow(clippy::needless_range_loop)]
+
 use super::blocks::{self, f16_at, f32_at, Q8_K_BYTES, QK, QK_K};
 use super::GgmlType;
-use half::{bf16, f16};
 
 /// Dot product of one weight row of type `t` (`n` elements, raw GGUF bytes) with activations
 /// already converted by `quantize_row_into(vec_dot_type(t), ...)`.
 ///
 /// This is the CPU executor's inner loop: it does not allocate and does not return a `Result`.
 /// The caller guarantees `n` is a whole number of blocks and both slices hold exactly `n`
-/// elements (checked with `debug_assert!`; in release, short slices panic on a bounds check
-/// rather than read out of range).
+/// elements (checked with `debug_assert!`). In release builds a violation never panics or reads
+/// out of range: only the whole blocks present in both slices are summed.
 #[inline]
 pub fn vec_dot(t: GgmlType, n: usize, w_row: &[u8], acts: &[u8]) -> f32 {
     debug_assert_eq!(n % t.block_size(), 0);
@@ -42,59 +44,34 @@ fn dot_i8<const N: usize>(x: &[i8; N], y: &[u8]) -> i32 {
 pub fn vec_dot_portable(t: GgmlType, n: usize, w: &[u8], a: &[u8]) -> f32 {
     match t {
         GgmlType::F32 => {
+            let n = n.min(w.len() / 4).min(a.len() / 4);
+            let (w, a) = (&w[..4 * n], &a[..4 * n]);
             let mut acc = [0f32; 8];
-            for (wc, ac) in w[..4 * n].chunks_exact(32).zip(a.chunks_exact(32)) {
+            for (wc, ac) in w.chunks_exact(32).zip(a.chunks_exact(32)) {
                 for l in 0..8 {
                     acc[l] += f32_at(wc, 4 * l) * f32_at(ac, 4 * l);
                 }
             }
-            let tail = (n / 8) * 8;
             let mut s: f32 = acc.iter().sum();
-            for i in tail..n {
-                s += f32_at(w, 4 * i) * f32_at(a, 4 * i);
+            for (wc, ac) in w
+                .chunks_exact(32)
+                .remainder()
+                .chunks_exact(4)
+                .zip(a.chunks_exact(32).remainder().chunks_exact(4))
+            {
+                s += f32_at(wc, 0) * f32_at(ac, 0);
             }
             s
         }
-        GgmlType::F16 | GgmlType::BF16 => {
-            let cvt = |b: &[u8], i: usize| {
-                let h = [b[2 * i], b[2 * i + 1]];
-                if t == GgmlType::F16 {
-                    f16::from_le_bytes(h).to_f32()
-                } else {
-                    bf16::from_le_bytes(h).to_f32()
-                }
-            };
-            let mut acc = [0f32; 8];
-            for c in 0..n / 8 {
-                for l in 0..8 {
-                    acc[l] += cvt(w, 8 * c + l) * cvt(a, 8 * c + l);
-                }
-            }
-            let mut s: f32 = acc.iter().sum();
-            for i in (n / 8) * 8..n {
-                s += cvt(w, i) * cvt(a, i);
-            }
-            s
-        }
-        GgmlType::Q4_0
-        | GgmlType::Q4_1
-        | GgmlType::Q5_0
-        | GgmlType::Q5_1
-        | GgmlType::Q8_0
-        | GgmlType::Q8_1 => {
-            let at = super::vec_dot_type(t);
-            let mut acc = 0f32;
-            for (wb, ab) in w.chunks_exact(t.type_size()).zip(a.chunks_exact(at.type_size())).take(n / QK) {
-                let blk = blocks::unpack_legacy(t, wb);
-                let aoff = at.type_size() - QK;
-                let sumi = dot_i8(&blk.q, &ab[aoff..]);
-                acc += blk.d * f16_at(ab, 0) * sumi as f32;
-                if blk.has_min {
-                    acc += blk.m * f16_at(ab, 2);
-                }
-            }
-            acc
-        }
+        GgmlType::F16 => dot_half(n, w, a, blocks::f16_to_f32_branchless),
+        GgmlType::BF16 => dot_half(n, w, a, |h| f32::from_bits((h as u32) << 16)),
+        // Each arm passes a constant type so the always-inlined helpers specialize.
+        GgmlType::Q4_0 => dot_legacy(GgmlType::Q4_0, n, w, a),
+        GgmlType::Q4_1 => dot_legacy(GgmlType::Q4_1, n, w, a),
+        GgmlType::Q5_0 => dot_legacy(GgmlType::Q5_0, n, w, a),
+        GgmlType::Q5_1 => dot_legacy(GgmlType::Q5_1, n, w, a),
+        GgmlType::Q8_0 => dot_legacy(GgmlType::Q8_0, n, w, a),
+        GgmlType::Q8_1 => dot_legacy(GgmlType::Q8_1, n, w, a),
         GgmlType::Q8_K => {
             let mut acc = 0f32;
             for (wb, ab) in w.chunks_exact(Q8_K_BYTES).zip(a.chunks_exact(Q8_K_BYTES)).take(n / QK_K) {
@@ -106,20 +83,137 @@ pub fn vec_dot_portable(t: GgmlType, n: usize, w: &[u8], a: &[u8]) -> f32 {
             }
             acc
         }
-        GgmlType::Q2_K | GgmlType::Q3_K | GgmlType::Q4_K | GgmlType::Q5_K | GgmlType::Q6_K => {
-            let mut acc = 0f32;
-            for (wb, ab) in w.chunks_exact(t.type_size()).zip(a.chunks_exact(Q8_K_BYTES)).take(n / QK_K) {
-                let k = blocks::unpack_k(t, wb);
-                let (mut isum, mut msum) = (0i32, 0i32);
-                for s in 0..16 {
-                    let q: &[i8; 16] = k.q[16 * s..16 * s + 16].try_into().unwrap();
-                    isum += k.sc[s] as i32 * dot_i8(q, &ab[4 + 16 * s..]);
-                    let bsum = i16::from_le_bytes([ab[260 + 2 * s], ab[261 + 2 * s]]);
-                    msum += k.mn[s] as i32 * bsum as i32;
+        GgmlType::Q2_K => dot_k(GgmlType::Q2_K, n, w, a),
+        GgmlType::Q3_K => dot_k(GgmlType::Q3_K, n, w, a),
+        GgmlType::Q4_K => dot_q4_k(n, w, a),
+        GgmlType::Q5_K => dot_k(GgmlType::Q5_K, n, w, a),
+        GgmlType::Q6_K => dot_k(GgmlType::Q6_K, n, w, a),
+    }
+}
+
+/// Legacy blocks times Q8_0/Q8_1 activations: 32 weights unpacked to bytes, an integer dot
+/// product per block, the block scales applied once.
+#[inline(always)]
+fn dot_legacy(t: GgmlType, n: usize, w: &[u8], a: &[u8]) -> f32 {
+    let at = super::vec_dot_type(t);
+    let aoff = at.type_size() - QK;
+    let mut acc = 0f32;
+    let mut summs = 0f32;
+    for (wb, ab) in w.chunks_exact(t.type_size()).zip(a.chunks_exact(at.type_size())).take(n / QK) {
+        let aq: &[u8; QK] = ab[aoff..].try_into().unwrap();
+        let mut q = [0i8; QK];
+        let d = f16_at(wb, 0);
+        match t {
+            GgmlType::Q4_0 | GgmlType::Q4_1 => {
+                let (off, bias) = if t == GgmlType::Q4_0 { (2, 8) } else { (4, 0) };
+                let qs: &[u8; 16] = wb[off..off + 16].try_into().unwrap();
+                for j in 0..16 {
+                    q[j] = (qs[j] & 0xF) as i8 - bias;
+                    q[j + 16] = (qs[j] >> 4) as i8 - bias;
                 }
-                acc += f32_at(ab, 0) * (k.d * isum as f32 - k.dmin * msum as f32);
             }
-            acc
+            GgmlType::Q5_0 | GgmlType::Q5_1 => {
+                let (off, bias) = if t == GgmlType::Q5_0 { (2, 16) } else { (4, 0) };
+                let qh = u32::from_le_bytes(wb[off..off + 4].try_into().unwrap());
+                let qs: &[u8; 16] = wb[off + 4..off + 20].try_into().unwrap();
+                for j in 0..16 {
+                    let h0 = ((qh >> j) as u8 & 1) << 4;
+                    let h1 = ((qh >> (j + 16)) as u8 & 1) << 4;
+                    q[j] = ((qs[j] & 0xF) | h0) as i8 - bias;
+                    q[j + 16] = ((qs[j] >> 4) | h1) as i8 - bias;
+                }
+            }
+            _ => {
+                let off = t.type_size() - QK;
+                let qs: &[u8; QK] = wb[off..].try_into().unwrap();
+                for j in 0..QK {
+                    q[j] = qs[j] as i8;
+                }
+            }
+        }
+        acc += d * f16_at(ab, 0) * dot_i8(&q, aq) as f32;
+    }
+    if matches!(t, GgmlType::Q4_1 | GgmlType::Q5_1) {
+        // The min terms m * s in a second pass (interleaved with the loop above they halve
+        // its speed).
+        for (wb, ab) in w.chunks_exact(t.type_size()).zip(a.chunks_exact(at.type_size())).take(n / QK) {
+            summs += blocks::f16_to_f32_branchless(u16::from_le_bytes([wb[2], wb[3]]))
+                * blocks::f16_to_f32_branchless(u16::from_le_bytes([ab[2], ab[3]]));
         }
     }
+    acc + summs
+}
+
+/// K-quant blocks times Q8_K activations; the mins use the activations' per-16 sums.
+#[inline(always)]
+fn dot_k(t: GgmlType, n: usize, w: &[u8], a: &[u8]) -> f32 {
+    let mut acc = 0f32;
+    for (wb, ab) in w.chunks_exact(t.type_size()).zip(a.chunks_exact(Q8_K_BYTES)).take(n / QK_K) {
+        let k = blocks::unpack_k(t, wb);
+        let (mut isum, mut msum) = (0i32, 0i32);
+        for s in 0..16 {
+            let q: &[i8; 16] = k.q[16 * s..16 * s + 16].try_into().unwrap();
+            isum += k.sc[s] as i32 * dot_i8(q, &ab[4 + 16 * s..]);
+            let bsum = i16::from_le_bytes([ab[260 + 2 * s], ab[261 + 2 * s]]);
+            msum += k.mn[s] as i32 * bsum as i32;
+        }
+        acc += f32_at(ab, 0) * (k.d * isum as f32 - k.dmin * msum as f32);
+    }
+    acc
+}
+
+/// F16 or BF16 rows (`cvt` converts one value), 8 f32 accumulators.
+#[inline(always)]
+fn dot_half(n: usize, w: &[u8], a: &[u8], cvt: impl Fn(u16) -> f32) -> f32 {
+    let n = n.min(w.len() / 2).min(a.len() / 2);
+    let (w, a) = (&w[..2 * n], &a[..2 * n]);
+    let h = |b: &[u8], i: usize| cvt(u16::from_le_bytes([b[2 * i], b[2 * i + 1]]));
+    let mut acc = [0f32; 8];
+    for (wc, ac) in w.chunks_exact(16).zip(a.chunks_exact(16)) {
+        for l in 0..8 {
+            acc[l] += h(wc, l) * h(ac, l);
+        }
+    }
+    let mut s: f32 = acc.iter().sum();
+    for i in (n / 8) * 8..n {
+        s += h(w, i) * h(a, i);
+    }
+    s
+}
+
+/// Activation scale and the 16 per-16 sums of a Q8_K block.
+#[inline(always)]
+fn q8k_head(ab: &[u8]) -> (f32, [i32; 16]) {
+    let bs = std::array::from_fn(|k| i16::from_le_bytes([ab[260 + 2 * k], ab[261 + 2 * k]]) as i32);
+    (f32_at(ab, 0), bs)
+}
+
+/// Sum over 32 bytes of `f(w) * a` with the activations as i8.
+#[inline(always)]
+fn dot32(w: &[u8; 32], a: &[u8], f: impl Fn(u8) -> u8) -> i32 {
+    let a: &[u8; 32] = a[..32].try_into().unwrap();
+    let mut s = 0i32;
+    for l in 0..32 {
+        s += f(w[l]) as i32 * a[l] as i8 as i32;
+    }
+    s
+}
+
+/// Q4_K without the generic unpacking: nibbles straight into 32-wide integer dot products.
+fn dot_q4_k(n: usize, w: &[u8], a: &[u8]) -> f32 {
+    let mut acc = 0f32;
+    for (wb, ab) in w.chunks_exact(blocks::Q4_K_BYTES).zip(a.chunks_exact(Q8_K_BYTES)).take(n / QK_K) {
+        let (da, bs) = q8k_head(ab);
+        let (mut isum, mut msum) = (0i32, 0i32);
+        for j in 0..4 {
+            let (sc0, m0) = blocks::k4_scale_min(2 * j, &wb[4..16]);
+            let (sc1, m1) = blocks::k4_scale_min(2 * j + 1, &wb[4..16]);
+            let q: &[u8; 32] = wb[16 + 32 * j..48 + 32 * j].try_into().unwrap();
+            let aq = &ab[4 + 64 * j..];
+            isum += sc0 as i32 * dot32(q, aq, |b| b & 0xF) + sc1 as i32 * dot32(q, &aq[32..], |b| b >> 4);
+            msum += m0 as i32 * (bs[4 * j] + bs[4 * j + 1]) + m1 as i32 * (bs[4 * j + 2] + bs[4 * j + 3]);
+        }
+        acc += da * (f16_at(wb, 0) * isum as f32 - f16_at(wb, 2) * msum as f32);
+    }
+    acc
 }

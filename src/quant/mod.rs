@@ -1,10 +1,23 @@
 //! Block formats: layouts, dequantization and dot products on the CPU.
 //!
-//! - [`dequantize`]: any supported type to f32 (bit-identical to the `gguf` Python package).
-//! - [`quantize_row_into`]: f32 to the activation formats (Q8_0, Q8_1, Q8_K) and F32/F16/BF16.
+//! - [`dequantize`]: any supported type to f32, bit-identical to the `gguf` Python package
+//!   (tests/quant_fixtures.rs).
+//! - [`quantize_row_into`]: f32 to the activation formats (Q8_0, Q8_1, Q8_K) and F32/F16/BF16,
+//!   rounding as llama.cpp's reference quantizers do.
 //! - [`vec_dot`]: weight row times activations converted to [`vec_dot_type`], with integer
-//!   arithmetic inside blocks as in llama.cpp's CPU backend; AVX2 on x86_64 when the CPU has it,
-//!   portable scalar code elsewhere (wasm included). [`vec_dot_ref`] is the plain reference.
+//!   arithmetic inside blocks as in llama.cpp's CPU backend.
+//!
+//! Design decisions:
+//! - Blocks are parsed by byte offset (`blocks.rs`), not cast to `#[repr(C)]` structs: GGUF tensor
+//!   data has no alignment guarantee. Block sizes are checked by compile-time asserts.
+//! - One decomposition per block (`x = d * sc * q - dmin * mn`, see `blocks.rs`) feeds both
+//!   `dequantize` and the plain reference [`vec_dot_ref`]; the fast paths are independent code
+//!   tested against that reference on random blocks (tests/quant_dot.rs).
+//! - Three dot product paths: [`vec_dot_ref`] (clarity), [`vec_dot_portable`] (scalar code the
+//!   compiler can vectorize; used on wasm and CPUs without AVX2), and AVX2+FMA+F16C kernels chosen
+//!   at run time on x86_64 (`avx2.rs`). [`vec_dot`] dispatches.
+//! - The hot path never allocates, never panics and never reads out of bounds, even when the
+//!   caller breaks its length contract (debug builds assert it).
 
 #[cfg(target_arch = "x86_64")]
 mod avx2;
