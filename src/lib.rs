@@ -4,5 +4,6 @@
 mod error;
 pub mod gguf;
 pub mod quant;
+pub mod tokenizer;
 
 pub use error::{Error, Result};
