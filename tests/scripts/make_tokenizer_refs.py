@@ -69,6 +69,25 @@ CORPUS = [
 ]
 
 
+# Seeded random strings from a pool that stresses the pre-tokenizer regexes and merges.
+POOL = (
+    list("abcXYZ019") + list(" \t\n\r") + [" ", "  ", "\u00a0", "\u3000", "\u2009"]
+    + list(".,!?'\"-_/()[]{}<>|$+=^~`@#%&*;:") + ["'s", "'LL", "'re", "'t"]
+    + list("éüñçßøÆ") + list("日本中文한글") + list("ابجدहिंदी") + ["e\u0301", "\u200d", "\u200b"]
+    + ["😀", "🎉", "👍🏽", "🇫🇷", "👨‍👩‍👧"] + ["123", "4567", "3.14"]
+    + ["<|im_start|>", "<|im_end|>", "<start_of_turn>", "<end_of_turn>", "<bos>", "<0x41>", "\u2581"]
+)
+
+
+def random_corpus(n=80, seed=1234):
+    import random
+    rng = random.Random(seed)
+    return ["".join(rng.choice(POOL) for _ in range(rng.randint(1, 30))) for _ in range(n)]
+
+
+CORPUS = CORPUS + random_corpus()
+
+
 def piece(vocab, tok, special):
     buf = ctypes.create_string_buffer(256)
     n = llama_cpp.llama_token_to_piece(vocab, tok, buf, 256, 0, special)
