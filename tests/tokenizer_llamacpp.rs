@@ -8,6 +8,7 @@ mod meta;
 use std::time::Instant;
 
 use serde_json::Value;
+use wick::gguf::MetaValue;
 use wick::tokenizer::{StreamDecoder, Tokenizer};
 
 fn refs() -> Value {
@@ -26,7 +27,11 @@ fn bytes(v: &Value) -> Vec<u8> {
 
 fn load(name: &str, r: &Value) -> Tokenizer {
     let file = r["models"][name]["file"].as_str().expect("file");
-    let md = meta::read_metadata(&meta::model_path(file));
+    let mut md = meta::read_metadata(&meta::model_path(file));
+    // Variants: the same vocabulary under another pre-tokenizer.
+    if let Some(pre) = r["models"][name]["pre"].as_str() {
+        md.insert("tokenizer.ggml.pre", MetaValue::Str(pre.to_string()));
+    }
     let t0 = Instant::now();
     let tok = Tokenizer::from_metadata(&md).expect("tokenizer builds");
     let dt = t0.elapsed();
@@ -41,10 +46,20 @@ fn show(tok: &Tokenizer, ids: &[u32]) -> String {
     parts.join(" ")
 }
 
-/// Compare every corpus entry in every mode; report the first difference of each mode.
+/// Compare every corpus entry in every mode; panic listing the first differences.
 fn check_model(name: &str) {
-    let r = refs();
-    let tok = load(name, &r);
+    let failures = model_failures(name, &refs());
+    if !failures.is_empty() {
+        panic!(
+            "{} mismatches against llama.cpp; first ones:\n{}",
+            failures.len(),
+            failures[..failures.len().min(5)].join("\n")
+        );
+    }
+}
+
+fn model_failures(name: &str, r: &Value) -> Vec<String> {
+    let tok = load(name, r);
     let m = &r["models"][name];
     assert_eq!(tok.n_vocab() as u64, m["n_vocab"].as_u64().unwrap());
     let opt = |v: &Value| v.as_i64().filter(|&x| x >= 0).map(|x| x as u32);
@@ -95,13 +110,7 @@ fn check_model(name: &str) {
             ));
         }
     }
-    if !failures.is_empty() {
-        panic!(
-            "{} mismatches against llama.cpp; first ones:\n{}",
-            failures.len(),
-            failures[..failures.len().min(5)].join("\n")
-        );
-    }
+    failures
 }
 
 #[test]
@@ -112,6 +121,29 @@ fn smollm2_bpe_matches_llamacpp() {
 #[test]
 fn gemma3_spm_matches_llamacpp() {
     check_model("gemma3");
+}
+
+/// The other pre-tokenizers, on SmolLM2's vocabulary (see PRE_VARIANTS in the script).
+#[test]
+fn other_pretokenizers_match_llamacpp() {
+    let r = refs();
+    let names: Vec<String> =
+        r["models"].as_object().unwrap().keys().filter(|k| k.starts_with("smollm2_pre_")).cloned().collect();
+    assert!(names.len() >= 10, "expected pre-tokenizer variants in the refs, found {names:?}");
+    let mut report = Vec::new();
+    for name in &names {
+        let f = model_failures(name, &r);
+        if !f.is_empty() {
+            report.push(format!("{name}: {} mismatches, first:\n{}", f.len(), f[0]));
+        }
+    }
+    assert!(
+        report.is_empty(),
+        "{} of {} pre-tokenizers differ from llama.cpp:\n{}",
+        report.len(),
+        names.len(),
+        report.join("\n")
+    );
 }
 
 /// Push `ids` through a StreamDecoder; returns every chunk.

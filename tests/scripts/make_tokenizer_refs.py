@@ -17,6 +17,30 @@ MODELS = {
     "gemma3": "gemma-3-270m-q4_k_m.gguf",
 }
 
+# Other pre-tokenizers, checked on SmolLM2's vocabulary and merges: a copy of its metadata
+# (no tensors) with `tokenizer.ggml.pre` replaced.
+PRE_VARIANTS = [
+    "default", "gpt-2", "llama-bpe", "qwen2", "starcoder", "falcon", "deepseek-llm", "deepseek-coder",
+    "deepseek-v3", "poro-chat", "viking", "tekken", "gpt-4o", "bailingmoe", "seed-coder", "chatglm-bpe",
+]
+
+
+def write_variant(src, dest, pre):
+    import gguf
+
+    r = gguf.GGUFReader(src)
+    w = gguf.GGUFWriter(dest, "llama")
+    for k, f in r.fields.items():
+        if k.startswith("GGUF.") or k == "general.architecture":
+            continue
+        v = pre if k == "tokenizer.ggml.pre" else f.contents()
+        t = f.types[0]
+        w.add_key_value(k, v, t, f.types[1] if t == gguf.GGUFValueType.ARRAY else None)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+
 CORPUS = [
     "",
     " ",
@@ -107,9 +131,22 @@ def detokenize(vocab, toks, remove_special, unparse_special):
 def main():
     models_dir = sys.argv[1] if len(sys.argv) > 1 else os.environ.get("WICK_MODELS", "models")
     out = {"llama_cpp_python": llama_cpp.__version__, "corpus": CORPUS, "models": {}}
-    for name, file in MODELS.items():
+    import tempfile
+
+    tmp = tempfile.mkdtemp()
+    jobs = [(name, file, None) for name, file in MODELS.items()]
+    jobs += [("smollm2_pre_" + pre, MODELS["smollm2"], pre) for pre in PRE_VARIANTS]
+    for name, file, pre in jobs:
         path = os.path.join(models_dir, file)
-        llm = llama_cpp.Llama(model_path=path, vocab_only=True, verbose=False)
+        if pre is not None:
+            variant = os.path.join(tmp, pre + ".gguf")
+            write_variant(path, variant, pre)
+            path = variant
+        try:
+            llm = llama_cpp.Llama(model_path=path, vocab_only=True, verbose=False)
+        except Exception as e:  # a pre-tokenizer this llama.cpp build does not know
+            print("skipping", name, e)
+            continue
         vocab = llama_cpp.llama_model_get_vocab(llm.model)
         entries = []
         for text in CORPUS:
@@ -128,11 +165,13 @@ def main():
         n_vocab = llama_cpp.llama_vocab_n_tokens(vocab)
         pieces = {}
         # A sample of pieces (token_to_piece special=false): every 97th id plus the first 300.
-        for tok in list(range(min(300, n_vocab))) + list(range(300, n_vocab, 97)):
+        sample = list(range(min(300, n_vocab))) + list(range(300, n_vocab, 97)) if pre is None else []
+        for tok in sample:
             pieces[str(tok)] = list(piece(vocab, tok, False))
         eog = [t for t in range(n_vocab) if llama_cpp.llama_vocab_is_eog(vocab, t)]
         out["models"][name] = {
             "file": file,
+            "pre": pre,
             "n_vocab": n_vocab,
             "bos": llama_cpp.llama_vocab_bos(vocab),
             "eos": llama_cpp.llama_vocab_eos(vocab),
