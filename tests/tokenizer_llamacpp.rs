@@ -215,3 +215,42 @@ fn round_trips_and_special_tokens() {
     assert!(!smol.is_eog(u32::MAX) && !smol.is_control(u32::MAX));
     assert_eq!(smol.decode(&[u32::MAX, 0]), "");
 }
+
+/// Long and pathological inputs: no errors, no panics, reasonable time, lossless round trips.
+#[test]
+fn long_inputs() {
+    let r = refs();
+    let smol = load("smollm2", &r);
+    let gemma = load("gemma3", &r);
+    let corpus: Vec<String> =
+        r["corpus"].as_array().unwrap().iter().map(|v| v.as_str().unwrap().to_string()).collect();
+    // (Without U+2581: SentencePiece reads it as a space, so it cannot round-trip.)
+    let mixed = corpus.concat().replace('\u{2581}', "_").repeat(20);
+    let cases = [
+        ("mixed corpus x20", mixed),
+        ("50k spaces then a word", " ".repeat(50_000) + "word"),
+        ("50k newlines and tabs", "\n\t".repeat(25_000)),
+        ("100k letters", "a".repeat(100_000)),
+        ("30k digits", "7".repeat(30_000)),
+        ("20k emoji", "🎉".repeat(20_000)),
+        ("special tokens x5k", "<|im_start|><start_of_turn>".repeat(5_000)),
+    ];
+    for (what, text) in &cases {
+        for (name, tok) in [("smollm2", &smol), ("gemma3", &gemma)] {
+            for special in [false, true] {
+                let t0 = Instant::now();
+                let ids = tok.encode(text, false, special).unwrap_or_else(|e| panic!("{name} {what}: {e}"));
+                let dt = t0.elapsed();
+                eprintln!(
+                    "{name} {what} (parse_special={special}): {} bytes -> {} tokens in {dt:?}",
+                    text.len(),
+                    ids.len()
+                );
+                assert!(dt.as_secs_f64() < 5.0, "{name} {what}: {dt:?}");
+                if !special {
+                    assert!(tok.decode(&ids) == *text, "{name} {what}: round trip differs");
+                }
+            }
+        }
+    }
+}
