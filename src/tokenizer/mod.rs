@@ -35,7 +35,7 @@ pub struct Tokenizer {
 
 #[derive(Debug, Clone)]
 enum Model {
-    Bpe { merges: Merges, pre: PreTokenizer },
+    Bpe { merges: Box<Merges>, pre: PreTokenizer },
     Spm,
 }
 
@@ -50,7 +50,7 @@ impl Tokenizer {
                 let pre = PreTokenizer::new(md.str_opt("tokenizer.ggml.pre")?)?;
                 let vocab = Vocab::from_metadata(md, Kind::Bpe, Some(&pre.flags))?;
                 let merges = Merges::from_metadata(md, &vocab)?;
-                Ok(Tokenizer { vocab, model: Model::Bpe { merges, pre } })
+                Ok(Tokenizer { vocab, model: Model::Bpe { merges: Box::new(merges), pre } })
             }
             "llama" => {
                 let vocab = Vocab::from_metadata(md, Kind::Spm, None)?;
