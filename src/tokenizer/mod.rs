@@ -68,6 +68,13 @@ impl Tokenizer {
     /// instead of being tokenized as plain text. User-defined tokens are always recognized.
     pub fn encode(&self, text: &str, add_special: bool, parse_special: bool) -> Result<Vec<u32>> {
         let v = &self.vocab;
+        // Positions inside the merge loops are u32.
+        if text.len() >= u32::MAX as usize / 2 {
+            return Err(Error::InvalidArgument(format!(
+                "text of {} bytes is too long to tokenize",
+                text.len()
+            )));
+        }
         let fragments = special::partition(v, text, parse_special);
         let mut out = Vec::with_capacity(text.len() / 3 + 2);
         if add_special && v.add_bos {

@@ -2,7 +2,8 @@
 """Record llama.cpp's tokenizations of a fixed corpus as the reference for wick's tokenizers.
 
 Usage: python3 tests/scripts/make_tokenizer_refs.py [MODELS_DIR]
-(MODELS_DIR defaults to $WICK_MODELS or ./models). Needs `llama-cpp-python`.
+(MODELS_DIR defaults to $WICK_MODELS or ./models). Needs `llama-cpp-python` and `gguf` (to write
+metadata-only copies of SmolLM2 with other `tokenizer.ggml.pre` values).
 Writes tests/data/tokenizer_refs.json, which tests/tokenizer_llamacpp.rs reads.
 """
 import ctypes
