@@ -28,9 +28,16 @@ fn bytes(v: &Value) -> Vec<u8> {
 fn load(name: &str, r: &Value) -> Tokenizer {
     let file = r["models"][name]["file"].as_str().expect("file");
     let mut md = meta::read_metadata(&meta::model_path(file));
-    // Variants: the same vocabulary under another pre-tokenizer.
-    if let Some(pre) = r["models"][name]["pre"].as_str() {
-        md.insert("tokenizer.ggml.pre", MetaValue::Str(pre.to_string()));
+    // Variants: the same vocabulary with some metadata replaced (another pre-tokenizer, flags).
+    if let Some(overrides) = r["models"][name]["overrides"].as_object() {
+        for (key, v) in overrides {
+            let v = match v {
+                Value::Bool(b) => MetaValue::Bool(*b),
+                Value::String(s) => MetaValue::Str(s.clone()),
+                other => panic!("unexpected override {key} = {other}"),
+            };
+            md.insert(key.clone(), v);
+        }
     }
     let t0 = Instant::now();
     let tok = Tokenizer::from_metadata(&md).expect("tokenizer builds");
@@ -123,13 +130,19 @@ fn gemma3_spm_matches_llamacpp() {
     check_model("gemma3");
 }
 
-/// The other pre-tokenizers, on SmolLM2's vocabulary (see PRE_VARIANTS in the script).
+/// The real vocabularies with metadata replaced: other pre-tokenizers on SmolLM2's vocabulary,
+/// and other BOS/EOS/space-prefix flags (PRE_VARIANTS and FLAG_VARIANTS in the script).
 #[test]
-fn other_pretokenizers_match_llamacpp() {
+fn variants_match_llamacpp() {
     let r = refs();
-    let names: Vec<String> =
-        r["models"].as_object().unwrap().keys().filter(|k| k.starts_with("smollm2_pre_")).cloned().collect();
-    assert!(names.len() >= 10, "expected pre-tokenizer variants in the refs, found {names:?}");
+    let names: Vec<String> = r["models"]
+        .as_object()
+        .unwrap()
+        .iter()
+        .filter(|(_, m)| !m["overrides"].is_null())
+        .map(|(k, _)| k.clone())
+        .collect();
+    assert!(names.len() >= 12, "expected variants in the refs, found {names:?}");
     let mut report = Vec::new();
     for name in &names {
         let f = model_failures(name, &r);
@@ -139,7 +152,7 @@ fn other_pretokenizers_match_llamacpp() {
     }
     assert!(
         report.is_empty(),
-        "{} of {} pre-tokenizers differ from llama.cpp:\n{}",
+        "{} of {} variants differ from llama.cpp:\n{}",
         report.len(),
         names.len(),
         report.join("\n")

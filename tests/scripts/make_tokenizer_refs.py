@@ -26,17 +26,25 @@ PRE_VARIANTS = [
 ]
 
 
-def write_variant(src, dest, pre):
+# Flag variants: (name, base model, metadata overrides).
+FLAG_VARIANTS = [
+    ("gemma3_space_prefix_eos", "gemma3", {"tokenizer.ggml.add_space_prefix": True, "tokenizer.ggml.add_eos_token": True}),
+    ("smollm2_bos_eos", "smollm2", {"tokenizer.ggml.add_bos_token": True, "tokenizer.ggml.add_eos_token": True}),
+]
+
+
+def write_variant(src, dest, overrides):
     import gguf
 
     r = gguf.GGUFReader(src)
-    w = gguf.GGUFWriter(dest, "llama")
+    w = gguf.GGUFWriter(dest, r.fields["general.architecture"].contents())
     for k, f in r.fields.items():
-        if k.startswith("GGUF.") or k == "general.architecture":
+        if k.startswith("GGUF.") or k == "general.architecture" or k in overrides:
             continue
-        v = pre if k == "tokenizer.ggml.pre" else f.contents()
         t = f.types[0]
-        w.add_key_value(k, v, t, f.types[1] if t == gguf.GGUFValueType.ARRAY else None)
+        w.add_key_value(k, f.contents(), t, f.types[1] if t == gguf.GGUFValueType.ARRAY else None)
+    for k, v in overrides.items():
+        w.add_key_value(k, v, gguf.GGUFValueType.BOOL if isinstance(v, bool) else gguf.GGUFValueType.STRING)
     w.write_header_to_file()
     w.write_kv_data_to_file()
     w.write_tensors_to_file()
@@ -136,12 +144,13 @@ def main():
 
     tmp = tempfile.mkdtemp()
     jobs = [(name, file, None) for name, file in MODELS.items()]
-    jobs += [("smollm2_pre_" + pre, MODELS["smollm2"], pre) for pre in PRE_VARIANTS]
-    for name, file, pre in jobs:
+    jobs += [("smollm2_pre_" + pre, MODELS["smollm2"], {"tokenizer.ggml.pre": pre}) for pre in PRE_VARIANTS]
+    jobs += [(name, MODELS[base], ov) for name, base, ov in FLAG_VARIANTS]
+    for name, file, overrides in jobs:
         path = os.path.join(models_dir, file)
-        if pre is not None:
-            variant = os.path.join(tmp, pre + ".gguf")
-            write_variant(path, variant, pre)
+        if overrides is not None:
+            variant = os.path.join(tmp, name + ".gguf")
+            write_variant(path, variant, overrides)
             path = variant
         try:
             llm = llama_cpp.Llama(model_path=path, vocab_only=True, verbose=False)
@@ -166,13 +175,13 @@ def main():
         n_vocab = llama_cpp.llama_vocab_n_tokens(vocab)
         pieces = {}
         # A sample of pieces (token_to_piece special=false): every 97th id plus the first 300.
-        sample = list(range(min(300, n_vocab))) + list(range(300, n_vocab, 97)) if pre is None else []
+        sample = list(range(min(300, n_vocab))) + list(range(300, n_vocab, 97)) if overrides is None else []
         for tok in sample:
             pieces[str(tok)] = list(piece(vocab, tok, False))
         eog = [t for t in range(n_vocab) if llama_cpp.llama_vocab_is_eog(vocab, t)]
         out["models"][name] = {
             "file": file,
-            "pre": pre,
+            "overrides": overrides,
             "n_vocab": n_vocab,
             "bos": llama_cpp.llama_vocab_bos(vocab),
             "eos": llama_cpp.llama_vocab_eos(vocab),
