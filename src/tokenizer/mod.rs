@@ -10,6 +10,17 @@
 //!
 //! Decoding renders each token as llama.cpp's `token_to_piece(special = false)` does (control
 //! tokens are empty); [`StreamDecoder`] holds back incomplete UTF-8 between tokens.
+//!
+//! Behaviour mirrors llama.cpp `src/llama-vocab.cpp` (read at 00ad355e) and `src/unicode.cpp`
+//! (0c4093cc); the tests compare against llama-cpp-python 0.3.36. Known differences, none of
+//! which the test corpus reaches:
+//! - llama.cpp splits with hand-written code for the gpt2 and llama3 patterns; wick uses
+//!   fancy-regex for every pattern. They differ only on unassigned code points.
+//! - The per-model LSTRIP/RSTRIP token attributes llama.cpp sets by model name (phi-3, jina,
+//!   modern-bert) are not applied.
+//! - Where several tokens could be the implicit EOT, llama.cpp's choice follows hash-map order;
+//!   wick takes the lowest id (all of them are end-of-generation either way).
+//! - Only `gpt2` and `llama` tokenizer models; WPM, UGM, RWKV and PLaMo-2 are errors.
 
 mod bpe;
 mod pretokenize;
