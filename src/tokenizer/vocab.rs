@@ -81,6 +81,36 @@ const EOG_TEXTS: &[&str] = &[
     "[e~[",
 ];
 
+const FIM_PRE_TEXTS: &[&str] = &[
+    "<|fim_prefix|>",
+    "<fim-prefix>",
+    "<fim_prefix>",
+    "<\u{FF5C}fim\u{2581}begin\u{FF5C}>",
+    "<PRE>",
+    "\u{2581}<PRE>",
+    "<|code_prefix|>",
+    "<|prefix|>",
+];
+const FIM_SUF_TEXTS: &[&str] = &[
+    "<|fim_suffix|>",
+    "<fim-suffix>",
+    "<fim_suffix>",
+    "<\u{FF5C}fim\u{2581}hole\u{FF5C}>",
+    "<SUF>",
+    "\u{2581}<SUF>",
+    "<|code_suffix|>",
+    "<|suffix|>",
+];
+const FIM_MID_TEXTS: &[&str] = &[
+    "<|fim_middle|>",
+    "<fim-middle>",
+    "<fim_middle>",
+    "<\u{FF5C}fim\u{2581}end\u{FF5C}>",
+    "<MID>",
+    "\u{2581}<MID>",
+    "<|code_middle|>",
+    "<|middle|>",
+];
 const FIM_PAD_TEXTS: &[&str] = &["<|fim_pad|>", "<fim-pad>", "<fim_pad>", "<PAD>", "[PAD]"];
 const FIM_REP_TEXTS: &[&str] = &["<|fim_repo|>", "<|repo_name|>", "<fim-repo>", "<REPO>", "<reponame>"];
 const FIM_SEP_TEXTS: &[&str] = &["<|file_sep|>"];
@@ -223,6 +253,13 @@ impl Vocab {
         specials.eom = read_id("tokenizer.ggml.eom_token_id", None);
         specials.unk = read_id("tokenizer.ggml.unknown_token_id", specials.unk);
         specials.pad = read_id("tokenizer.ggml.padding_token_id", None);
+        // The deprecated prefix/suffix/middle keys win, as llama.cpp reads them last.
+        let mut fim_pre =
+            read_id("tokenizer.ggml.prefix_token_id", read_id("tokenizer.ggml.fim_pre_token_id", None));
+        let mut fim_suf =
+            read_id("tokenizer.ggml.suffix_token_id", read_id("tokenizer.ggml.fim_suf_token_id", None));
+        let mut fim_mid =
+            read_id("tokenizer.ggml.middle_token_id", read_id("tokenizer.ggml.fim_mid_token_id", None));
         let mut fim_pad = read_id("tokenizer.ggml.fim_pad_token_id", None);
         let mut fim_rep = read_id("tokenizer.ggml.fim_rep_token_id", None);
         let mut fim_sep = read_id("tokenizer.ggml.fim_sep_token_id", None);
@@ -261,6 +298,14 @@ impl Vocab {
             if specials.eom.is_none() && t == "<|eom_id|>" {
                 specials.eom = Some(id);
                 mark_control(&mut attrs, id);
+            }
+            for (slot, list) in
+                [(&mut fim_pre, FIM_PRE_TEXTS), (&mut fim_suf, FIM_SUF_TEXTS), (&mut fim_mid, FIM_MID_TEXTS)]
+            {
+                if slot.is_none() && list.contains(&t) {
+                    *slot = Some(id);
+                    mark_control(&mut attrs, id);
+                }
             }
             if fim_pad.is_none() && FIM_PAD_TEXTS.contains(&t) {
                 fim_pad = Some(id);
