@@ -156,3 +156,40 @@ fn spm_without_byte_tokens_falls_back_to_unk() {
     // "▁" is no token: each of its three bytes, and "b", becomes <unk>.
     assert_eq!(tok.encode("a b", false, false).unwrap(), vec![3, 0, 0, 0, 0]);
 }
+
+#[test]
+fn control_looking_tokens_become_control() {
+    let mut md = bpe_md();
+    md.insert(
+        "tokenizer.ggml.tokens",
+        strs(&[
+            "<|endoftext|>",
+            "a",
+            "b",
+            "c",
+            "ab",
+            "abc",
+            "Ġ",
+            "Ġab",
+            "!",
+            "<fim_prefix>",
+            "<|im_end|>",
+            "<unused0>",
+        ]),
+    );
+    md.insert(
+        "tokenizer.ggml.token_type",
+        MetaValue::Array(MetaArray::I32(vec![3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 3])),
+    );
+    let tok = Tokenizer::from_metadata(&md).unwrap();
+    let fim = tok.find_token("<fim_prefix>").unwrap();
+    let im_end = tok.find_token("<|im_end|>").unwrap();
+    assert!(tok.is_control(fim) && !tok.is_eog(fim));
+    assert!(tok.is_control(im_end) && tok.is_eog(im_end));
+    assert_eq!(tok.token_bytes(im_end), b"");
+    // Now a control token, so it is parsed only with parse_special.
+    assert_eq!(tok.encode("<|im_end|>", false, true).unwrap(), vec![im_end]);
+    assert_ne!(tok.encode("<|im_end|>", false, false).unwrap(), vec![im_end]);
+    // Control tokens named "unused" are still parsed as specials (llama.cpp does too).
+    assert_eq!(tok.encode("<unused0>", false, true).unwrap(), vec![11]);
+}
