@@ -2,6 +2,7 @@
 """Greedy continuations and logits from llama.cpp (through llama-cpp-python), for wick's tests.
 
 Usage: make_llamacpp_refs.py OUT.json MODEL.gguf [MODEL.gguf ...]
+       (the committed file was made with --prompts-json tests/data/generation_prompts.json)
         [--prompts-json FILE] [--n-gen N] [--token-prompts]
 
 For every model and prompt it records: the prompt's token ids (tokenized as llama.cpp does by
