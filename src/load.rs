@@ -58,10 +58,9 @@ impl ModelInfo {
     pub fn from_header(md: &Metadata, tensors: &[crate::gguf::TensorInfo]) -> Result<ModelInfo> {
         let hparams = Hparams::from_metadata(md)?;
         let tokenizer = Tokenizer::from_metadata(md)?;
-        let embd = tensors
-            .iter()
-            .find(|t| t.name == keys::tensor::TOKEN_EMBD)
-            .ok_or_else(|| Error::BadTensor { tensor: keys::tensor::TOKEN_EMBD.into(), message: "missing".into() })?;
+        let embd = tensors.iter().find(|t| t.name == keys::tensor::TOKEN_EMBD).ok_or_else(|| {
+            Error::BadTensor { tensor: keys::tensor::TOKEN_EMBD.into(), message: "missing".into() }
+        })?;
         let n_vocab = embd.dims.get(1).copied().unwrap_or(1) as usize;
         if n_vocab != tokenizer.n_vocab() {
             return Err(Error::BadTensor {

@@ -99,7 +99,11 @@ fn tensors(s: &SynthSpec, n_vocab: usize) -> Vec<Gen> {
         amplitude,
     };
     let mut v = vec![Gen {
-        spec: TensorSpec { name: t::TOKEN_EMBD.into(), dims: vec![ne as u64, n_vocab as u64], dtype: s.embd_type },
+        spec: TensorSpec {
+            name: t::TOKEN_EMBD.into(),
+            dims: vec![ne as u64, n_vocab as u64],
+            dtype: s.embd_type,
+        },
         center: 0.0,
         amplitude: 1.0,
     }];

@@ -30,6 +30,9 @@ fn loading_gemma3_holds_one_copy_of_the_weights() {
     );
     // The weights (≈ the file), the 262k-token vocabulary's tables (≈ 40 MB), one 4 MiB chunk.
     // A second copy of the weights would add another 250 MB.
-    assert!(grown < file_size + 80_000_000, "loading grew the heap by {grown} bytes for a {file_size}-byte file");
+    assert!(
+        grown < file_size + 80_000_000,
+        "loading grew the heap by {grown} bytes for a {file_size}-byte file"
+    );
     drop(model);
 }

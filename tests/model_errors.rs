@@ -12,7 +12,11 @@ use wick::{Error, ExecutorKind, GenerateOptions, LoadOptions, Model, SessionOpti
 
 fn tiny_bytes() -> Vec<u8> {
     let donor = block_on(async {
-        GgufReader::open(FileSource::open(model_path(SMOLLM2)).await.unwrap()).await.unwrap().into_header().metadata
+        GgufReader::open(FileSource::open(model_path(SMOLLM2)).await.unwrap())
+            .await
+            .unwrap()
+            .into_header()
+            .metadata
     });
     wick::synth::write(Vec::new(), &SynthSpec::tiny(Arch::Llama, 3), &donor).unwrap()
 }
@@ -27,15 +31,21 @@ fn rewrite(bytes: &[u8], edit: impl FnOnce(&mut Metadata, &mut Vec<(TensorSpec, 
         while let Some(c) = r.next_chunk().await.unwrap() {
             data[c.tensor].extend_from_slice(c.data);
         }
-        let mut tensors: Vec<(TensorSpec, Vec<u8>)> =
-            infos.iter().zip(data).map(|(t, d)| (TensorSpec::new(t.name.clone(), &t.dims, t.dtype), d)).collect();
+        let mut tensors: Vec<(TensorSpec, Vec<u8>)> = infos
+            .iter()
+            .zip(data)
+            .map(|(t, d)| (TensorSpec::new(t.name.clone(), &t.dims, t.dtype), d))
+            .collect();
         edit(&mut md, &mut tensors);
         write_gguf_to_vec(&md, &tensors).unwrap()
     })
 }
 
 fn load(bytes: Vec<u8>) -> wick::Result<Model> {
-    block_on(Model::load(MemorySource::new(bytes), LoadOptions { executor: ExecutorKind::Cpu, ..Default::default() }))
+    block_on(Model::load(
+        MemorySource::new(bytes),
+        LoadOptions { executor: ExecutorKind::Cpu, ..Default::default() },
+    ))
 }
 
 #[test]

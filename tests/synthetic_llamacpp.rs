@@ -20,7 +20,11 @@ fn check(arch: Arch, seed: u64) {
     let r = &refs[&name];
     assert!(r.is_object(), "no reference for {name}");
     let donor = block_on(async {
-        GgufReader::open(FileSource::open(model_path(SMOLLM2)).await.unwrap()).await.unwrap().into_header().metadata
+        GgufReader::open(FileSource::open(model_path(SMOLLM2)).await.unwrap())
+            .await
+            .unwrap()
+            .into_header()
+            .metadata
     });
     let bytes = wick::synth::write(Vec::new(), &SynthSpec::tiny(arch, seed), &donor).unwrap();
     assert_eq!(bytes.len() as u64, r["size"].as_u64().unwrap(), "{name}: the generator changed");
@@ -32,7 +36,8 @@ fn check(arch: Arch, seed: u64) {
         LoadOptions { executor: ExecutorKind::Cpu, ..Default::default() },
     ))
     .unwrap();
-    let tokens: Vec<u32> = r["tokens"].as_array().unwrap().iter().map(|v| v.as_u64().unwrap() as u32).collect();
+    let tokens: Vec<u32> =
+        r["tokens"].as_array().unwrap().iter().map(|v| v.as_u64().unwrap() as u32).collect();
     let mut session = model.session(SessionOptions { n_ctx: 256, ..Default::default() }).unwrap();
     let out = block_on(session.eval(&tokens, Readback::AllLogits)).unwrap();
     let n_vocab = model.n_vocab();
@@ -51,9 +56,11 @@ fn check(arch: Arch, seed: u64) {
         }
     }
     eprintln!("{name}: max logit error {max_err:.5} (largest logit {max_abs:.2})");
-    assert!(max_err < 1e-2 * max_abs.max(1.0), "{name}: logits differ from llama.cpp by {max_err}");
+    // Tiny models have no near-ties to amplify float-order noise: wick agrees to 1e-5.
+    assert!(max_err < 1e-3, "{name}: logits differ from llama.cpp by {max_err}");
 
-    let mut want: Vec<u32> = r["greedy"].as_array().unwrap().iter().map(|v| v.as_u64().unwrap() as u32).collect();
+    let mut want: Vec<u32> =
+        r["greedy"].as_array().unwrap().iter().map(|v| v.as_u64().unwrap() as u32).collect();
     // llama.cpp's reference runs past end-of-generation tokens; wick stops there.
     if let Some(end) = want.iter().position(|&t| model.tokenizer().is_eog(t)) {
         want.truncate(end);

@@ -62,7 +62,15 @@ pub enum Op {
     /// dst = x · Wᵀ (+ bias): W is (k, n) in ggml order, x is (rows, k), dst is (rows, n).
     MatMul { w: WeightId, x: ActId, dst: ActId, bias: Option<WeightId> },
     /// Rotary position embedding on every head of `x` in place (positions from the step).
-    Rope { x: ActId, n_heads: usize, head_dim: usize, n_rot: usize, base: f32, freq_scale: f32, mode: RopeMode },
+    Rope {
+        x: ActId,
+        n_heads: usize,
+        head_dim: usize,
+        n_rot: usize,
+        base: f32,
+        freq_scale: f32,
+        mode: RopeMode,
+    },
     /// Append the step's k and v rows to layer `layer` of the KV cache at the step's positions.
     KvStore { layer: usize, k: ActId, v: ActId },
     /// Causal attention of the step's queries over the cached keys and values of `layer`

@@ -61,18 +61,36 @@ pub struct AttnOptions {
 }
 
 /// x_slot := embedding of the step's tokens × scale.
-pub fn embed(g: &mut Graph, hp: &Hparams, n_vocab: usize, w: &dyn Weights, s: &Slots, scale: f32) -> Result<()> {
+pub fn embed(
+    g: &mut Graph,
+    hp: &Hparams,
+    n_vocab: usize,
+    w: &dyn Weights,
+    s: &Slots,
+    scale: f32,
+) -> Result<()> {
     let table = w.get(t::TOKEN_EMBD, &[hp.n_embd, n_vocab])?;
     g.push(Op::Embed { table, dst: s.x, scale });
     Ok(())
 }
 
 /// s.o := attention(s.h) for layer `il`, from the normed input in `s.h`.
-pub fn attention(g: &mut Graph, hp: &Hparams, w: &dyn Weights, s: &Slots, il: usize, opt: &AttnOptions) -> Result<()> {
+pub fn attention(
+    g: &mut Graph,
+    hp: &Hparams,
+    w: &dyn Weights,
+    s: &Slots,
+    il: usize,
+    opt: &AttnOptions,
+) -> Result<()> {
     let (ne, hd, vd) = (hp.n_embd, hp.head_dim, hp.v_head_dim);
     let (nq, nkv) = (hp.n_head * hd, hp.n_head_kv * hd);
     let bias = |name: &str, n: usize| -> Result<Option<_>> {
-        if opt.qkv_bias { w.get(&blk(il, name), &[n]).map(Some) } else { Ok(None) }
+        if opt.qkv_bias {
+            w.get(&blk(il, name), &[n]).map(Some)
+        } else {
+            Ok(None)
+        }
     };
     // wq: (n_embd, n_head·head_dim), wk: (n_embd, n_head_kv·head_dim), wv: (n_embd, n_head_kv·v_head_dim)
     let wq = w.get(&blk(il, t::ATTN_Q), &[ne, nq])?;
@@ -137,7 +155,14 @@ pub fn norm(g: &mut Graph, hp: &Hparams, w: &dyn Weights, src: ActId, dst: ActId
 }
 
 /// Final norm and output projection (tied to the embedding when `output.weight` is absent).
-pub fn output(g: &mut Graph, hp: &Hparams, n_vocab: usize, w: &dyn Weights, s: &Slots, logits: Logits) -> Result<()> {
+pub fn output(
+    g: &mut Graph,
+    hp: &Hparams,
+    n_vocab: usize,
+    w: &dyn Weights,
+    s: &Slots,
+    logits: Logits,
+) -> Result<()> {
     let (src, rows) = match logits {
         Logits::All => (s.x, Rows::All),
         Logits::Last => {

@@ -9,7 +9,13 @@ use crate::exec::{Gate, Graph, Op};
 use crate::Result;
 
 /// Build one step's graph.
-pub fn build(hp: &Hparams, n_vocab: usize, w: &dyn Weights, n_tokens: usize, logits: Logits) -> Result<Graph> {
+pub fn build(
+    hp: &Hparams,
+    n_vocab: usize,
+    w: &dyn Weights,
+    n_tokens: usize,
+    logits: Logits,
+) -> Result<Graph> {
     let mut g = Graph::new(n_tokens);
     let s = Slots::new(&mut g, hp);
     blocks::embed(&mut g, hp, n_vocab, w, &s, (hp.n_embd as f32).sqrt())?;

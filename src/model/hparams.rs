@@ -103,7 +103,10 @@ impl Hparams {
         let v_head_dim = md.u32_opt(&key(suffix::VALUE_LENGTH))?.map_or(head_dim, |v| v as usize);
         let n_rot = md.u32_opt(&key(suffix::ROPE_DIMENSION_COUNT))?.map_or(head_dim, |v| v as usize);
         if head_dim == 0 || n_rot > head_dim || n_rot % 2 != 0 || head_dim % 2 != 0 {
-            return Err(Error::bad_metadata(key(suffix::ROPE_DIMENSION_COUNT), "RoPE dimensions do not fit the head"));
+            return Err(Error::bad_metadata(
+                key(suffix::ROPE_DIMENSION_COUNT),
+                "RoPE dimensions do not fit the head",
+            ));
         }
         let rope_freq_scale = match md.str_opt(&key(suffix::ROPE_SCALING_TYPE))? {
             None | Some("none") => 1.0,
@@ -144,7 +147,8 @@ impl Hparams {
                 _ => None,
             },
         };
-        for (name, v) in [("embedding_length", hp.n_embd), ("block_count", hp.n_layer), ("feed_forward_length", hp.n_ff)]
+        for (name, v) in
+            [("embedding_length", hp.n_embd), ("block_count", hp.n_layer), ("feed_forward_length", hp.n_ff)]
         {
             if v == 0 || v > 1 << 20 {
                 return Err(Error::bad_metadata(key(name), format!("{v} is out of range")));

@@ -34,7 +34,8 @@ pub struct WeightTable {
 impl WeightTable {
     /// Build from GGUF tensor infos; handles are indices into `tensors`.
     pub fn from_infos(tensors: &[TensorInfo]) -> Self {
-        let map = tensors.iter().enumerate().map(|(i, t)| (t.name.clone(), (WeightId(i as u32), t.dims.clone())));
+        let map =
+            tensors.iter().enumerate().map(|(i, t)| (t.name.clone(), (WeightId(i as u32), t.dims.clone())));
         WeightTable { map: map.collect() }
     }
     /// Replace the handles by those the executor returned (same order as the infos).
@@ -46,8 +47,10 @@ impl WeightTable {
 
 impl Weights for WeightTable {
     fn get(&self, name: &str, dims: &[usize]) -> Result<WeightId> {
-        self.get_opt(name, dims)?
-            .ok_or_else(|| Error::BadTensor { tensor: name.into(), message: "missing from the model file".into() })
+        self.get_opt(name, dims)?.ok_or_else(|| Error::BadTensor {
+            tensor: name.into(),
+            message: "missing from the model file".into(),
+        })
     }
     fn get_opt(&self, name: &str, dims: &[usize]) -> Result<Option<WeightId>> {
         let Some((id, have)) = self.map.get(name) else { return Ok(None) };
@@ -80,7 +83,13 @@ pub enum Logits {
 }
 
 /// Build the graph of one step of `n_tokens` tokens.
-pub fn build_graph(hp: &Hparams, n_vocab: usize, w: &dyn Weights, n_tokens: usize, logits: Logits) -> Result<Graph> {
+pub fn build_graph(
+    hp: &Hparams,
+    n_vocab: usize,
+    w: &dyn Weights,
+    n_tokens: usize,
+    logits: Logits,
+) -> Result<Graph> {
     match hp.arch {
         Arch::Llama | Arch::Qwen2 | Arch::Qwen3 => llama::build(hp, n_vocab, w, n_tokens, logits),
         Arch::Gemma3 => gemma3::build(hp, n_vocab, w, n_tokens, logits),

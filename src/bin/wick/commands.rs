@@ -99,7 +99,11 @@ pub async fn generate(a: GenerateArgs) -> Result<()> {
     // As llama.cpp by default: BOS where the vocabulary asks for it, special tokens parsed.
     let ids = model.tokenizer().encode(&text, !a.chat, true)?;
     let mut session = model.session(SessionOptions { n_ctx: a.model.n_ctx, ..Default::default() })?;
-    let opts = GenerateOptions { max_tokens: a.n_predict, sampling: sampling(&a.sampling), stop: a.sampling.stop.clone() };
+    let opts = GenerateOptions {
+        max_tokens: a.n_predict,
+        sampling: sampling(&a.sampling),
+        stop: a.sampling.stop.clone(),
+    };
     run(&mut session, &ids, opts, a.json).await?;
     Ok(())
 }
@@ -111,7 +115,11 @@ pub async fn chat(a: ChatArgs) -> Result<()> {
     if let Some(s) = &a.system {
         msgs.push(ChatMessage { role: "system".into(), content: s.clone() });
     }
-    eprintln!("wick chat with {} on {} — empty line or Ctrl-D to quit", model.name().unwrap_or("model"), model.executor_name());
+    eprintln!(
+        "wick chat with {} on {} — empty line or Ctrl-D to quit",
+        model.name().unwrap_or("model"),
+        model.executor_name()
+    );
     let stdin = std::io::stdin();
     loop {
         eprint!("> ");
@@ -125,8 +133,11 @@ pub async fn chat(a: ChatArgs) -> Result<()> {
         }
         msgs.push(ChatMessage { role: "user".into(), content: line.to_string() });
         let ids = model.tokenizer().encode(&render(&model, &msgs)?, false, true)?;
-        let opts =
-            GenerateOptions { max_tokens: a.n_predict, sampling: sampling(&a.sampling), stop: a.sampling.stop.clone() };
+        let opts = GenerateOptions {
+            max_tokens: a.n_predict,
+            sampling: sampling(&a.sampling),
+            stop: a.sampling.stop.clone(),
+        };
         match run(&mut session, &ids, opts, false).await {
             Ok(reply) => msgs.push(ChatMessage { role: "assistant".into(), content: reply }),
             Err(e @ Error::ContextOverflow { .. }) => {
@@ -163,7 +174,9 @@ fn show(v: &MetaValue, full: bool) -> String {
         format!("[{}{more}]", shown.join(", "))
     }
     match v {
-        MetaValue::Str(s) if !full && s.len() > 120 => format!("{:?}… ({} bytes)", &s[..s.floor_char_boundary(120)], s.len()),
+        MetaValue::Str(s) if !full && s.len() > 120 => {
+            format!("{:?}… ({} bytes)", &s[..s.floor_char_boundary(120)], s.len())
+        }
         MetaValue::Str(s) => format!("{s:?}"),
         MetaValue::Array(a) => match a {
             MetaArray::Str(v) => list(v, limit),
@@ -182,7 +195,13 @@ fn show(v: &MetaValue, full: bool) -> String {
 pub async fn info(a: InfoArgs) -> Result<()> {
     let reader = GgufReader::open(FileSource::open(&a.model).await?).await?;
     let h = reader.header();
-    println!("GGUF v{}  {} metadata keys  {} tensors  data at byte {}", h.version, h.metadata.len(), h.tensors.len(), h.data_offset);
+    println!(
+        "GGUF v{}  {} metadata keys  {} tensors  data at byte {}",
+        h.version,
+        h.metadata.len(),
+        h.tensors.len(),
+        h.data_offset
+    );
     println!("\nmetadata:");
     for (k, v) in h.metadata.iter() {
         println!("  {k} = {}", show(v, a.full));
@@ -212,10 +231,13 @@ pub async fn synth(a: SynthArgs) -> Result<()> {
         "F32" => GgmlType::F32,
         "F16" => GgmlType::F16,
         "Q8_0" => GgmlType::Q8_0,
-        other => return Err(Error::InvalidArgument(format!("unknown type '{other}' (available: F32, F16, Q8_0)"))),
+        other => {
+            return Err(Error::InvalidArgument(format!("unknown type '{other}' (available: F32, F16, Q8_0)")))
+        }
     };
     let donor = GgufReader::open(FileSource::open(&a.donor).await?).await?.into_header().metadata;
-    let file = std::fs::File::create(&a.output).map_err(|e| Error::io(format!("creating {}", a.output.display()), e))?;
+    let file = std::fs::File::create(&a.output)
+        .map_err(|e| Error::io(format!("creating {}", a.output.display()), e))?;
     let w = wick::synth::write(std::io::BufWriter::new(file), &spec, &donor)?;
     w.into_inner().map_err(|e| Error::io("writing the model", e.error()))?;
     eprintln!("wrote {}", a.output.display());

@@ -28,7 +28,17 @@ impl Bar {
         self.last_pct = pct as i64;
         let width = 30;
         let filled = (pct / 100.0 * width as f64) as usize;
-        let bar: String = (0..width).map(|i| if i < filled { '=' } else if i == filled { '>' } else { ' ' }).collect();
+        let bar: String = (0..width)
+            .map(|i| {
+                if i < filled {
+                    '='
+                } else if i == filled {
+                    '>'
+                } else {
+                    ' '
+                }
+            })
+            .collect();
         let secs = self.start.elapsed().as_secs_f64().max(1e-3);
         let mb = |b: u64| b as f64 / 1e6;
         let line = format!(

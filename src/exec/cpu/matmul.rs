@@ -22,7 +22,10 @@ pub struct Scratch {
 pub fn matmul(w: &Weight, x: &[f32], rows: usize, out: &mut [f32], s: &mut Scratch) -> Result<()> {
     let (k, n) = (w.k(), w.n_rows());
     if x.len() != rows * k || out.len() != rows * n {
-        return Err(Error::Executor { executor: "cpu", message: format!("matmul shape mismatch on '{}'", w.name) });
+        return Err(Error::Executor {
+            executor: "cpu",
+            message: format!("matmul shape mismatch on '{}'", w.name),
+        });
     }
     let vt = quant::vec_dot_type(w.dtype);
     s.acts.clear();
@@ -64,4 +67,3 @@ pub fn matmul(w: &Weight, x: &[f32], rows: usize, out: &mut [f32], s: &mut Scrat
     }
     Ok(())
 }
-

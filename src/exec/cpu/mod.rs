@@ -188,7 +188,9 @@ impl CpuExecutor {
                     let l = cache.layers.get_mut(layer).ok_or_else(|| Self::err("KV layer out of range"))?;
                     let (kd, vd) = (l.k_dim, l.v_dim);
                     if g.cols(k) != kd || g.cols(v) != vd {
-                        return Err(Self::err(format!("KV store of layer {layer}: rows do not match the cache")));
+                        return Err(Self::err(format!(
+                            "KV store of layer {layer}: rows do not match the cache"
+                        )));
                     }
                     for (r, row) in acts[k.0 as usize].chunks(kd).enumerate() {
                         let at = (pos + r) * kd;
@@ -241,7 +243,9 @@ impl CpuExecutor {
                 let last = &logits[logits.len() - n_vocab..];
                 StepOutput { token: Some(kernels::argmax(last)), logits: Vec::new() }
             }
-            Readback::LastLogits => StepOutput { token: None, logits: logits[logits.len() - n_vocab..].to_vec() },
+            Readback::LastLogits => {
+                StepOutput { token: None, logits: logits[logits.len() - n_vocab..].to_vec() }
+            }
             Readback::AllLogits => StepOutput { token: None, logits },
         })
     }
@@ -285,7 +289,8 @@ impl Executor for CpuExecutor {
             return Err(Self::err(format!("tensor '{name}' has {} dimensions", dims.len())));
         }
         let rows: u64 = dims[1..].iter().product();
-        let bytes = dtype.row_bytes(dims[0])?.checked_mul(rows).ok_or_else(|| Self::err("tensor too large"))?;
+        let bytes =
+            dtype.row_bytes(dims[0])?.checked_mul(rows).ok_or_else(|| Self::err("tensor too large"))?;
         let bytes = usize::try_from(bytes).map_err(|_| Self::err("tensor too large for this platform"))?;
         let mut data = Vec::new();
         data.try_reserve_exact(bytes)
