@@ -12,6 +12,9 @@ use crate::source::ByteSource;
 use crate::tokenizer::Tokenizer;
 use crate::{Error, Result};
 
+/// A progress callback, called as the weights stream in.
+pub type ProgressFn<'a> = Box<dyn FnMut(&Progress) + 'a>;
+
 /// How to load a model.
 pub struct LoadOptions<'a> {
     /// Which executor runs it.
@@ -19,7 +22,7 @@ pub struct LoadOptions<'a> {
     /// Largest piece of tensor data held in host memory at once while streaming.
     pub chunk_size: usize,
     /// Called as bytes arrive.
-    pub on_progress: Option<Box<dyn FnMut(&Progress) + 'a>>,
+    pub on_progress: Option<ProgressFn<'a>>,
 }
 
 impl Default for LoadOptions<'_> {

@@ -114,6 +114,9 @@ impl<'m> Session<'m> {
     }
 
     /// Append `tokens` to the context, evaluating them in batches, and read back for the last.
+    // The executor stays borrowed across the step's readback on purpose: a second step started
+    // meanwhile (from another task) gets a "busy" error instead of interleaving with this one.
+    #[allow(clippy::await_holding_refcell_ref)]
     pub async fn eval(&mut self, tokens: &[u32], readback: Readback) -> Result<StepOutput> {
         if tokens.is_empty() {
             return Err(Error::InvalidArgument("nothing to evaluate".into()));

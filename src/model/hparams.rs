@@ -112,7 +112,7 @@ impl Hparams {
             None | Some("none") => 1.0,
             Some("linear") => {
                 let f = md.f32_opt(&key(suffix::ROPE_SCALING_FACTOR))?.unwrap_or(1.0);
-                if !(f > 0.0) {
+                if f.is_nan() || f <= 0.0 {
                     return Err(Error::bad_metadata(key(suffix::ROPE_SCALING_FACTOR), "must be positive"));
                 }
                 1.0 / f

@@ -17,7 +17,7 @@ async fn load(a: &ModelArgs) -> Result<Model> {
     let mut bar = (!a.no_progress).then(Bar::new);
     let opts = LoadOptions {
         executor: a.executor.parse()?,
-        on_progress: bar.as_mut().map(|b| Box::new(move |p: &_| b.update(p)) as Box<dyn FnMut(&_)>),
+        on_progress: bar.as_mut().map(|b| Box::new(move |p: &_| b.update(p)) as wick::ProgressFn),
         ..LoadOptions::default()
     };
     let model = Model::load(src, opts).await?;
@@ -175,7 +175,8 @@ fn show(v: &MetaValue, full: bool) -> String {
     }
     match v {
         MetaValue::Str(s) if !full && s.len() > 120 => {
-            format!("{:?}… ({} bytes)", &s[..s.floor_char_boundary(120)], s.len())
+            let cut = (0..=120).rev().find(|&i| s.is_char_boundary(i)).unwrap_or(0);
+            format!("{:?}… ({} bytes)", &s[..cut], s.len())
         }
         MetaValue::Str(s) => format!("{s:?}"),
         MetaValue::Array(a) => match a {
