@@ -157,11 +157,11 @@ pub async fn tokenize(a: TokenizeArgs) -> Result<()> {
     let tok = wick::tokenizer::Tokenizer::from_metadata(&h.metadata)?;
     let ids = tok.encode(&a.text, !a.no_special, !a.no_parse_special)?;
     if a.json {
-        println!("{}", serde_json::json!({ "ids": ids }));
+        emit(&format!("{}\n", serde_json::json!({ "ids": ids })));
     } else {
-        for id in ids {
-            println!("{id:>8} {:?}", tok.token_text(id).unwrap_or(""));
-        }
+        let lines: String =
+            ids.iter().map(|&id| format!("{id:>8} {:?}\n", tok.token_text(id).unwrap_or(""))).collect();
+        emit(&lines);
     }
     Ok(())
 }
@@ -193,31 +193,44 @@ fn show(v: &MetaValue, full: bool) -> String {
     }
 }
 
+/// Print to stdout, ending quietly when the reader has gone away (`wick info | head`).
+fn emit(text: &str) {
+    let _ = std::io::stdout().lock().write_all(text.as_bytes());
+}
+
 pub async fn info(a: InfoArgs) -> Result<()> {
+    use std::fmt::Write as _;
     let reader = GgufReader::open(FileSource::open(&a.model).await?).await?;
     let h = reader.header();
-    println!(
+    let mut o = String::new();
+    let _ = writeln!(
+        o,
         "GGUF v{}  {} metadata keys  {} tensors  data at byte {}",
         h.version,
         h.metadata.len(),
         h.tensors.len(),
         h.data_offset
     );
-    println!("\nmetadata:");
+    let _ = writeln!(o, "\nmetadata:");
     for (k, v) in h.metadata.iter() {
-        println!("  {k} = {}", show(v, a.full));
+        let _ = writeln!(o, "  {k} = {}", show(v, a.full));
     }
-    println!("\ntensors:");
+    let _ = writeln!(o, "\ntensors:");
     let mut total = 0u64;
     for t in &h.tensors {
         total += t.n_bytes();
-        println!("  {:<40} {:<6} {:?}", t.name, t.dtype.name(), t.dims);
+        let _ = writeln!(o, "  {:<40} {:<6} {:?}", t.name, t.dtype.name(), t.dims);
     }
-    println!("\n{:.1} MB of tensor data", total as f64 / 1e6);
+    let _ = writeln!(o, "\n{:.1} MB of tensor data", total as f64 / 1e6);
     match ModelInfo::from_header(&h.metadata, &h.tensors) {
-        Ok(mi) => println!("wick can run this model: {:?}", mi.hparams),
-        Err(e) => println!("wick cannot run this model: {e}"),
+        Ok(mi) => {
+            let _ = writeln!(o, "wick can run this model: {:?}", mi.hparams);
+        }
+        Err(e) => {
+            let _ = writeln!(o, "wick cannot run this model: {e}");
+        }
     }
+    emit(&o);
     Ok(())
 }
 
