@@ -10,7 +10,7 @@ use wick::source::FileSource;
 use wick::{Error, GenerateOptions, LoadOptions, Model, ModelInfo, Result, Session, SessionOptions};
 
 use super::progress::Bar;
-use super::{ChatArgs, GenerateArgs, InfoArgs, ModelArgs, SamplingArgs, SynthArgs, TokenizeArgs};
+use super::{BenchArgs, ChatArgs, GenerateArgs, InfoArgs, ModelArgs, SamplingArgs, SynthArgs, TokenizeArgs};
 
 async fn load(a: &ModelArgs) -> Result<Model> {
     let src = FileSource::open(&a.model).await?;
@@ -255,5 +255,46 @@ pub async fn synth(a: SynthArgs) -> Result<()> {
     let w = wick::synth::write(std::io::BufWriter::new(file), &spec, &donor)?;
     w.into_inner().map_err(|e| Error::io("writing the model", e.error()))?;
     eprintln!("wrote {}", a.output.display());
+    Ok(())
+}
+
+pub async fn bench(a: BenchArgs) -> Result<()> {
+    let mut out = String::new();
+    let mut json_rows = Vec::new();
+    if !a.json {
+        out.push_str("| model | size | executor | test | tokens/s |\n|---|---|---|---|---|\n");
+    }
+    for path in &a.model {
+        let margs =
+            ModelArgs { model: path.clone(), executor: a.executor.clone(), n_ctx: 0, no_progress: true };
+        let model = load(&margs).await?;
+        let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        let size = std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);
+        let rows = super::bench::run(&model, a.n_prompt, a.n_gen, a.depth, a.repetitions.max(1)).await?;
+        for r in rows {
+            if a.json {
+                json_rows.push(serde_json::json!({
+                    "model": name, "size_bytes": size, "executor": model.executor_name(), "test": r.test,
+                    "n_tokens": r.n_tokens, "tokens_per_s_mean": r.mean(), "tokens_per_s_stddev": r.stddev(),
+                    "samples": r.samples,
+                }));
+            } else {
+                let line = format!(
+                    "| {name} | {:.1} MiB | {} | {} | {:.2} ± {:.2} |\n",
+                    size as f64 / (1 << 20) as f64,
+                    model.executor_name(),
+                    r.test,
+                    r.mean(),
+                    r.stddev()
+                );
+                eprint!("{line}");
+                out.push_str(&line);
+            }
+        }
+    }
+    if a.json {
+        out = format!("{}\n", serde_json::Value::Array(json_rows));
+    }
+    emit(&out);
     Ok(())
 }

@@ -1,5 +1,6 @@
 //! The `wick` command-line tool.
 
+mod bench;
 mod commands;
 mod progress;
 
@@ -28,6 +29,8 @@ enum Command {
     Info(InfoArgs),
     /// Write a synthetic model: a real architecture, random weights, a real tokenizer.
     Synth(SynthArgs),
+    /// Measure prefill and decode speed (like llama-bench).
+    Bench(BenchArgs),
 }
 
 /// Options shared by the commands that load a model.
@@ -148,6 +151,31 @@ struct InfoArgs {
 }
 
 #[derive(Args)]
+struct BenchArgs {
+    /// GGUF model files (one result block per model).
+    #[arg(short, long, required = true, num_args = 1..)]
+    model: Vec<PathBuf>,
+    /// Executor: auto, cpu, webgpu or cuda.
+    #[arg(long, default_value = "auto")]
+    executor: String,
+    /// Prompt tokens of the prefill test (0: skip).
+    #[arg(short = 'p', long, default_value_t = 512)]
+    n_prompt: usize,
+    /// Tokens of the decode test (0: skip).
+    #[arg(short = 'n', long, default_value_t = 128)]
+    n_gen: usize,
+    /// Tokens already in the KV cache before each test.
+    #[arg(short = 'd', long, default_value_t = 0)]
+    depth: usize,
+    /// Repetitions of each test.
+    #[arg(short = 'r', long, default_value_t = 5)]
+    repetitions: usize,
+    /// Print JSON instead of a markdown table.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Args)]
 struct SynthArgs {
     /// Architecture: llama, qwen2, qwen3 or gemma3.
     #[arg(long, default_value = "llama")]
@@ -178,6 +206,7 @@ fn main() -> ExitCode {
             Command::Tokenize(a) => commands::tokenize(a).await,
             Command::Info(a) => commands::info(a).await,
             Command::Synth(a) => commands::synth(a).await,
+            Command::Bench(a) => commands::bench(a).await,
         }
     });
     match result {
