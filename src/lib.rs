@@ -32,5 +32,5 @@ pub mod tokenizer;
 
 pub use error::{Error, Result};
 pub use exec::ExecutorKind;
-pub use load::{LoadOptions, Model, ModelInfo, ProgressFn};
+pub use load::{Engine, LoadOptions, Model, ModelInfo, ProgressFn};
 pub use session::{FinishReason, GenerateOptions, Generation, Session, SessionOptions, Token};

@@ -80,6 +80,30 @@ impl ModelInfo {
     }
 }
 
+/// The entry point: which executor models run on. (It will own the GPU device that the
+/// models it loads share.)
+#[derive(Debug, Clone)]
+pub struct Engine {
+    kind: ExecutorKind,
+}
+
+impl Engine {
+    /// An engine on the executor `kind`; for a kind that cannot run here, an error now rather
+    /// than at the first load. `Auto` picks the best available.
+    pub async fn new(kind: ExecutorKind) -> Result<Engine> {
+        exec::create(kind).await?;
+        Ok(Engine { kind })
+    }
+    /// The executor kind models are loaded onto.
+    pub fn executor(&self) -> ExecutorKind {
+        self.kind
+    }
+    /// Load a model from `src` (the `executor` field of `opts` is ignored: the engine's is used).
+    pub async fn load<S: ByteSource>(&self, src: S, opts: LoadOptions<'_>) -> Result<Model> {
+        Model::load(src, LoadOptions { executor: self.kind, ..opts }).await
+    }
+}
+
 impl Model {
     /// Stream a GGUF model from `src` onto the chosen executor.
     pub async fn load<S: ByteSource>(src: S, mut opts: LoadOptions<'_>) -> Result<Model> {

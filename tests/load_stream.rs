@@ -1,0 +1,82 @@
+//! Loading from an async byte stream in uneven chunks gives the same model as loading from a
+//! file, with progress events that only move forward and end at the file's size.
+
+mod common;
+
+use std::cell::RefCell;
+
+use common::*;
+use wick::exec::Readback;
+use wick::gguf::Progress;
+use wick::source::StreamSource;
+use wick::{Engine, Error, ExecutorKind, LoadOptions, SessionOptions};
+
+/// A stream yielding `data` in chunks of pseudo-random sizes between 1 byte and 3 MB.
+fn chunks(data: Vec<u8>) -> impl futures_core::Stream<Item = wick::Result<Vec<u8>>> + Unpin {
+    let mut pos = 0usize;
+    let mut state = 0x2545_F491_4F6C_DD1Du64;
+    let mut pieces = Vec::new();
+    while pos < data.len() {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        let n = if state % 5 == 0 { 1 + (state % 97) as usize } else { 1 + (state % 3_000_000) as usize };
+        let end = (pos + n).min(data.len());
+        pieces.push(Ok(data[pos..end].to_vec()));
+        pos = end;
+    }
+    Iter(pieces.into_iter())
+}
+
+struct Iter<I>(I);
+impl<I: Iterator<Item = wick::Result<Vec<u8>>> + Unpin> futures_core::Stream for Iter<I> {
+    type Item = wick::Result<Vec<u8>>;
+    fn poll_next(
+        mut self: std::pin::Pin<&mut Self>,
+        _: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Self::Item>> {
+        std::task::Poll::Ready(self.0.next())
+    }
+}
+
+#[test]
+fn stream_load_equals_file_load_with_progress() {
+    let bytes = std::fs::read(model_path(SMOLLM2)).unwrap();
+    let total = bytes.len() as u64;
+    let events: RefCell<Vec<Progress>> = RefCell::new(Vec::new());
+    let engine = block_on(Engine::new(ExecutorKind::Cpu)).unwrap();
+    let opts = LoadOptions {
+        on_progress: Some(Box::new(|p: &Progress| events.borrow_mut().push(p.clone()))),
+        chunk_size: 1 << 20,
+        ..Default::default()
+    };
+    let streamed = block_on(engine.load(StreamSource::with_len(chunks(bytes), total), opts)).unwrap();
+    let events = events.into_inner();
+    assert!(events.len() > 50, "only {} progress events", events.len());
+    for w in events.windows(2) {
+        assert!(w[1].bytes_done >= w[0].bytes_done && w[1].tensors_done >= w[0].tensors_done);
+    }
+    let last = events.last().unwrap();
+    assert_eq!(last.bytes_done, total);
+    assert_eq!(last.tensors_done, last.tensors_total);
+    assert_eq!(last.tensors_total, 272);
+
+    let from_file = load_cpu(SMOLLM2);
+    let prompt = from_file.tokenizer().encode("The capital of France is", true, true).unwrap();
+    let logits = |m: &wick::Model| {
+        let mut s = m.session(SessionOptions { n_ctx: 64, ..Default::default() }).unwrap();
+        block_on(s.eval(&prompt, Readback::LastLogits)).unwrap().logits
+    };
+    assert_eq!(logits(&streamed), logits(&from_file));
+}
+
+#[test]
+fn unavailable_executors_are_clear_errors() {
+    for kind in [ExecutorKind::WebGpu, ExecutorKind::Cuda] {
+        match block_on(Engine::new(kind)) {
+            Err(Error::NotCompiledWith(what)) => assert!(what.contains("executor"), "{what}"),
+            other => panic!("{kind:?}: expected NotCompiledWith, got {other:?}"),
+        }
+    }
+    assert!(block_on(Engine::new(ExecutorKind::Auto)).is_ok());
+}
