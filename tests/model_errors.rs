@@ -6,18 +6,12 @@ use common::*;
 use wick::exec::Readback;
 use wick::gguf::{write_gguf_to_vec, GgufReader, MetaValue, Metadata, TensorSpec};
 use wick::model::Arch;
-use wick::source::{FileSource, MemorySource};
+use wick::source::MemorySource;
 use wick::synth::SynthSpec;
 use wick::{Error, ExecutorKind, GenerateOptions, LoadOptions, Model, SessionOptions};
 
 fn tiny_bytes() -> Vec<u8> {
-    let donor = block_on(async {
-        GgufReader::open(FileSource::open(model_path(SMOLLM2)).await.unwrap())
-            .await
-            .unwrap()
-            .into_header()
-            .metadata
-    });
+    let donor = donor_metadata();
     wick::synth::write(Vec::new(), &SynthSpec::tiny(Arch::Llama, 3), &donor).unwrap()
 }
 

@@ -6,10 +6,9 @@ mod common;
 
 use common::*;
 use wick::exec::Readback;
-use wick::gguf::GgufReader;
 use wick::model::Arch;
 use wick::sampling::SamplingParams;
-use wick::source::{FileSource, MemorySource};
+use wick::source::MemorySource;
 use wick::synth::SynthSpec;
 use wick::{ExecutorKind, GenerateOptions, LoadOptions, Model, SessionOptions};
 
@@ -19,13 +18,7 @@ fn check(arch: Arch, seed: u64) {
     let refs = reference("synthetic_refs.json");
     let r = &refs[&name];
     assert!(r.is_object(), "no reference for {name}");
-    let donor = block_on(async {
-        GgufReader::open(FileSource::open(model_path(SMOLLM2)).await.unwrap())
-            .await
-            .unwrap()
-            .into_header()
-            .metadata
-    });
+    let donor = donor_metadata();
     let bytes = wick::synth::write(Vec::new(), &SynthSpec::tiny(arch, seed), &donor).unwrap();
     assert_eq!(bytes.len() as u64, r["size"].as_u64().unwrap(), "{name}: the generator changed");
     let sum: u64 = bytes.iter().map(|&b| b as u64).sum();

@@ -34,3 +34,11 @@ pub fn reference(name: &str) -> serde_json::Value {
     let p = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/data").join(name);
     serde_json::from_str(&std::fs::read_to_string(&p).expect("read reference")).expect("parse reference")
 }
+
+/// SmolLM2's metadata: the tokenizer donor of the synthetic models.
+pub fn donor_metadata() -> wick::gguf::Metadata {
+    block_on(async {
+        let src = wick::source::FileSource::open(model_path(SMOLLM2)).await.unwrap();
+        wick::gguf::GgufReader::open(src).await.unwrap().into_header().metadata
+    })
+}
