@@ -128,3 +128,97 @@ fn prompt_longer_than_context_and_bad_token_ids() {
     assert!(ok.token.is_some());
     assert_eq!(s.tokens(), &[1, 2, 3]);
 }
+
+/// Every integer hyperparameter set to 0, 1, an odd value or an absurd one: loading returns
+/// an error or a model that runs a few steps; nothing panics.
+#[test]
+fn absurd_hyperparameters_never_panic() {
+    let base = tiny_bytes();
+    let keys = [
+        "llama.context_length",
+        "llama.embedding_length",
+        "llama.block_count",
+        "llama.feed_forward_length",
+        "llama.attention.head_count",
+        "llama.attention.head_count_kv",
+        "llama.attention.key_length",
+        "llama.attention.value_length",
+        "llama.rope.dimension_count",
+    ];
+    for key in keys {
+        for value in [0u32, 1, 3, 7, 1 << 20, u32::MAX] {
+            let b = rewrite(&base, |md, _| md.insert(key, MetaValue::U32(value)));
+            let outcome = std::panic::catch_unwind(|| {
+                let Ok(model) = load(b) else { return };
+                let Ok(mut s) = model.session(SessionOptions { n_ctx: 32, ..Default::default() }) else {
+                    return;
+                };
+                let _ = block_on(s.eval(&[1, 2, 3], Readback::Argmax));
+                let _ = block_on(s.eval(&[4], Readback::LastLogits));
+            });
+            assert!(outcome.is_ok(), "{key} = {value} panicked");
+        }
+    }
+    for (key, value) in [
+        ("llama.rope.freq_base", MetaValue::F32(0.0)),
+        ("llama.rope.freq_base", MetaValue::F32(f32::NAN)),
+        ("llama.attention.layer_norm_rms_epsilon", MetaValue::F32(0.0)),
+        ("llama.attention.layer_norm_rms_epsilon", MetaValue::F32(-1.0)),
+        ("llama.block_count", MetaValue::Str("two".into())),
+        ("llama.rope.scaling.type", MetaValue::Str("yarn".into())),
+        ("llama.rope.scaling.type", MetaValue::Str("linear".into())),
+        ("llama.rope.scaling.factor", MetaValue::F32(-4.0)),
+    ] {
+        let b = rewrite(&base, |md, _| md.insert(key, value.clone()));
+        let outcome = std::panic::catch_unwind(|| {
+            let Ok(model) = load(b) else { return };
+            let Ok(mut s) = model.session(SessionOptions { n_ctx: 32, ..Default::default() }) else { return };
+            let _ = block_on(s.eval(&[1, 2, 3], Readback::Argmax));
+        });
+        assert!(outcome.is_ok(), "{key} = {value:?} panicked");
+    }
+}
+
+/// Random byte changes anywhere in the header (metadata, tensor infos) of a small model:
+/// loading and running never panic.
+#[test]
+fn mutated_headers_never_panic() {
+    let base = tiny_bytes();
+    let header_len = block_on(async {
+        wick::gguf::GgufReader::open(MemorySource::new(base.clone())).await.unwrap().header().data_offset
+            as usize
+    });
+    let mut state = 0x9E37_79B9_7F4A_7C15u64;
+    let mut next = move || {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        state
+    };
+    let mut loaded = 0;
+    for round in 0..400 {
+        let mut b = base.clone();
+        for _ in 0..1 + next() % 4 {
+            // Mutations land past the 49152-token vocabulary, among the hyperparameters and tensor infos,
+            // half of the time; anywhere in the header otherwise.
+            let at = if round % 2 == 0 {
+                header_len - 1 - (next() as usize % 4096)
+            } else {
+                next() as usize % header_len
+            };
+            b[at] = next() as u8;
+        }
+        let outcome = std::panic::catch_unwind(|| {
+            let Ok(model) = load(b) else { return false };
+            if let Ok(mut s) = model.session(SessionOptions { n_ctx: 16, ..Default::default() }) {
+                let _ = block_on(s.eval(&[1, 2], Readback::Argmax));
+            }
+            true
+        });
+        match outcome {
+            Ok(ok) => loaded += ok as usize,
+            Err(_) => panic!("mutation round {round} panicked"),
+        }
+    }
+    eprintln!("{loaded} of 400 mutated files still loaded");
+}
