@@ -73,11 +73,13 @@ pub fn quantize_weights(t: GgmlType, x: &[f32], dst: &mut Vec<u8>) -> Result<()>
     Ok(())
 }
 
-/// Round to nearest, ties to even (llama.cpp's `nearest_int` uses the FPU's default rounding).
-/// Saturates instead of overflowing; inputs here are finite and small.
-#[inline]
+/// Round to nearest, ties to even, as llama.cpp's `nearest_int`: adding 1.5 * 2^23 leaves the
+/// rounded integer in the low mantissa bits (exact for |v| < 2^22; inputs are clamped to that,
+/// far beyond any level). Inline float arithmetic, unlike `round_ties_even` without SSE4.1.
+#[inline(always)]
 fn nearest(v: f32) -> i32 {
-    v.round_ties_even() as i32
+    let v = v.clamp(-4_000_000.0, 4_000_000.0) + 12_582_912.0;
+    (v.to_bits() & 0x007f_ffff) as i32 - 0x0040_0000
 }
 
 /// `v` as it reads back after being stored as f16.
