@@ -570,9 +570,4 @@ mod tests {
             assert!(out.iter().all(|&v| v == 0.0), "{t}");
         }
     }
-
-    #[test]
-    fn block_size_checks_use_qk() {
-        assert_eq!(GgmlType::Q4_0.block_size(), QK);
-    }
 }
