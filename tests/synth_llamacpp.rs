@@ -110,3 +110,23 @@ fn llama_f32_matches_llamacpp() {
 fn llama_q8_0_matches_llamacpp() {
     check(Arch::Llama, "Q8_0");
 }
+
+/// `wick synth --extract-tokenizer`'s file (no tensors) is a donor as good as the model.
+#[test]
+fn tokenizer_only_file_is_a_donor() {
+    let donor = block_on(async {
+        GgufReader::open(FileSource::open(model_path(SMOLLM2)).await.unwrap())
+            .await
+            .unwrap()
+            .into_header()
+            .metadata
+    });
+    let tok = wick::synth::write_tokenizer_only(Vec::new(), &donor).unwrap();
+    assert!(tok.len() < 4 << 20, "tokenizer-only file of {} bytes", tok.len());
+    let header = block_on(async { GgufReader::open(MemorySource::new(tok)).await.unwrap().into_header() });
+    assert!(header.tensors.is_empty());
+    let spec = SynthSpec::shape("tiny", Arch::Llama, FileType::Q4_K_M, 3).unwrap();
+    let a = wick::synth::write(Vec::new(), &spec, &donor).unwrap();
+    let b = wick::synth::write(Vec::new(), &spec, &header.metadata).unwrap();
+    assert!(a == b, "a model made from the tokenizer-only donor differs");
+}
