@@ -4,6 +4,8 @@
 //!   (tests/quant_fixtures.rs).
 //! - [`quantize_row_into`]: f32 to the activation formats (Q8_0, Q8_1, Q8_K) and F32/F16/BF16,
 //!   rounding as llama.cpp's reference quantizers do.
+//! - [`quantize_weights`]: f32 to every weight format (legacy and K-quants), with the algorithms
+//!   of llama.cpp's reference quantizers (what llama-quantize runs without an importance matrix).
 //! - [`vec_dot`]: weight row times activations converted to [`vec_dot_type`], with integer
 //!   arithmetic inside blocks as in llama.cpp's CPU backend.
 //!
@@ -26,12 +28,14 @@ mod dequant;
 mod dot;
 mod dot_ref;
 mod quantize;
+mod quantize_weights;
 mod types;
 
 pub use dequant::dequantize;
 pub use dot::{vec_dot, vec_dot_portable};
 pub use dot_ref::vec_dot_ref;
 pub use quantize::quantize_row_into;
+pub use quantize_weights::quantize_weights;
 pub use types::GgmlType;
 
 /// The format activations are converted to before a dot product with weights of type `t`

@@ -3,7 +3,7 @@
 
 Usage: make_synthetic_refs.py OUT.json FILE.gguf [FILE.gguf ...]
 
-The files come from `wick synth --shape tiny --arch ARCH --seed S --donor SmolLM2.gguf -o FILE`
+The files come from `wick synth --shape SHAPE --arch ARCH --type T --seed S --donor SmolLM2.gguf -o FILE`
 (the test regenerates them from the same arguments, so only this JSON is committed). For each
 file: its size and byte sum (to notice if the generator changes), the logits llama.cpp
 computes at every position of a fixed token sequence (top 16 and every 257th value per

@@ -235,26 +235,35 @@ pub async fn info(a: InfoArgs) -> Result<()> {
 }
 
 pub async fn synth(a: SynthArgs) -> Result<()> {
-    use wick::quant::GgmlType;
-    let arch = wick::model::Arch::from_name(&a.arch)?;
-    let mut spec = match a.shape.as_str() {
-        "tiny" => wick::synth::SynthSpec::tiny(arch, a.seed),
-        other => return Err(Error::InvalidArgument(format!("unknown shape '{other}' (available: tiny)"))),
-    };
-    spec.matrix_type = match a.dtype.to_ascii_uppercase().as_str() {
-        "F32" => GgmlType::F32,
-        "F16" => GgmlType::F16,
-        "Q8_0" => GgmlType::Q8_0,
-        other => {
-            return Err(Error::InvalidArgument(format!("unknown type '{other}' (available: F32, F16, Q8_0)")))
-        }
-    };
+    use wick::synth::{FileType, SynthSpec};
     let donor = GgufReader::open(FileSource::open(&a.donor).await?).await?.into_header().metadata;
     let file = std::fs::File::create(&a.output)
         .map_err(|e| Error::io(format!("creating {}", a.output.display()), e))?;
-    let w = wick::synth::write(std::io::BufWriter::new(file), &spec, &donor)?;
-    w.into_inner().map_err(|e| Error::io("writing the model", e.error()))?;
-    eprintln!("wrote {}", a.output.display());
+    let w = std::io::BufWriter::with_capacity(1 << 20, file);
+    let start = std::time::Instant::now();
+    let w = if a.extract_tokenizer {
+        wick::synth::write_tokenizer_only(w, &donor)?
+    } else {
+        let arch = wick::model::Arch::from_name(&a.arch)?;
+        let spec = SynthSpec::shape(&a.shape, arch, FileType::parse(&a.dtype)?, a.seed)?;
+        let n_vocab = donor.str_array("tokenizer.ggml.tokens")?.len();
+        eprintln!(
+            "writing {} {} {} ({:.2} B parameters)...",
+            a.arch,
+            a.shape,
+            spec.file_type.name(),
+            spec.n_params(n_vocab) as f64 / 1e9
+        );
+        wick::synth::write(w, &spec, &donor)?
+    };
+    let file = w.into_inner().map_err(|e| Error::io("writing the model", e.error()))?;
+    let size = file.metadata().map(|m| m.len()).unwrap_or(0);
+    eprintln!(
+        "wrote {} ({:.1} MiB in {:.1} s)",
+        a.output.display(),
+        size as f64 / (1u64 << 20) as f64,
+        start.elapsed().as_secs_f64()
+    );
     Ok(())
 }
 

@@ -180,18 +180,24 @@ struct SynthArgs {
     /// Architecture: llama, qwen2, qwen3 or gemma3.
     #[arg(long, default_value = "llama")]
     arch: String,
-    /// Shape: tiny (64 hidden, 2 layers).
+    /// Shape: tiny (64 hidden, 2 layers), small (256 hidden, 8 layers), 1b (Llama 3.2 1B:
+    /// 2048 hidden, 16 layers, tied), 8b (Llama 3.1 8B: 4096 hidden, 32 layers).
     #[arg(long, default_value = "tiny")]
     shape: String,
-    /// Type of the weight matrices: F32, F16 or Q8_0.
+    /// File type, with llama-quantize's per-tensor mix: F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1,
+    /// Q8_0, Q2_K, Q3_K_M (Q3_K), Q4_K_S, Q4_K_M (Q4_K), Q5_K_S, Q5_K_M (Q5_K), Q6_K.
     #[arg(long = "type", default_value = "Q8_0")]
     dtype: String,
     /// Seed of the random weights.
     #[arg(long, default_value_t = 1)]
     seed: u64,
-    /// A real GGUF model whose tokenizer metadata is copied.
+    /// A GGUF whose tokenizer metadata is copied (a real model or a tokenizer-only file).
     #[arg(long)]
     donor: PathBuf,
+    /// Write a tokenizer-only GGUF (the donor's tokenizer metadata, no tensors; a small donor
+    /// for other machines) instead of a model.
+    #[arg(long)]
+    extract_tokenizer: bool,
     /// Output file.
     #[arg(short, long)]
     output: PathBuf,
