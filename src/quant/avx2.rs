@@ -128,63 +128,41 @@ unsafe fn legacy_q<const T: u32>(b: *const u8) -> __m256i {
     }
 }
 
-/// Legacy type `T` (its ggml id) times Q8_0 activations; two blocks per iteration into two
-/// accumulators.
+/// Legacy type `T` (its ggml id) times Q8_0 activations. One 8-lane accumulator, blocks in
+/// order, then the 8-lane horizontal sum: the accumulation order of ggml's AVX2
+/// `ggml_vec_dot_q*_0_q8_0` and of llamafile's `tinyBLAS_Q0_AVX`, so the result is bit-identical.
 #[target_feature(enable = "avx2,fma,f16c")]
 #[inline]
 unsafe fn dot_legacy_q8_0<const T: u32>(ts: usize, nb: usize, w: &[u8], a: &[u8]) -> f32 {
     let (wp, ap) = (w.as_ptr(), a.as_ptr());
-    let block = |i: usize| {
+    let mut acc = _mm256_setzero_ps();
+    for i in 0..nb {
         let (wb, ab) = (wp.add(i * ts), ap.add(i * 34));
-        let d = _mm256_broadcastss_ps(_mm_mul_ps(f16x1(wb), f16x1(ab)));
-        (d, _mm256_cvtepi32_ps(mul_sum_i8(legacy_q::<T>(wb), load(ab.add(2)))))
-    };
-    let (mut acc0, mut acc1) = (_mm256_setzero_ps(), _mm256_setzero_ps());
-    let mut i = 0;
-    while i + 2 <= nb {
-        let (d0, p0) = block(i);
-        let (d1, p1) = block(i + 1);
-        acc0 = _mm256_fmadd_ps(d0, p0, acc0);
-        acc1 = _mm256_fmadd_ps(d1, p1, acc1);
-        i += 2;
+        let d = _mm256_broadcastss_ps(_mm_mul_ss(f16x1(wb), f16x1(ab)));
+        let p = _mm256_cvtepi32_ps(mul_sum_i8(legacy_q::<T>(wb), load(ab.add(2))));
+        acc = _mm256_fmadd_ps(d, p, acc);
     }
-    if i < nb {
-        let (d0, p0) = block(i);
-        acc0 = _mm256_fmadd_ps(d0, p0, acc0);
-    }
-    hsum_ps(_mm256_add_ps(acc0, acc1))
+    hsum_ps(acc)
 }
 
-/// Legacy type `T` with a min (Q4_1, Q5_1) times Q8_1 activations.
+/// Legacy type `T` with a min (Q4_1, Q5_1) times Q8_1 activations, in ggml's order: one 8-lane
+/// accumulator, and the min terms m * s summed in a scalar by fused multiply-adds (GCC
+/// contracts ggml's `summs += m * s`), added after the horizontal sum.
 #[target_feature(enable = "avx2,fma,f16c")]
 #[inline]
 unsafe fn dot_legacy_q8_1<const T: u32>(ts: usize, nb: usize, w: &[u8], a: &[u8]) -> f32 {
     let (wp, ap) = (w.as_ptr(), a.as_ptr());
-    // The min terms m * s are kept in a vector register (lane 0): done in scalar code they
-    // halved the speed.
-    let block = |i: usize, summs: __m128| {
+    let mut acc = _mm256_setzero_ps();
+    // Kept in lane 0 of a vector register: scalar code here halved the speed.
+    let mut summs = _mm_setzero_ps();
+    for i in 0..nb {
         let (wb, ab) = (wp.add(i * ts), ap.add(i * 36));
-        let d = _mm256_broadcastss_ps(_mm_mul_ps(f16x1(wb), f16x1(ab)));
-        let summs = _mm_fmadd_ps(f16x1(wb.add(2)), f16x1(ab.add(2)), summs);
-        (d, _mm256_cvtepi32_ps(mul_sum_u8_i8(legacy_q::<T>(wb), load(ab.add(4)))), summs)
-    };
-    let (mut acc0, mut acc1) = (_mm256_setzero_ps(), _mm256_setzero_ps());
-    let (mut sm0, mut sm1) = (_mm_setzero_ps(), _mm_setzero_ps());
-    let mut i = 0;
-    while i + 2 <= nb {
-        let (d0, p0, s0) = block(i, sm0);
-        let (d1, p1, s1) = block(i + 1, sm1);
-        acc0 = _mm256_fmadd_ps(d0, p0, acc0);
-        acc1 = _mm256_fmadd_ps(d1, p1, acc1);
-        (sm0, sm1) = (s0, s1);
-        i += 2;
+        summs = _mm_fmadd_ss(f16x1(wb.add(2)), f16x1(ab.add(2)), summs);
+        let d = _mm256_broadcastss_ps(_mm_mul_ss(f16x1(wb), f16x1(ab)));
+        let p = _mm256_cvtepi32_ps(mul_sum_u8_i8(legacy_q::<T>(wb), load(ab.add(4))));
+        acc = _mm256_fmadd_ps(d, p, acc);
     }
-    if i < nb {
-        let (d0, p0, s0) = block(i, sm0);
-        acc0 = _mm256_fmadd_ps(d0, p0, acc0);
-        sm0 = s0;
-    }
-    hsum_ps(_mm256_add_ps(acc0, acc1)) + _mm_cvtss_f32(_mm_add_ss(sm0, sm1))
+    hsum_ps(acc) + _mm_cvtss_f32(summs)
 }
 
 #[target_feature(enable = "avx2,fma,f16c")]
