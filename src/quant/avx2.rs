@@ -286,6 +286,7 @@ unsafe fn dot_q45_k<const Q5: bool>(nb: usize, w: &[u8], a: &[u8]) -> f32 {
     let qs_off = if Q5 { 48 } else { 16 };
     let mut acc = _mm256_setzero_ps();
     let mut accm = 0f32;
+    let (mut acc_s, mut accm_s) = (0f32, 0f32);
     let m4 = _mm256_set1_epi8(0x0F);
     let one = _mm256_set1_epi8(1);
     for (wb, ab) in w.chunks_exact(ts).zip(a.chunks_exact(Q8_K_BYTES)).take(nb) {
@@ -299,7 +300,9 @@ unsafe fn dot_q45_k<const Q5: bool>(nb: usize, w: &[u8], a: &[u8]) -> f32 {
             *scj = s as i16;
             msum += m as i32 * (bs[2 * j] + bs[2 * j + 1]);
         }
-        accm += dmin * msum as f32;
+        if Q5 {
+            accm += dmin * msum as f32;
+        }
         let aq = ab.as_ptr().add(4);
         let mut hbits = if Q5 { load(wb.as_ptr().add(16)) } else { _mm256_setzero_si256() };
         let mut sumi = _mm256_setzero_si256();
@@ -325,9 +328,31 @@ unsafe fn dot_q45_k<const Q5: bool>(nb: usize, w: &[u8], a: &[u8]) -> f32 {
             );
             sumi = _mm256_add_epi32(sumi, _mm256_add_epi32(plo, phi));
         }
-        acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc);
+        if Q5 {
+            acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc);
+        } else {
+            // llama.cpp repacks Q4_K weights for AVX2 (q4_K_8x8): each output row then takes
+            // the whole block's integer sums, scaled by one fused multiply-add per block for
+            // the quants and one for the mins, subtracted at the end.
+            acc_s = (hsum_epi32(sumi) as f32).mul_add(d, acc_s);
+            accm_s = (msum as f32).mul_add(dmin, accm_s);
+        }
     }
-    hsum_ps(acc) - accm
+    if Q5 {
+        hsum_ps(acc) - accm
+    } else {
+        acc_s - accm_s
+    }
+}
+
+/// Sum of the 8 i32 lanes (exact).
+#[target_feature(enable = "avx2,fma,f16c")]
+#[inline]
+unsafe fn hsum_epi32(v: __m256i) -> i32 {
+    let s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+    let s = _mm_add_epi32(s, _mm_unpackhi_epi64(s, s));
+    let s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 1));
+    _mm_cvtsi128_si32(s)
 }
 
 #[target_feature(enable = "avx2,fma,f16c")]
@@ -342,18 +367,15 @@ unsafe fn dot_q5_k(nb: usize, w: &[u8], a: &[u8]) -> f32 {
 
 #[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn dot_q6_k(nb: usize, w: &[u8], a: &[u8]) -> f32 {
-    let mut acc = _mm256_setzero_ps();
-    let mut accm = 0f32;
+    let mut acc = 0f32;
     let m4 = _mm256_set1_epi8(0x0F);
     let m2 = _mm256_set1_epi8(3);
     for (wb, ab) in w.chunks_exact(210).zip(a.chunks_exact(Q8_K_BYTES)).take(nb) {
         let da = f32::from_le_bytes([ab[0], ab[1], ab[2], ab[3]]);
-        let d = f16_at(wb.as_ptr().add(208)) * da;
         let bs = bsums(ab);
         let sc: [i16; 16] = std::array::from_fn(|k| wb[192 + k] as i8 as i16);
         // Weights are u - 32 with u in 0..64.
         let msum: i32 = (0..16).map(|k| sc[k] as i32 * bs[k]).sum();
-        accm += d * (32 * msum) as f32;
         let aq = ab.as_ptr().add(4);
         let mut sumi = _mm256_setzero_si256();
         for h in 0..2 {
@@ -377,9 +399,12 @@ unsafe fn dot_q6_k(nb: usize, w: &[u8], a: &[u8]) -> f32 {
                 sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(p, scale_pair(sc[k], sc[k + 1])));
             }
         }
-        acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc);
+        // llama.cpp repacks Q6_K weights (q6_K_8x8) and its kernel takes the block's whole
+        // integer sum (the -32 offset included): sum += (isum * d) * d_act, the addition fused.
+        let isum = hsum_epi32(sumi) - 32 * msum;
+        acc = ((isum as f32) * f16_at(wb.as_ptr().add(208))).mul_add(da, acc);
     }
-    hsum_ps(acc) - accm
+    acc
 }
 
 #[target_feature(enable = "avx2,fma,f16c")]

@@ -201,7 +201,7 @@ fn dot32(w: &[u8; 32], a: &[u8], f: impl Fn(u8) -> u8) -> i32 {
 
 /// Q4_K without the generic unpacking: nibbles straight into 32-wide integer dot products.
 fn dot_q4_k(n: usize, w: &[u8], a: &[u8]) -> f32 {
-    let mut acc = 0f32;
+    let (mut acc, mut accm) = (0f32, 0f32);
     for (wb, ab) in w.chunks_exact(blocks::Q4_K_BYTES).zip(a.chunks_exact(Q8_K_BYTES)).take(n / QK_K) {
         let (da, bs) = q8k_head(ab);
         let (mut isum, mut msum) = (0i32, 0i32);
@@ -213,7 +213,10 @@ fn dot_q4_k(n: usize, w: &[u8], a: &[u8]) -> f32 {
             isum += sc0 as i32 * dot32(q, aq, |b| b & 0xF) + sc1 as i32 * dot32(q, &aq[32..], |b| b >> 4);
             msum += m0 as i32 * (bs[4 * j] + bs[4 * j + 1]) + m1 as i32 * (bs[4 * j + 2] + bs[4 * j + 3]);
         }
-        acc += da * (f16_at(wb, 0) * isum as f32 - f16_at(wb, 2) * msum as f32);
+        // As llama.cpp's AVX2 kernel for repacked Q4_K (q4_K_8x8): one fused multiply-add per
+        // block for the quants and one for the mins, subtracted at the end.
+        acc = (isum as f32).mul_add(f16_at(wb, 0) * da, acc);
+        accm = (msum as f32).mul_add(f16_at(wb, 2) * da, accm);
     }
-    acc
+    acc - accm
 }

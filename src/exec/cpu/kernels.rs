@@ -202,29 +202,23 @@ pub fn attention(q: &[f32], out: &mut [f32], kv: &KvView, pos: usize, s: AttnSha
             .collect();
         let max = scores.iter().cloned().fold(f32::NEG_INFINITY, f32::max);
         // ggml's softmax (AVX512 build): 16-wide chunks through ggml_v_expf, each chunk summed
-        // in f32 by the 16-lane reduction and added to an f64 sum, the tail by expf. Cells
-        // before the window are masked (their exp is 0).
-        let n_kv = p + 1;
+        // in f32 by the 16-lane reduction and added to an f64 sum (a tail would use expf). llama.cpp's
+        // row is the KV cache's used cells padded (to 256), a multiple of 16, so every score
+        // goes through ggml_v_expf (verified: the expf tail disagrees on SmolLM2). Masked
+        // cells (beyond the row, before the window) add exact zeros.
+        let n_kv = (p + 1).div_ceil(16) * 16;
         let mut sum = 0f64;
-        {
-            // 16-wide chunks through ggml_v_expf, each chunk reduced in f32, then the tail.
-            let full = n_kv / 16 * 16;
-            let mut chunk = [0f32; 16];
-            for c0 in (0..full).step_by(16) {
-                for l in 0..16 {
-                    let jj = c0 + l;
-                    chunk[l] = if jj >= start && jj <= p { v_expf(scores[jj - start] - max) } else { 0.0 };
-                    if jj >= start && jj <= p {
-                        scores[jj - start] = chunk[l];
-                    }
+        let mut chunk = [0f32; 16];
+        for c0 in (0..n_kv).step_by(16) {
+            for (l, c) in chunk.iter_mut().enumerate() {
+                let jj = c0 + l;
+                *c = 0.0;
+                if jj >= start && jj <= p {
+                    *c = v_expf(scores[jj - start] - max);
+                    scores[jj - start] = *c;
                 }
-                sum += reduce16(&chunk) as f64;
             }
-            for jj in full.max(start)..=p {
-                let v = (scores[jj - start] - max).exp();
-                scores[jj - start] = v;
-                sum += v as f64;
-            }
+            sum += reduce16(&chunk) as f64;
         }
         let inv = (1.0 / sum) as f32;
         o.iter_mut().for_each(|v| *v = 0.0);
