@@ -97,7 +97,7 @@ pub fn vec_dot_portable(t: GgmlType, n: usize, w: &[u8], a: &[u8]) -> f32 {
 fn dot_legacy(t: GgmlType, n: usize, w: &[u8], a: &[u8]) -> f32 {
     let at = super::vec_dot_type(t);
     let aoff = at.type_size() - QK;
-    let mut acc = 0f32;
+    let mut acc = [0f32; 8];
     let mut summs = 0f32;
     for (wb, ab) in w.chunks_exact(t.type_size()).zip(a.chunks_exact(at.type_size())).take(n / QK) {
         let aq: &[u8; QK] = ab[aoff..].try_into().unwrap();
@@ -131,17 +131,33 @@ fn dot_legacy(t: GgmlType, n: usize, w: &[u8], a: &[u8]) -> f32 {
                 }
             }
         }
-        acc += d * f16_at(ab, 0) * dot_i8(&q, aq) as f32;
+        // The x86 kernels' order (see avx2.rs): 8 lanes of 4-byte partial sums, one fused
+        // multiply-add per lane and block.
+        let dd = d * f16_at(ab, 0);
+        for l in 0..8 {
+            let mut p = 0i32;
+            for j in 4 * l..4 * l + 4 {
+                p += q[j] as i32 * aq[j] as i8 as i32;
+            }
+            acc[l] = (p as f32).mul_add(dd, acc[l]);
+        }
     }
     if matches!(t, GgmlType::Q4_1 | GgmlType::Q5_1) {
         // The min terms m * s in a second pass (interleaved with the loop above they halve
-        // its speed).
+        // its speed), summed with fused multiply-adds as GCC compiles ggml's `summs += m * s`.
         for (wb, ab) in w.chunks_exact(t.type_size()).zip(a.chunks_exact(at.type_size())).take(n / QK) {
-            summs += blocks::f16_to_f32_branchless(u16::from_le_bytes([wb[2], wb[3]]))
-                * blocks::f16_to_f32_branchless(u16::from_le_bytes([ab[2], ab[3]]));
+            summs = blocks::f16_to_f32_branchless(u16::from_le_bytes([wb[2], wb[3]]))
+                .mul_add(blocks::f16_to_f32_branchless(u16::from_le_bytes([ab[2], ab[3]])), summs);
         }
     }
-    acc + summs
+    hsum8(&acc) + summs
+}
+
+/// The 8-lane horizontal sum of the x86 kernels: halves, then pairs, then the last two.
+#[inline(always)]
+pub(crate) fn hsum8(v: &[f32; 8]) -> f32 {
+    let s: [f32; 4] = std::array::from_fn(|i| v[i] + v[i + 4]);
+    (s[0] + s[2]) + (s[1] + s[3])
 }
 
 /// K-quant blocks times Q8_K activations; the mins use the activations' per-16 sums.
