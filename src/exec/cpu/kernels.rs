@@ -142,6 +142,42 @@ fn dot_f16_lanes16_impl(a: &[f16], b: &[f32]) -> f32 {
     reduce16(&acc)
 }
 
+/// f16 x f16 dot product as ggml's `ggml_vec_dot_f16` (AVX512 build) computes it: 64 elements
+/// per step into four 16-lane accumulators by fused multiply-adds, the accumulators summed
+/// pairwise ((0+2)+(1+3)), then the 16-lane reduction. `n` must be a multiple of 64.
+fn dot_f16_vec(a: &[f16], b: &[f32]) -> f32 {
+    #[cfg(target_arch = "x86_64")]
+    {
+        if is_x86_feature_detected!("fma") && is_x86_feature_detected!("f16c") {
+            // SAFETY: the CPU has FMA and F16C (checked above).
+            return unsafe { dot_f16_vec_fma(a, b) };
+        }
+    }
+    dot_f16_vec_impl(a, b)
+}
+
+/// The same code compiled with FMA instructions for `mul_add`.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn dot_f16_vec_fma(a: &[f16], b: &[f32]) -> f32 {
+    dot_f16_vec_impl(a, b)
+}
+
+#[inline(always)]
+fn dot_f16_vec_impl(a: &[f16], b: &[f32]) -> f32 {
+    let mut sum = [[0f32; 16]; 4];
+    for (ca, cb) in a.chunks_exact(64).zip(b.chunks_exact(64)) {
+        for (j, s) in sum.iter_mut().enumerate() {
+            for (l, s) in s.iter_mut().enumerate() {
+                let i = 16 * j + l;
+                *s = ca[i].to_f32().mul_add(cb[i], *s);
+            }
+        }
+    }
+    let s0: [f32; 16] = std::array::from_fn(|l| (sum[0][l] + sum[2][l]) + (sum[1][l] + sum[3][l]));
+    reduce16(&s0)
+}
+
 /// ggml's `ggml_v_expf` (AVX512 build), one lane: exp(x) within 1.5 ulp. Every step is one
 /// IEEE operation (fused where ggml fuses), so any target computes the same bits; it is fast
 /// only where `mul_add` is an instruction (see [`swiglu`]).
@@ -174,6 +210,9 @@ pub fn attention(q: &[f32], out: &mut [f32], kv: &KvView, pos: usize, s: AttnSha
     let hd = s.head_dim;
     let group = s.n_heads / s.n_kv_heads;
     let width = s.n_heads * hd;
+    // A single query row (decode) takes another path in llama.cpp: K·Q by ggml_vec_dot_f16
+    // (measured: tinyBLAS's order there disagrees with llama.cpp's decode, matches its batches).
+    let single = q.len() == width;
     // One task per (row, head): out is split into head-sized pieces in that order.
     par::for_each_chunk(out, hd, |i, o| {
         let (r, h) = (i / s.n_heads, i % s.n_heads);
@@ -188,7 +227,9 @@ pub fn attention(q: &[f32], out: &mut [f32], kv: &KvView, pos: usize, s: AttnSha
         let mut scores: Vec<f32> = (start..=p)
             .map(|j| {
                 let kr = &kv.k[j * kv.k_dim + kvh * hd..j * kv.k_dim + (kvh + 1) * hd];
-                let d: f32 = if hd % 16 == 0 {
+                let d: f32 = if single && hd % 64 == 0 {
+                    dot_f16_vec(kr, &qh)
+                } else if hd % 16 == 0 {
                     dot_f16_lanes16(kr, &qh)
                 } else {
                     kr.iter().zip(&qh).map(|(k, q)| k.to_f32() * q).sum()
