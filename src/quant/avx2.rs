@@ -281,7 +281,7 @@ unsafe fn dot_q3_k(nb: usize, w: &[u8], a: &[u8]) -> f32 {
 /// Q4_K, and Q5_K when `Q5` (its fifth bits: bit c of qh[l] for chunk c).
 #[target_feature(enable = "avx2,fma,f16c")]
 #[inline]
-unsafe fn dot_q45_k<const Q5: bool>(nb: usize, w: &[u8], a: &[u8]) -> f32 {
+unsafe fn dot_q45_k<const Q5: bool, const GEMM: bool>(nb: usize, w: &[u8], a: &[u8]) -> f32 {
     let ts = if Q5 { 176 } else { 144 };
     let qs_off = if Q5 { 48 } else { 16 };
     let mut acc = _mm256_setzero_ps();
@@ -326,6 +326,17 @@ unsafe fn dot_q45_k<const Q5: bool>(nb: usize, w: &[u8], a: &[u8]) -> f32 {
                 _mm256_maddubs_epi16(hi, load(aq.add(64 * j + 32))),
                 _mm256_set1_epi16(sc[2 * j + 1]),
             );
+            if GEMM {
+                // llama.cpp's 4-row kernel (ggml_gemm_q4_K_8x8_q8_K) scales every 64
+                // elements: one fused multiply-add per pair of sub-blocks, mins likewise.
+                let (_, m0) = k4_scale_min(2 * j, &wb[4..16]);
+                let (_, m1) = k4_scale_min(2 * j + 1, &wb[4..16]);
+                let mj =
+                    m0 as i32 * (bs[4 * j] + bs[4 * j + 1]) + m1 as i32 * (bs[4 * j + 2] + bs[4 * j + 3]);
+                acc_s = (hsum_epi32(_mm256_add_epi32(plo, phi)) as f32).mul_add(d, acc_s);
+                accm_s = (mj as f32).mul_add(dmin, accm_s);
+                continue;
+            }
             sumi = _mm256_add_epi32(sumi, _mm256_add_epi32(plo, phi));
         }
         if Q5 {
@@ -334,8 +345,10 @@ unsafe fn dot_q45_k<const Q5: bool>(nb: usize, w: &[u8], a: &[u8]) -> f32 {
             // llama.cpp repacks Q4_K weights for AVX2 (q4_K_8x8): each output row then takes
             // the whole block's integer sums, scaled by one fused multiply-add per block for
             // the quants and one for the mins, subtracted at the end.
-            acc_s = (hsum_epi32(sumi) as f32).mul_add(d, acc_s);
-            accm_s = (msum as f32).mul_add(dmin, accm_s);
+            if !GEMM {
+                acc_s = (hsum_epi32(sumi) as f32).mul_add(d, acc_s);
+                accm_s = (msum as f32).mul_add(dmin, accm_s);
+            }
         }
     }
     if Q5 {
@@ -357,12 +370,32 @@ unsafe fn hsum_epi32(v: __m256i) -> i32 {
 
 #[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn dot_q4_k(nb: usize, w: &[u8], a: &[u8]) -> f32 {
-    dot_q45_k::<false>(nb, w, a)
+    dot_q45_k::<false, false>(nb, w, a)
+}
+
+/// Q4_K as llama.cpp's 4-row repacked kernel computes it (see [`vec_dot_gemm4`]).
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn dot_q4_k_gemm4(nb: usize, w: &[u8], a: &[u8]) -> f32 {
+    dot_q45_k::<false, true>(nb, w, a)
+}
+
+/// The dot product of a weight row with one of the first `4 * (rows / 4)` activation rows of a
+/// batch: llama.cpp computes those with its 4-row kernels, which for repacked types (Q4_K)
+/// round differently. None where that is no different from [`vec_dot`]. Call only if
+/// [`available`].
+#[inline]
+pub fn vec_dot_gemm4(t: GgmlType, n: usize, w: &[u8], a: &[u8]) -> Option<f32> {
+    if t != GgmlType::Q4_K {
+        return None;
+    }
+    let nb = (n / t.block_size()).min(w.len() / t.type_size()).min(a.len() / Q8_K_BYTES);
+    // SAFETY: as in `vec_dot`.
+    unsafe { Some(dot_q4_k_gemm4(nb, w, a)) }
 }
 
 #[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn dot_q5_k(nb: usize, w: &[u8], a: &[u8]) -> f32 {
-    dot_q45_k::<true>(nb, w, a)
+    dot_q45_k::<true, false>(nb, w, a)
 }
 
 #[target_feature(enable = "avx2,fma,f16c")]

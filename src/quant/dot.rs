@@ -31,6 +31,26 @@ pub fn vec_dot(t: GgmlType, n: usize, w_row: &[u8], acts: &[u8]) -> f32 {
     vec_dot_portable(t, n, w_row, acts)
 }
 
+/// [`vec_dot`] for the first `4 * (rows / 4)` activation rows of a batch of `rows`: llama.cpp's
+/// CPU backend runs those through its 4-row kernels, which for repacked weight types (Q4_K on
+/// x86) round differently from its one-row kernels; the other rows use [`vec_dot`].
+#[inline]
+pub fn vec_dot_gemm4(t: GgmlType, n: usize, w_row: &[u8], acts: &[u8]) -> f32 {
+    #[cfg(target_arch = "x86_64")]
+    {
+        if super::avx2::available() {
+            if let Some(r) = super::avx2::vec_dot_gemm4(t, n, w_row, acts) {
+                return r;
+            }
+            return vec_dot(t, n, w_row, acts);
+        }
+    }
+    if t == GgmlType::Q4_K {
+        return dot_q4_k_gemm4(n, w_row, acts);
+    }
+    vec_dot(t, n, w_row, acts)
+}
+
 #[inline(always)]
 fn dot_i8<const N: usize>(x: &[i8; N], y: &[u8]) -> i32 {
     let mut s = 0i32;
@@ -213,6 +233,27 @@ fn dot32(w: &[u8; 32], a: &[u8], f: impl Fn(u8) -> u8) -> i32 {
         s += f(w[l]) as i32 * a[l] as i8 as i32;
     }
     s
+}
+
+/// Q4_K as llama.cpp's 4-row repacked kernel computes it: one fused multiply-add per 64
+/// elements for the quants and one for the mins.
+fn dot_q4_k_gemm4(n: usize, w: &[u8], a: &[u8]) -> f32 {
+    let (mut acc, mut accm) = (0f32, 0f32);
+    for (wb, ab) in w.chunks_exact(blocks::Q4_K_BYTES).zip(a.chunks_exact(Q8_K_BYTES)).take(n / QK_K) {
+        let (da, bs) = q8k_head(ab);
+        let (d, dmin) = (f16_at(wb, 0) * da, f16_at(wb, 2) * da);
+        for j in 0..4 {
+            let (sc0, m0) = blocks::k4_scale_min(2 * j, &wb[4..16]);
+            let (sc1, m1) = blocks::k4_scale_min(2 * j + 1, &wb[4..16]);
+            let q: &[u8; 32] = wb[16 + 32 * j..48 + 32 * j].try_into().unwrap();
+            let aq = &ab[4 + 64 * j..];
+            let isum = sc0 as i32 * dot32(q, aq, |b| b & 0xF) + sc1 as i32 * dot32(q, &aq[32..], |b| b >> 4);
+            let msum = m0 as i32 * (bs[4 * j] + bs[4 * j + 1]) + m1 as i32 * (bs[4 * j + 2] + bs[4 * j + 3]);
+            acc = (isum as f32).mul_add(d, acc);
+            accm = (msum as f32).mul_add(dmin, accm);
+        }
+    }
+    acc - accm
 }
 
 /// Q4_K without the generic unpacking: nibbles straight into 32-wide integer dot products.
