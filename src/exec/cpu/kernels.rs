@@ -269,6 +269,21 @@ pub fn attention(q: &[f32], out: &mut [f32], kv: &KvView, pos: usize, s: AttnSha
         // As llamafile's tinyBLAS<16> (f16 x f16, AVX512): lane (j mod 16) sums its positions in
         // order (a product of two f16 values is exact in f32, so the fused multiply-add is one
         // rounded addition), then the 16-lane reduction.
+        if single {
+            // Decoding, llama.cpp's P·V is ggml_vec_dot_f16 over the padded row too: position j
+            // goes to accumulator (j mod 64) / 16, lane j mod 16, reduced as in `dot_f16_vec`.
+            let mut acc = vec![[[0f32; 16]; 4]; hd];
+            for (j, &w) in (start..=p).zip(&probs) {
+                for (a, v) in acc.iter_mut().zip(vrow(j)) {
+                    a[(j % 64) / 16][j % 16] += w * v.to_f32();
+                }
+            }
+            for (o, a) in o.iter_mut().zip(&acc) {
+                let s0: [f32; 16] = std::array::from_fn(|l| (a[0][l] + a[2][l]) + (a[1][l] + a[3][l]));
+                *o = reduce16(&s0);
+            }
+            return;
+        }
         let mut lanes = vec![[0f32; 16]; hd];
         for (j, &w) in (start..=p).zip(&probs) {
             for (ln, v) in lanes.iter_mut().zip(vrow(j)) {
