@@ -264,3 +264,26 @@ fn vec_dot_with_short_slices_does_not_panic_in_release() {
         let _ = vec_dot(t, n + 5, &w, &a);
     }
 }
+
+/// Where the portable path follows llama.cpp's x86 accumulation order (legacy types and Q4_K),
+/// it gives the same bits as the AVX2 kernels: wasm and x86 agree exactly.
+#[test]
+fn portable_path_is_bit_identical_to_avx2_for_llamacpp_ordered_types() {
+    let mut rng = Rng(0x5EED_0003);
+    let types =
+        [GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q5_0, GgmlType::Q5_1, GgmlType::Q8_0, GgmlType::Q4_K];
+    for t in types {
+        let at = vec_dot_type(t);
+        for n in lengths(t) {
+            for _ in 0..8 {
+                let w = random_weights(t, n, &mut rng);
+                let x: Vec<f32> = (0..n).map(|_| rng.normal(0.5)).collect();
+                let mut acts = Vec::new();
+                quantize_row_into(at, &x, &mut acts).unwrap();
+                let fast = vec_dot(t, n, &w, &acts);
+                let port = vec_dot_portable(t, n, &w, &acts);
+                assert_eq!(fast.to_bits(), port.to_bits(), "{t} n={n}: vec_dot {fast} vs portable {port}");
+            }
+        }
+    }
+}

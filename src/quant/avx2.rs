@@ -128,63 +128,41 @@ unsafe fn legacy_q<const T: u32>(b: *const u8) -> __m256i {
     }
 }
 
-/// Legacy type `T` (its ggml id) times Q8_0 activations; two blocks per iteration into two
-/// accumulators.
+/// Legacy type `T` (its ggml id) times Q8_0 activations. One 8-lane accumulator, blocks in
+/// order, then the 8-lane horizontal sum: the accumulation order of ggml's AVX2
+/// `ggml_vec_dot_q*_0_q8_0` and of llamafile's `tinyBLAS_Q0_AVX`, so the result is bit-identical.
 #[target_feature(enable = "avx2,fma,f16c")]
 #[inline]
 unsafe fn dot_legacy_q8_0<const T: u32>(ts: usize, nb: usize, w: &[u8], a: &[u8]) -> f32 {
     let (wp, ap) = (w.as_ptr(), a.as_ptr());
-    let block = |i: usize| {
+    let mut acc = _mm256_setzero_ps();
+    for i in 0..nb {
         let (wb, ab) = (wp.add(i * ts), ap.add(i * 34));
-        let d = _mm256_broadcastss_ps(_mm_mul_ps(f16x1(wb), f16x1(ab)));
-        (d, _mm256_cvtepi32_ps(mul_sum_i8(legacy_q::<T>(wb), load(ab.add(2)))))
-    };
-    let (mut acc0, mut acc1) = (_mm256_setzero_ps(), _mm256_setzero_ps());
-    let mut i = 0;
-    while i + 2 <= nb {
-        let (d0, p0) = block(i);
-        let (d1, p1) = block(i + 1);
-        acc0 = _mm256_fmadd_ps(d0, p0, acc0);
-        acc1 = _mm256_fmadd_ps(d1, p1, acc1);
-        i += 2;
+        let d = _mm256_broadcastss_ps(_mm_mul_ss(f16x1(wb), f16x1(ab)));
+        let p = _mm256_cvtepi32_ps(mul_sum_i8(legacy_q::<T>(wb), load(ab.add(2))));
+        acc = _mm256_fmadd_ps(d, p, acc);
     }
-    if i < nb {
-        let (d0, p0) = block(i);
-        acc0 = _mm256_fmadd_ps(d0, p0, acc0);
-    }
-    hsum_ps(_mm256_add_ps(acc0, acc1))
+    hsum_ps(acc)
 }
 
-/// Legacy type `T` with a min (Q4_1, Q5_1) times Q8_1 activations.
+/// Legacy type `T` with a min (Q4_1, Q5_1) times Q8_1 activations, in ggml's order: one 8-lane
+/// accumulator, and the min terms m * s summed in a scalar by fused multiply-adds (GCC
+/// contracts ggml's `summs += m * s`), added after the horizontal sum.
 #[target_feature(enable = "avx2,fma,f16c")]
 #[inline]
 unsafe fn dot_legacy_q8_1<const T: u32>(ts: usize, nb: usize, w: &[u8], a: &[u8]) -> f32 {
     let (wp, ap) = (w.as_ptr(), a.as_ptr());
-    // The min terms m * s are kept in a vector register (lane 0): done in scalar code they
-    // halved the speed.
-    let block = |i: usize, summs: __m128| {
+    let mut acc = _mm256_setzero_ps();
+    // Kept in lane 0 of a vector register: scalar code here halved the speed.
+    let mut summs = _mm_setzero_ps();
+    for i in 0..nb {
         let (wb, ab) = (wp.add(i * ts), ap.add(i * 36));
-        let d = _mm256_broadcastss_ps(_mm_mul_ps(f16x1(wb), f16x1(ab)));
-        let summs = _mm_fmadd_ps(f16x1(wb.add(2)), f16x1(ab.add(2)), summs);
-        (d, _mm256_cvtepi32_ps(mul_sum_u8_i8(legacy_q::<T>(wb), load(ab.add(4)))), summs)
-    };
-    let (mut acc0, mut acc1) = (_mm256_setzero_ps(), _mm256_setzero_ps());
-    let (mut sm0, mut sm1) = (_mm_setzero_ps(), _mm_setzero_ps());
-    let mut i = 0;
-    while i + 2 <= nb {
-        let (d0, p0, s0) = block(i, sm0);
-        let (d1, p1, s1) = block(i + 1, sm1);
-        acc0 = _mm256_fmadd_ps(d0, p0, acc0);
-        acc1 = _mm256_fmadd_ps(d1, p1, acc1);
-        (sm0, sm1) = (s0, s1);
-        i += 2;
+        summs = _mm_fmadd_ss(f16x1(wb.add(2)), f16x1(ab.add(2)), summs);
+        let d = _mm256_broadcastss_ps(_mm_mul_ss(f16x1(wb), f16x1(ab)));
+        let p = _mm256_cvtepi32_ps(mul_sum_u8_i8(legacy_q::<T>(wb), load(ab.add(4))));
+        acc = _mm256_fmadd_ps(d, p, acc);
     }
-    if i < nb {
-        let (d0, p0, s0) = block(i, sm0);
-        acc0 = _mm256_fmadd_ps(d0, p0, acc0);
-        sm0 = s0;
-    }
-    hsum_ps(_mm256_add_ps(acc0, acc1)) + _mm_cvtss_f32(_mm_add_ss(sm0, sm1))
+    hsum_ps(acc) + _mm_cvtss_f32(summs)
 }
 
 #[target_feature(enable = "avx2,fma,f16c")]
@@ -303,11 +281,12 @@ unsafe fn dot_q3_k(nb: usize, w: &[u8], a: &[u8]) -> f32 {
 /// Q4_K, and Q5_K when `Q5` (its fifth bits: bit c of qh[l] for chunk c).
 #[target_feature(enable = "avx2,fma,f16c")]
 #[inline]
-unsafe fn dot_q45_k<const Q5: bool>(nb: usize, w: &[u8], a: &[u8]) -> f32 {
+unsafe fn dot_q45_k<const Q5: bool, const GEMM: bool>(nb: usize, w: &[u8], a: &[u8]) -> f32 {
     let ts = if Q5 { 176 } else { 144 };
     let qs_off = if Q5 { 48 } else { 16 };
     let mut acc = _mm256_setzero_ps();
     let mut accm = 0f32;
+    let (mut acc_s, mut accm_s) = (0f32, 0f32);
     let m4 = _mm256_set1_epi8(0x0F);
     let one = _mm256_set1_epi8(1);
     for (wb, ab) in w.chunks_exact(ts).zip(a.chunks_exact(Q8_K_BYTES)).take(nb) {
@@ -321,7 +300,9 @@ unsafe fn dot_q45_k<const Q5: bool>(nb: usize, w: &[u8], a: &[u8]) -> f32 {
             *scj = s as i16;
             msum += m as i32 * (bs[2 * j] + bs[2 * j + 1]);
         }
-        accm += dmin * msum as f32;
+        if Q5 {
+            accm += dmin * msum as f32;
+        }
         let aq = ab.as_ptr().add(4);
         let mut hbits = if Q5 { load(wb.as_ptr().add(16)) } else { _mm256_setzero_si256() };
         let mut sumi = _mm256_setzero_si256();
@@ -345,37 +326,89 @@ unsafe fn dot_q45_k<const Q5: bool>(nb: usize, w: &[u8], a: &[u8]) -> f32 {
                 _mm256_maddubs_epi16(hi, load(aq.add(64 * j + 32))),
                 _mm256_set1_epi16(sc[2 * j + 1]),
             );
+            if GEMM {
+                // llama.cpp's 4-row kernel (ggml_gemm_q4_K_8x8_q8_K) scales every 64
+                // elements: one fused multiply-add per pair of sub-blocks, mins likewise.
+                let (_, m0) = k4_scale_min(2 * j, &wb[4..16]);
+                let (_, m1) = k4_scale_min(2 * j + 1, &wb[4..16]);
+                let mj =
+                    m0 as i32 * (bs[4 * j] + bs[4 * j + 1]) + m1 as i32 * (bs[4 * j + 2] + bs[4 * j + 3]);
+                acc_s = (hsum_epi32(_mm256_add_epi32(plo, phi)) as f32).mul_add(d, acc_s);
+                accm_s = (mj as f32).mul_add(dmin, accm_s);
+                continue;
+            }
             sumi = _mm256_add_epi32(sumi, _mm256_add_epi32(plo, phi));
         }
-        acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc);
+        if Q5 {
+            acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc);
+        } else {
+            // llama.cpp repacks Q4_K weights for AVX2 (q4_K_8x8): each output row then takes
+            // the whole block's integer sums, scaled by one fused multiply-add per block for
+            // the quants and one for the mins, subtracted at the end.
+            if !GEMM {
+                acc_s = (hsum_epi32(sumi) as f32).mul_add(d, acc_s);
+                accm_s = (msum as f32).mul_add(dmin, accm_s);
+            }
+        }
     }
-    hsum_ps(acc) - accm
+    if Q5 {
+        hsum_ps(acc) - accm
+    } else {
+        acc_s - accm_s
+    }
+}
+
+/// Sum of the 8 i32 lanes (exact).
+#[target_feature(enable = "avx2,fma,f16c")]
+#[inline]
+unsafe fn hsum_epi32(v: __m256i) -> i32 {
+    let s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+    let s = _mm_add_epi32(s, _mm_unpackhi_epi64(s, s));
+    let s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 1));
+    _mm_cvtsi128_si32(s)
 }
 
 #[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn dot_q4_k(nb: usize, w: &[u8], a: &[u8]) -> f32 {
-    dot_q45_k::<false>(nb, w, a)
+    dot_q45_k::<false, false>(nb, w, a)
+}
+
+/// Q4_K as llama.cpp's 4-row repacked kernel computes it (see [`vec_dot_gemm4`]).
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn dot_q4_k_gemm4(nb: usize, w: &[u8], a: &[u8]) -> f32 {
+    dot_q45_k::<false, true>(nb, w, a)
+}
+
+/// The dot product of a weight row with one of the first `4 * (rows / 4)` activation rows of a
+/// batch: llama.cpp computes those with its 4-row kernels, which for repacked types (Q4_K)
+/// round differently. None where that is no different from [`vec_dot`]. Call only if
+/// [`available`].
+#[inline]
+pub fn vec_dot_gemm4(t: GgmlType, n: usize, w: &[u8], a: &[u8]) -> Option<f32> {
+    if t != GgmlType::Q4_K {
+        return None;
+    }
+    let nb = (n / t.block_size()).min(w.len() / t.type_size()).min(a.len() / Q8_K_BYTES);
+    // SAFETY: as in `vec_dot`.
+    unsafe { Some(dot_q4_k_gemm4(nb, w, a)) }
 }
 
 #[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn dot_q5_k(nb: usize, w: &[u8], a: &[u8]) -> f32 {
-    dot_q45_k::<true>(nb, w, a)
+    dot_q45_k::<true, false>(nb, w, a)
 }
 
 #[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn dot_q6_k(nb: usize, w: &[u8], a: &[u8]) -> f32 {
-    let mut acc = _mm256_setzero_ps();
-    let mut accm = 0f32;
+    let mut acc = 0f32;
     let m4 = _mm256_set1_epi8(0x0F);
     let m2 = _mm256_set1_epi8(3);
     for (wb, ab) in w.chunks_exact(210).zip(a.chunks_exact(Q8_K_BYTES)).take(nb) {
         let da = f32::from_le_bytes([ab[0], ab[1], ab[2], ab[3]]);
-        let d = f16_at(wb.as_ptr().add(208)) * da;
         let bs = bsums(ab);
         let sc: [i16; 16] = std::array::from_fn(|k| wb[192 + k] as i8 as i16);
         // Weights are u - 32 with u in 0..64.
         let msum: i32 = (0..16).map(|k| sc[k] as i32 * bs[k]).sum();
-        accm += d * (32 * msum) as f32;
         let aq = ab.as_ptr().add(4);
         let mut sumi = _mm256_setzero_si256();
         for h in 0..2 {
@@ -399,9 +432,12 @@ unsafe fn dot_q6_k(nb: usize, w: &[u8], a: &[u8]) -> f32 {
                 sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(p, scale_pair(sc[k], sc[k + 1])));
             }
         }
-        acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc);
+        // llama.cpp repacks Q6_K weights (q6_K_8x8) and its kernel takes the block's whole
+        // integer sum (the -32 offset included): sum += (isum * d) * d_act, the addition fused.
+        let isum = hsum_epi32(sumi) - 32 * msum;
+        acc = ((isum as f32) * f16_at(wb.as_ptr().add(208))).mul_add(da, acc);
     }
-    hsum_ps(acc) - accm
+    acc
 }
 
 #[target_feature(enable = "avx2,fma,f16c")]

@@ -31,6 +31,26 @@ pub fn vec_dot(t: GgmlType, n: usize, w_row: &[u8], acts: &[u8]) -> f32 {
     vec_dot_portable(t, n, w_row, acts)
 }
 
+/// [`vec_dot`] for the first `4 * (rows / 4)` activation rows of a batch of `rows`: llama.cpp's
+/// CPU backend runs those through its 4-row kernels, which for repacked weight types (Q4_K on
+/// x86) round differently from its one-row kernels; the other rows use [`vec_dot`].
+#[inline]
+pub fn vec_dot_gemm4(t: GgmlType, n: usize, w_row: &[u8], acts: &[u8]) -> f32 {
+    #[cfg(target_arch = "x86_64")]
+    {
+        if super::avx2::available() {
+            if let Some(r) = super::avx2::vec_dot_gemm4(t, n, w_row, acts) {
+                return r;
+            }
+            return vec_dot(t, n, w_row, acts);
+        }
+    }
+    if t == GgmlType::Q4_K {
+        return dot_q4_k_gemm4(n, w_row, acts);
+    }
+    vec_dot(t, n, w_row, acts)
+}
+
 #[inline(always)]
 fn dot_i8<const N: usize>(x: &[i8; N], y: &[u8]) -> i32 {
     let mut s = 0i32;
@@ -97,7 +117,7 @@ pub fn vec_dot_portable(t: GgmlType, n: usize, w: &[u8], a: &[u8]) -> f32 {
 fn dot_legacy(t: GgmlType, n: usize, w: &[u8], a: &[u8]) -> f32 {
     let at = super::vec_dot_type(t);
     let aoff = at.type_size() - QK;
-    let mut acc = 0f32;
+    let mut acc = [0f32; 8];
     let mut summs = 0f32;
     for (wb, ab) in w.chunks_exact(t.type_size()).zip(a.chunks_exact(at.type_size())).take(n / QK) {
         let aq: &[u8; QK] = ab[aoff..].try_into().unwrap();
@@ -131,17 +151,33 @@ fn dot_legacy(t: GgmlType, n: usize, w: &[u8], a: &[u8]) -> f32 {
                 }
             }
         }
-        acc += d * f16_at(ab, 0) * dot_i8(&q, aq) as f32;
+        // The x86 kernels' order (see avx2.rs): 8 lanes of 4-byte partial sums, one fused
+        // multiply-add per lane and block.
+        let dd = d * f16_at(ab, 0);
+        for l in 0..8 {
+            let mut p = 0i32;
+            for j in 4 * l..4 * l + 4 {
+                p += q[j] as i32 * aq[j] as i8 as i32;
+            }
+            acc[l] = (p as f32).mul_add(dd, acc[l]);
+        }
     }
     if matches!(t, GgmlType::Q4_1 | GgmlType::Q5_1) {
         // The min terms m * s in a second pass (interleaved with the loop above they halve
-        // its speed).
+        // its speed), summed with fused multiply-adds as GCC compiles ggml's `summs += m * s`.
         for (wb, ab) in w.chunks_exact(t.type_size()).zip(a.chunks_exact(at.type_size())).take(n / QK) {
-            summs += blocks::f16_to_f32_branchless(u16::from_le_bytes([wb[2], wb[3]]))
-                * blocks::f16_to_f32_branchless(u16::from_le_bytes([ab[2], ab[3]]));
+            summs = blocks::f16_to_f32_branchless(u16::from_le_bytes([wb[2], wb[3]]))
+                .mul_add(blocks::f16_to_f32_branchless(u16::from_le_bytes([ab[2], ab[3]])), summs);
         }
     }
-    acc + summs
+    hsum8(&acc) + summs
+}
+
+/// The 8-lane horizontal sum of the x86 kernels: halves, then pairs, then the last two.
+#[inline(always)]
+pub(crate) fn hsum8(v: &[f32; 8]) -> f32 {
+    let s: [f32; 4] = std::array::from_fn(|i| v[i] + v[i + 4]);
+    (s[0] + s[2]) + (s[1] + s[3])
 }
 
 /// K-quant blocks times Q8_K activations; the mins use the activations' per-16 sums.
@@ -199,9 +235,30 @@ fn dot32(w: &[u8; 32], a: &[u8], f: impl Fn(u8) -> u8) -> i32 {
     s
 }
 
+/// Q4_K as llama.cpp's 4-row repacked kernel computes it: one fused multiply-add per 64
+/// elements for the quants and one for the mins.
+fn dot_q4_k_gemm4(n: usize, w: &[u8], a: &[u8]) -> f32 {
+    let (mut acc, mut accm) = (0f32, 0f32);
+    for (wb, ab) in w.chunks_exact(blocks::Q4_K_BYTES).zip(a.chunks_exact(Q8_K_BYTES)).take(n / QK_K) {
+        let (da, bs) = q8k_head(ab);
+        let (d, dmin) = (f16_at(wb, 0) * da, f16_at(wb, 2) * da);
+        for j in 0..4 {
+            let (sc0, m0) = blocks::k4_scale_min(2 * j, &wb[4..16]);
+            let (sc1, m1) = blocks::k4_scale_min(2 * j + 1, &wb[4..16]);
+            let q: &[u8; 32] = wb[16 + 32 * j..48 + 32 * j].try_into().unwrap();
+            let aq = &ab[4 + 64 * j..];
+            let isum = sc0 as i32 * dot32(q, aq, |b| b & 0xF) + sc1 as i32 * dot32(q, &aq[32..], |b| b >> 4);
+            let msum = m0 as i32 * (bs[4 * j] + bs[4 * j + 1]) + m1 as i32 * (bs[4 * j + 2] + bs[4 * j + 3]);
+            acc = (isum as f32).mul_add(d, acc);
+            accm = (msum as f32).mul_add(dmin, accm);
+        }
+    }
+    acc - accm
+}
+
 /// Q4_K without the generic unpacking: nibbles straight into 32-wide integer dot products.
 fn dot_q4_k(n: usize, w: &[u8], a: &[u8]) -> f32 {
-    let mut acc = 0f32;
+    let (mut acc, mut accm) = (0f32, 0f32);
     for (wb, ab) in w.chunks_exact(blocks::Q4_K_BYTES).zip(a.chunks_exact(Q8_K_BYTES)).take(n / QK_K) {
         let (da, bs) = q8k_head(ab);
         let (mut isum, mut msum) = (0i32, 0i32);
@@ -213,7 +270,10 @@ fn dot_q4_k(n: usize, w: &[u8], a: &[u8]) -> f32 {
             isum += sc0 as i32 * dot32(q, aq, |b| b & 0xF) + sc1 as i32 * dot32(q, &aq[32..], |b| b >> 4);
             msum += m0 as i32 * (bs[4 * j] + bs[4 * j + 1]) + m1 as i32 * (bs[4 * j + 2] + bs[4 * j + 3]);
         }
-        acc += da * (f16_at(wb, 0) * isum as f32 - f16_at(wb, 2) * msum as f32);
+        // As llama.cpp's AVX2 kernel for repacked Q4_K (q4_K_8x8): one fused multiply-add per
+        // block for the quants and one for the mins, subtracted at the end.
+        acc = (isum as f32).mul_add(f16_at(wb, 0) * da, acc);
+        accm = (msum as f32).mul_add(f16_at(wb, 2) * da, accm);
     }
-    acc
+    acc - accm
 }

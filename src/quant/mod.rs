@@ -32,7 +32,7 @@ mod quantize_weights;
 mod types;
 
 pub use dequant::dequantize;
-pub use dot::{vec_dot, vec_dot_portable};
+pub use dot::{vec_dot, vec_dot_gemm4, vec_dot_portable};
 pub use dot_ref::vec_dot_ref;
 pub use quantize::quantize_row_into;
 pub use quantize_weights::quantize_weights;

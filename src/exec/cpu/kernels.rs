@@ -74,8 +74,10 @@ pub fn rope(
                     RopeMode::Neox => (i, i + n_rot / 2),
                 };
                 let (x0, x1) = (head[a], head[b]);
-                head[a] = x0 * cos - x1 * sin;
-                head[b] = x0 * sin + x1 * cos;
+                // GCC contracts ggml's `x0*cos - x1*sin` and `x0*sin + x1*cos` into one
+                // fused multiply-add each, the first product being the fused one.
+                head[a] = x0.mul_add(cos, -(x1 * sin));
+                head[b] = x0.mul_add(sin, x1 * cos);
             }
         }
     }
@@ -100,11 +102,117 @@ pub struct AttnShape {
     pub softcap: Option<f32>,
 }
 
+/// Sum of 16 lanes in the order of `_mm512_reduce_add_ps` (GCC): halves, then quarters, ...
+#[inline]
+fn reduce16(v: &[f32; 16]) -> f32 {
+    let a: [f32; 8] = std::array::from_fn(|i| v[i + 8] + v[i]);
+    let b: [f32; 4] = std::array::from_fn(|i| a[i + 4] + a[i]);
+    let c: [f32; 2] = std::array::from_fn(|i| b[i + 2] + b[i]);
+    c[1] + c[0]
+}
+
+/// f16 x f16 dot product as llamafile's AVX512 `tinyBLAS<16>` computes it (16 lanes, fused
+/// multiply-adds along the row, then the 16-lane reduction). `n` must be a multiple of 16.
+fn dot_f16_lanes16(a: &[f16], b: &[f32]) -> f32 {
+    #[cfg(target_arch = "x86_64")]
+    {
+        if is_x86_feature_detected!("fma") && is_x86_feature_detected!("f16c") {
+            // SAFETY: the CPU has FMA and F16C (checked above).
+            return unsafe { dot_f16_lanes16_fma(a, b) };
+        }
+    }
+    dot_f16_lanes16_impl(a, b)
+}
+
+/// The same code compiled with FMA instructions for `mul_add`.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn dot_f16_lanes16_fma(a: &[f16], b: &[f32]) -> f32 {
+    dot_f16_lanes16_impl(a, b)
+}
+
+#[inline(always)]
+fn dot_f16_lanes16_impl(a: &[f16], b: &[f32]) -> f32 {
+    let mut acc = [0f32; 16];
+    for (ca, cb) in a.chunks_exact(16).zip(b.chunks_exact(16)) {
+        for l in 0..16 {
+            acc[l] = ca[l].to_f32().mul_add(cb[l], acc[l]);
+        }
+    }
+    reduce16(&acc)
+}
+
+/// f16 x f16 dot product as ggml's `ggml_vec_dot_f16` (AVX512 build) computes it: 64 elements
+/// per step into four 16-lane accumulators by fused multiply-adds, the accumulators summed
+/// pairwise ((0+2)+(1+3)), then the 16-lane reduction. `n` must be a multiple of 64.
+fn dot_f16_vec(a: &[f16], b: &[f32]) -> f32 {
+    #[cfg(target_arch = "x86_64")]
+    {
+        if is_x86_feature_detected!("fma") && is_x86_feature_detected!("f16c") {
+            // SAFETY: the CPU has FMA and F16C (checked above).
+            return unsafe { dot_f16_vec_fma(a, b) };
+        }
+    }
+    dot_f16_vec_impl(a, b)
+}
+
+/// The same code compiled with FMA instructions for `mul_add`.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn dot_f16_vec_fma(a: &[f16], b: &[f32]) -> f32 {
+    dot_f16_vec_impl(a, b)
+}
+
+#[inline(always)]
+fn dot_f16_vec_impl(a: &[f16], b: &[f32]) -> f32 {
+    let mut sum = [[0f32; 16]; 4];
+    for (ca, cb) in a.chunks_exact(64).zip(b.chunks_exact(64)) {
+        for (j, s) in sum.iter_mut().enumerate() {
+            for (l, s) in s.iter_mut().enumerate() {
+                let i = 16 * j + l;
+                *s = ca[i].to_f32().mul_add(cb[i], *s);
+            }
+        }
+    }
+    let s0: [f32; 16] = std::array::from_fn(|l| (sum[0][l] + sum[2][l]) + (sum[1][l] + sum[3][l]));
+    reduce16(&s0)
+}
+
+/// ggml's `ggml_v_expf` (AVX512 build), one lane: exp(x) within 1.5 ulp. Every step is one
+/// IEEE operation (fused where ggml fuses), so any target computes the same bits; it is fast
+/// only where `mul_add` is an instruction (see [`swiglu`]).
+#[inline(always)]
+fn v_expf(x: f32) -> f32 {
+    let c = |b: u32| f32::from_bits(b);
+    let r = c(0x4b40_0000);
+    let z = x.mul_add(c(0x3fb8_aa3b), r);
+    let n = z - r;
+    let b = (-n).mul_add(c(0x35bf_be8e), (-n).mul_add(c(0x3f31_7200), x));
+    let u = b * b;
+    let j = c(0x3c07_2010).mul_add(b, c(0x3d2b_9f17)).mul_add(u, c(0x3e2a_af33).mul_add(b, c(0x3eff_fedb)));
+    let j = j.mul_add(u, c(0x3f7f_fff6).mul_add(b, 1.0));
+    if n.abs() > 192.0 {
+        return if n <= 0.0 { 0.0 } else { f32::INFINITY };
+    }
+    // scalef: j * 2^n with one rounding.
+    let ni = n as i32;
+    if (-126..=127).contains(&ni) {
+        j * f32::from_bits(((ni + 127) as u32) << 23)
+    } else if ni > 127 {
+        j * f32::from_bits(254 << 23) * f32::from_bits(((ni - 127 + 127) as u32) << 23)
+    } else {
+        ((j as f64) * 2f64.powi(ni)) as f32
+    }
+}
+
 /// Causal attention: query row r (position pos + r) over cached positions [start, pos + r].
 pub fn attention(q: &[f32], out: &mut [f32], kv: &KvView, pos: usize, s: AttnShape) {
     let hd = s.head_dim;
     let group = s.n_heads / s.n_kv_heads;
     let width = s.n_heads * hd;
+    // A single query row (decode) takes another path in llama.cpp: K·Q by ggml_vec_dot_f16
+    // (measured: tinyBLAS's order there disagrees with llama.cpp's decode, matches its batches).
+    let single = q.len() == width;
     // One task per (row, head): out is split into head-sized pieces in that order.
     par::for_each_chunk(out, hd, |i, o| {
         let (r, h) = (i / s.n_heads, i % s.n_heads);
@@ -119,7 +227,13 @@ pub fn attention(q: &[f32], out: &mut [f32], kv: &KvView, pos: usize, s: AttnSha
         let mut scores: Vec<f32> = (start..=p)
             .map(|j| {
                 let kr = &kv.k[j * kv.k_dim + kvh * hd..j * kv.k_dim + (kvh + 1) * hd];
-                let d: f32 = kr.iter().zip(&qh).map(|(k, q)| k.to_f32() * q).sum();
+                let d: f32 = if single && hd % 64 == 0 {
+                    dot_f16_vec(kr, &qh)
+                } else if hd % 16 == 0 {
+                    dot_f16_lanes16(kr, &qh)
+                } else {
+                    kr.iter().zip(&qh).map(|(k, q)| k.to_f32() * q).sum()
+                };
                 let mut v = d * s.scale;
                 if let Some(c) = s.softcap {
                     v = (v / c).tanh() * c;
@@ -128,19 +242,55 @@ pub fn attention(q: &[f32], out: &mut [f32], kv: &KvView, pos: usize, s: AttnSha
             })
             .collect();
         let max = scores.iter().cloned().fold(f32::NEG_INFINITY, f32::max);
+        // ggml's softmax (AVX512 build): 16-wide chunks through ggml_v_expf, each chunk summed
+        // in f32 by the 16-lane reduction and added to an f64 sum (a tail would use expf). llama.cpp's
+        // row is the KV cache's used cells padded (to 256), a multiple of 16, so every score
+        // goes through ggml_v_expf (verified: the expf tail disagrees on SmolLM2). Masked
+        // cells (beyond the row, before the window) add exact zeros.
+        let n_kv = (p + 1).div_ceil(16) * 16;
         let mut sum = 0f64;
-        for v in scores.iter_mut() {
-            *v = (*v - max).exp();
-            sum += *v as f64;
+        let mut chunk = [0f32; 16];
+        for c0 in (0..n_kv).step_by(16) {
+            for (l, c) in chunk.iter_mut().enumerate() {
+                let jj = c0 + l;
+                *c = 0.0;
+                if jj >= start && jj <= p {
+                    *c = v_expf(scores[jj - start] - max);
+                    scores[jj - start] = *c;
+                }
+            }
+            sum += reduce16(&chunk) as f64;
         }
         let inv = (1.0 / sum) as f32;
         o.iter_mut().for_each(|v| *v = 0.0);
-        for (j, &w) in (start..=p).zip(&scores) {
-            // ggml converts the probabilities to f16 for the product with the f16 values.
-            let w = f16::from_f32(w * inv).to_f32();
-            let vr = &kv.v[j * kv.v_dim + kvh * hd..j * kv.v_dim + (kvh + 1) * hd];
-            o.iter_mut().zip(vr).for_each(|(o, v)| *o += w * v.to_f32());
+        // ggml converts the probabilities to f16 for the product with the f16 values.
+        let probs: Vec<f32> = scores.iter().map(|&w| f16::from_f32(w * inv).to_f32()).collect();
+        let vrow = |j: usize| &kv.v[j * kv.v_dim + kvh * hd..j * kv.v_dim + (kvh + 1) * hd];
+        // As llamafile's tinyBLAS<16> (f16 x f16, AVX512): lane (j mod 16) sums its positions in
+        // order (a product of two f16 values is exact in f32, so the fused multiply-add is one
+        // rounded addition), then the 16-lane reduction.
+        if single {
+            // Decoding, llama.cpp's P·V is ggml_vec_dot_f16 over the padded row too: position j
+            // goes to accumulator (j mod 64) / 16, lane j mod 16, reduced as in `dot_f16_vec`.
+            let mut acc = vec![[[0f32; 16]; 4]; hd];
+            for (j, &w) in (start..=p).zip(&probs) {
+                for (a, v) in acc.iter_mut().zip(vrow(j)) {
+                    a[(j % 64) / 16][j % 16] += w * v.to_f32();
+                }
+            }
+            for (o, a) in o.iter_mut().zip(&acc) {
+                let s0: [f32; 16] = std::array::from_fn(|l| (a[0][l] + a[2][l]) + (a[1][l] + a[3][l]));
+                *o = reduce16(&s0);
+            }
+            return;
         }
+        let mut lanes = vec![[0f32; 16]; hd];
+        for (j, &w) in (start..=p).zip(&probs) {
+            for (ln, v) in lanes.iter_mut().zip(vrow(j)) {
+                ln[j % 16] += w * v.to_f32();
+            }
+        }
+        o.iter_mut().zip(&lanes).for_each(|(o, l)| *o = reduce16(l));
     });
 }
 
@@ -162,9 +312,37 @@ fn gelu(x: f32) -> f32 {
 /// gate = act(gate) * up.
 pub fn gated_act(gate: &mut [f32], up: &[f32], act: Gate) {
     match act {
-        Gate::Silu => gate.iter_mut().zip(up).for_each(|(g, &u)| *g = *g / (1.0 + (-*g).exp()) * u),
+        Gate::Silu => swiglu(gate, up),
         Gate::Gelu => gate.iter_mut().zip(up).for_each(|(g, &u)| *g = gelu(*g) * u),
     }
+}
+
+/// gate = silu(gate) * up as ggml's `ggml_vec_swiglu_f32` (AVX512 build): 16-wide chunks
+/// through `ggml_v_silu` (x / (1 + v_expf(-x))), the tail by the C library's expf.
+fn swiglu(gate: &mut [f32], up: &[f32]) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        if is_x86_feature_detected!("fma") {
+            // SAFETY: the CPU has FMA (checked above).
+            return unsafe { swiglu_fma(gate, up) };
+        }
+    }
+    swiglu_impl(gate, up)
+}
+
+/// The same code compiled with FMA instructions for `mul_add`.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn swiglu_fma(gate: &mut [f32], up: &[f32]) {
+    swiglu_impl(gate, up)
+}
+
+#[inline(always)]
+fn swiglu_impl(gate: &mut [f32], up: &[f32]) {
+    let full = gate.len() / 16 * 16;
+    let (gv, gt) = gate.split_at_mut(full);
+    gv.iter_mut().zip(up).for_each(|(g, &u)| *g = *g / (1.0 + v_expf(0.0 - *g)) * u);
+    gt.iter_mut().zip(&up[full..]).for_each(|(g, &u)| *g = *g / (1.0 + (-*g).exp()) * u);
 }
 
 /// Index of the largest value (the first on ties; NaN never wins).

@@ -50,13 +50,20 @@ pub fn matmul(w: &Weight, x: &[f32], rows: usize, out: &mut [f32], s: &mut Scrat
     }
     // Batched: each weight row is read once and dotted with every activation row.
     s.tmp.resize(n * rows, 0.0);
+    let rows4 = rows / 4 * 4;
     par::for_each_chunk(&mut s.tmp, chunk * rows, |ci, t| {
         let j0 = ci * chunk;
         for (jj, tj) in t.chunks_mut(rows).enumerate() {
             let j = j0 + jj;
             let wr = &data[j * wrb..(j + 1) * wrb];
             for (r, o) in tj.iter_mut().enumerate() {
-                *o = quant::vec_dot(dtype, k, wr, &acts[r * arb..(r + 1) * arb]);
+                let a = &acts[r * arb..(r + 1) * arb];
+                // llama.cpp's 4-row kernels take the rows in groups of four, the rest one by one.
+                *o = if r < rows4 {
+                    quant::vec_dot_gemm4(dtype, k, wr, a)
+                } else {
+                    quant::vec_dot(dtype, k, wr, a)
+                };
             }
         }
     });
