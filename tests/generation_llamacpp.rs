@@ -7,7 +7,8 @@
 //!   top-2 logit gap is below [`TIE`] (there, float summation order legitimately decides);
 //! - free-running: `Session::generate` at temperature 0 must reproduce llama.cpp's tokens at
 //!   least up to llama.cpp's first near-tie, and all of the first [`MIN_MATCH`] tokens on at
-//!   least three prompts per model.
+//!   least six of the ten prompts per model (measured: all ten for SmolLM2, seven for Gemma 3,
+//!   whose logits are bit-identical to llama.cpp's on most prompts).
 
 mod common;
 
@@ -18,8 +19,10 @@ use wick::{GenerateOptions, SessionOptions};
 
 /// Tokens that must agree with llama.cpp in free-running generation.
 const MIN_MATCH: usize = 32;
-/// A top-2 logit gap below this is a near-tie: wick's logits differ from llama.cpp's by up to
-/// a few tenths (see the measured error printed by the test), so either token may win there.
+/// A top-2 logit gap below this is a near-tie. wick's CPU logits are bit-identical to
+/// llama.cpp's on most prompts, but llama.cpp's reference tokens come from its one-token
+/// decode path while the teacher-forced check evaluates one batch, and llama.cpp's own batch
+/// and decode paths differ by up to a few tenths of a logit; at a near-tie either token may win.
 const TIE: f64 = 0.5;
 
 fn ids(v: &serde_json::Value) -> Vec<u32> {
@@ -99,10 +102,10 @@ fn check_model(name: &str, min_full_prompts: usize) {
 
 #[test]
 fn smollm2_matches_llamacpp() {
-    check_model(SMOLLM2, 3);
+    check_model(SMOLLM2, 6);
 }
 
 #[test]
 fn gemma3_matches_llamacpp() {
-    check_model(GEMMA3, 3);
+    check_model(GEMMA3, 6);
 }
