@@ -109,7 +109,7 @@ fn run_on(e: &mut dyn Executor, c: &Case) -> wick::exec::StepOutput {
     }
     block_on(e.finish_upload()).unwrap();
     let kv =
-        e.alloc_kv(c.kv.as_ref().unwrap_or(&KvSpec { n_ctx: 64, k_dims: vec![], v_dims: vec![] })).unwrap();
+        e.alloc_kv(c.kv.as_ref().unwrap_or(&KvSpec { n_ctx: 2048, k_dims: vec![], v_dims: vec![] })).unwrap();
     let g = e.compile(&c.graph).unwrap();
     let early = c.early.as_ref().map(|g| e.compile(g).unwrap());
     let mut out = None;
@@ -396,5 +396,45 @@ fn kernels_compile_with_nvrtc() {
     for arch in [(8, 0), (9, 0)] {
         let ptx = wick::exec::cuda::compile_kernels(arch).expect("NVRTC compiles the kernels");
         assert!(ptx.contains(".entry matvec_q4_k"), "sm_{}{}: entry points missing", arch.0, arch.1);
+    }
+}
+
+/// Diagnostic: prints CPU and CUDA outputs side by side for small quantized products.
+#[test]
+#[ignore]
+fn matmul_side_by_side() {
+    for t in [GgmlType::Q8_0, GgmlType::Q4_0] {
+        for (k, n) in [(32usize, 4usize), (64, 4), (512, 8)] {
+            let mut rng = Rng(9);
+            let mut weights = tables(&[k], &mut rng);
+            weights.push(weight(t, &[k as u64, n as u64], &mut rng));
+            let g = graph(1, &[k], &[(Rows::All, n)], |s| {
+                (vec![Op::MatMul { w: WeightId(1), x: s[0], dst: s[1], bias: None }], 1)
+            });
+            let c = Case {
+                weights,
+                kv: None,
+                graph: g,
+                steps: vec![(vec![3], 0)],
+                early: None,
+                readback: Readback::AllLogits,
+            };
+            let x: Vec<f32> = c.weights[0].bytes[3 * 4 * k..4 * 4 * k]
+                .chunks(4)
+                .map(|b| f32::from_le_bytes(b.try_into().unwrap()))
+                .collect();
+            let mut wf = vec![0f32; k * n];
+            wick::quant::dequantize(t, &c.weights[1].bytes, &mut wf).unwrap();
+            let exact: Vec<f32> = wf
+                .chunks(k)
+                .map(|r| r.iter().zip(&x).map(|(a, b)| (*a as f64) * (*b as f64)).sum::<f64>() as f32)
+                .collect();
+            eprintln!("  f64 {exact:?}");
+            let mut cpu = block_on(wick::exec::create(ExecutorKind::Cpu)).unwrap();
+            let want = run_on(cpu.as_mut(), &c);
+            let mut gpu = cuda();
+            let got = gpu.as_mut().map(|g| run_on(g.as_mut(), &c).logits);
+            eprintln!("{t} k {k} n {n}\n  cpu {:?}\n  gpu {:?}", want.logits, got);
+        }
     }
 }

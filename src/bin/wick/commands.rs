@@ -239,7 +239,22 @@ pub async fn synth(a: SynthArgs) -> Result<()> {
     let arch = wick::model::Arch::from_name(&a.arch)?;
     let mut spec = match a.shape.as_str() {
         "tiny" => wick::synth::SynthSpec::tiny(arch, a.seed),
-        other => return Err(Error::InvalidArgument(format!("unknown shape '{other}' (available: tiny)"))),
+        // The "1b" of benches/ANCHORS.md's llama.cpp table: 2048 hidden, 16 layers, 32/8
+        // heads, 8192 feed-forward, tied embeddings.
+        "1b" => wick::synth::SynthSpec {
+            n_embd: 2048,
+            n_layer: 16,
+            n_head: 32,
+            n_head_kv: 8,
+            head_dim: 64,
+            n_ff: 8192,
+            n_ctx: 4096,
+            tied: true,
+            ..wick::synth::SynthSpec::tiny(arch, a.seed)
+        },
+        other => {
+            return Err(Error::InvalidArgument(format!("unknown shape '{other}' (available: tiny, 1b)")))
+        }
     };
     spec.matrix_type = match a.dtype.to_ascii_uppercase().as_str() {
         "F32" => GgmlType::F32,
@@ -249,6 +264,10 @@ pub async fn synth(a: SynthArgs) -> Result<()> {
             return Err(Error::InvalidArgument(format!("unknown type '{other}' (available: F32, F16, Q8_0)")))
         }
     };
+    if a.shape != "tiny" {
+        // A large table in the matrices' type, as llama-quantize leaves it.
+        spec.embd_type = spec.matrix_type;
+    }
     let donor = GgufReader::open(FileSource::open(&a.donor).await?).await?.into_header().metadata;
     let file = std::fs::File::create(&a.output)
         .map_err(|e| Error::io(format!("creating {}", a.output.display()), e))?;

@@ -180,7 +180,7 @@ struct SynthArgs {
     /// Architecture: llama, qwen2, qwen3 or gemma3.
     #[arg(long, default_value = "llama")]
     arch: String,
-    /// Shape: tiny (64 hidden, 2 layers).
+    /// Shape: tiny (64 hidden, 2 layers) or 1b (2048 hidden, 16 layers, tied).
     #[arg(long, default_value = "tiny")]
     shape: String,
     /// Type of the weight matrices: F32, F16 or Q8_0.

@@ -398,6 +398,17 @@ impl CudaExecutor {
                     }
                     _ => act(x),
                 };
+                if std::env::var_os("WICK_CUDA_DEBUG").is_some() {
+                    self.stream.synchronize().map_err(drv("debug"))?;
+                    let q = self.stream.clone_dtoh(&c.qact._mem).map_err(drv("debug"))?;
+                    let xs = self.stream.clone_dtoh(&c.acts[x.0 as usize]._mem).map_err(drv("debug"))?;
+                    eprintln!(
+                        "debug {}: x {:?}\n  qact {:?}",
+                        wt.name,
+                        &xs[..k.min(32)],
+                        &q[..q.len().min(36)]
+                    );
+                }
                 let kernel = match wt.dtype {
                     GgmlType::Q4_0 => "matvec_q4_0",
                     GgmlType::Q4_1 => "matvec_q4_1",

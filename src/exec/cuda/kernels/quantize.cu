@@ -17,15 +17,11 @@ extern "C" __global__ void quantize_q8_0(const float* x, u8* out, int k, int wit
     o[bytes - 32 + l] = (u8)(i8)q;
     int s = q;
     for (int w = 16; w > 0; w >>= 1) s += __shfl_xor_sync(0xffffffffu, s, w);
+    // Blocks are 34 or 36 bytes, so d and s are 2-byte aligned: store them as u16. (Storing
+    // the low byte of an f16 register with a byte store lost it on sm_90: seen as d = 0x1f00.)
     if (l == 0) {
-        u16 dh = f2h(d);
-        o[0] = dh & 0xff;
-        o[1] = dh >> 8;
-        if (with_sum) {
-            u16 sh = f2h((float)s * d);
-            o[2] = sh & 0xff;
-            o[3] = sh >> 8;
-        }
+        *(u16*)o = f2h(d);
+        if (with_sum) *(u16*)(o + 2) = f2h((float)s * d);
     }
 }
 
@@ -59,11 +55,7 @@ extern "C" __global__ void quantize_q8_k(const float* x, u8* out, int k) {
     o[4 + t] = (u8)(i8)q;
     int s = q;
     for (int w = 8; w > 0; w >>= 1) s += __shfl_xor_sync(0xffffffffu, s, w);
-    if (t % 16 == 0) {
-        u16 sv = (u16)(i16)s;
-        o[260 + 2 * (t / 16)] = sv & 0xff;
-        o[261 + 2 * (t / 16)] = sv >> 8;
-    }
+    if (t % 16 == 0) *(i16*)(o + 260 + 2 * (t / 16)) = (i16)s;
     if (t == 0) *(float*)o = d;
 }
 
