@@ -209,7 +209,7 @@ fn embed_every_type() {
 #[test]
 fn matmul_every_type() {
     for &t in TYPES {
-        for (rows, k, n, bias) in [(1, 512, 300, false), (7, 768, 129, true), (3, 256, 64, false)] {
+        for (rows, k, n, bias) in [(1, 512, 300, false), (13, 768, 129, true), (3, 256, 64, false)] {
             let mut rng = Rng(k as u64 + rows as u64);
             let mut weights = tables(&[k], &mut rng);
             weights.push(weight(t, &[k as u64, n as u64], &mut rng));

@@ -437,8 +437,14 @@ impl CudaExecutor {
                     Arg::I(bt),
                     Arg::I(k as i32),
                     Arg::I(n as i32),
+                    Arg::I(rows as i32),
                 ];
-                self.launch(kernel, (ceil(n, 4), rows as u32), 128, &args)
+                // Prefill: each warp takes 8 token rows, so a weight block is read once per 8.
+                if rows >= 4 {
+                    self.launch(&format!("{kernel}_r8"), (ceil(n, 4), ceil(rows, 8)), 128, &args)
+                } else {
+                    self.launch(kernel, (ceil(n, 4), rows as u32), 128, &args)
+                }
             }
             Op::Rope { x, n_heads, head_dim, n_rot, base, freq_scale, mode } => {
                 let theta_scale = base.powf(-2.0 / n_rot as f32);

@@ -40,10 +40,11 @@ __device__ __forceinline__ u16 f2h(float f) {
 // Round to the nearest f16 and back, as ggml does where it stores f16.
 __device__ __forceinline__ float f16r(float f) { return h2f(f2h(f)); }
 
-__device__ __forceinline__ u32 ld_u16(const u8* p) { return (u32)p[0] | ((u32)p[1] << 8); }
-__device__ __forceinline__ u32 ld_u32(const u8* p) {
-    return (u32)p[0] | ((u32)p[1] << 8) | ((u32)p[2] << 16) | ((u32)p[3] << 24);
-}
+// Every multi-byte field of every block format (and of the q8 activation blocks) sits at an
+// even offset inside blocks of even size, and buffers start 256-byte aligned: 2-byte loads
+// are always aligned (4-byte loads are not: Q4_0 blocks are 18 bytes).
+__device__ __forceinline__ u32 ld_u16(const u8* p) { return *(const u16*)p; }
+__device__ __forceinline__ u32 ld_u32(const u8* p) { return ld_u16(p) | (ld_u16(p + 2) << 16); }
 __device__ __forceinline__ int ld_i32(const u8* p) { return (int)ld_u32(p); }
 __device__ __forceinline__ float ld_f16(const u8* p) { return h2f((u16)ld_u16(p)); }
 __device__ __forceinline__ float ld_f32(const u8* p) { return __int_as_float(ld_i32(p)); }
