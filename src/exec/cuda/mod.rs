@@ -130,6 +130,8 @@ pub struct CudaExecutor {
     /// Attention scores scratch, grown on demand.
     scores: Option<(Buf<f32>, usize)>,
     device: String,
+    /// `WICK_CUDA_DEBUG` set: print every matmul's input and its first converted block.
+    debug: bool,
 }
 
 impl CudaExecutor {
@@ -163,6 +165,7 @@ impl CudaExecutor {
             graphs: Vec::new(),
             scores: None,
             device,
+            debug: std::env::var_os("WICK_CUDA_DEBUG").is_some(),
         })
     }
 
@@ -246,15 +249,16 @@ impl CudaExecutor {
                         return Err(err(format!("'{}': row length {} is not whole blocks", wt.name, wt.k())));
                     }
                 }
-                Op::Attention { q, dst, head_dim, n_heads, n_kv_heads, .. } => {
-                    if q == dst || *head_dim > 512 || *n_kv_heads == 0 || n_heads % n_kv_heads != 0 {
-                        return Err(err(format!("attention op {op:?} is not supported")));
-                    }
+                // The attention kernel keeps the query head in 512 floats of shared memory.
+                Op::Attention { q, dst, head_dim, n_heads, n_kv_heads, .. }
+                    if q == dst || *head_dim > 512 || *n_kv_heads == 0 || n_heads % n_kv_heads != 0 =>
+                {
+                    return Err(err(format!("attention op {op:?} is not supported")));
                 }
-                Op::RmsNorm { x, dst, group, .. } => {
-                    if *group == 0 || g.cols(*x) % group != 0 || g.cols(*x) != g.cols(*dst) {
-                        return Err(err(format!("rms norm op {op:?} does not fit its slots")));
-                    }
+                Op::RmsNorm { x, dst, group, .. }
+                    if *group == 0 || g.cols(*x) % group != 0 || g.cols(*x) != g.cols(*dst) =>
+                {
+                    return Err(err(format!("rms norm op {op:?} does not fit its slots")));
                 }
                 Op::GatedAct { gate, up, .. } if gate == up => {
                     return Err(err(format!("graph op {op:?} reads and writes the same slot")));
@@ -398,7 +402,7 @@ impl CudaExecutor {
                     }
                     _ => act(x),
                 };
-                if std::env::var_os("WICK_CUDA_DEBUG").is_some() {
+                if self.debug {
                     self.stream.synchronize().map_err(drv("debug"))?;
                     let q = self.stream.clone_dtoh(&c.qact._mem).map_err(drv("debug"))?;
                     let xs = self.stream.clone_dtoh(&c.acts[x.0 as usize]._mem).map_err(drv("debug"))?;
