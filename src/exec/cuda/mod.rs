@@ -13,15 +13,19 @@
 //! - One stream, no per-buffer event tracking: every op is ordered on it. Buffers are raw
 //!   device pointers inside the executor; nothing device-side escapes it.
 //! - Activation slots, the q8 scratch and the token buffer are allocated once per compiled
-//!   graph; a step uploads only the token ids and reads back a token id or logits.
+//!   graph; a step uploads only its position and token ids (one copy) and reads back a token
+//!   id or logits. Kernels read the position from device memory, so a one-token step is
+//!   captured once as a CUDA graph (per KV cache) and replayed: one launch per token.
+//!   `WICK_CUDA_GRAPHS=0` turns the capture off.
 
 mod module;
 
 use std::collections::HashMap;
 use std::sync::Arc;
 
+use cudarc::driver::sys::{CUgraphInstantiate_flags, CUstreamCaptureMode};
 use cudarc::driver::{
-    CudaContext, CudaFunction, CudaSlice, CudaStream, DevicePtr, LaunchConfig, PushKernelArg,
+    CudaContext, CudaFunction, CudaGraph, CudaSlice, CudaStream, DevicePtr, LaunchConfig, PushKernelArg,
 };
 
 use super::{
@@ -105,10 +109,13 @@ struct Compiled {
     acts: Vec<Buf<f32>>,
     /// Activations converted for the matrix products (largest need of the graph).
     qact: Buf<u8>,
-    tokens: CudaSlice<u32>,
-    tokens_ptr: u64,
+    /// The step's inputs: [first position, token ids...].
+    io: CudaSlice<u32>,
+    io_ptr: u64,
     argmax: CudaSlice<u32>,
     argmax_ptr: u64,
+    /// The captured step, valid for one KV cache and one attention scratch buffer.
+    captured: Option<(KvId, u64, CudaGraph)>,
 }
 
 /// A kernel argument.
@@ -132,6 +139,8 @@ pub struct CudaExecutor {
     device: String,
     /// `WICK_CUDA_DEBUG` set: print every matmul's input and its first converted block.
     debug: bool,
+    /// Capture one-token steps as CUDA graphs (unless `WICK_CUDA_GRAPHS=0` or debugging).
+    use_graphs: bool,
 }
 
 impl CudaExecutor {
@@ -153,7 +162,8 @@ impl CudaExecutor {
         // SAFETY: called before any buffer or stream exists; the executor orders all work on
         // one stream, so cudarc's per-buffer events are not needed.
         unsafe { ctx.disable_event_tracking() };
-        let stream = ctx.default_stream();
+        // A stream of its own: the legacy default stream cannot be captured into a graph.
+        let stream = ctx.new_stream().map_err(drv("creating a CUDA stream"))?;
         let fns = module::load(&ctx)?;
         let device = ctx.name().unwrap_or_else(|_| "unknown".into());
         Ok(CudaExecutor {
@@ -166,6 +176,8 @@ impl CudaExecutor {
             scores: None,
             device,
             debug: std::env::var_os("WICK_CUDA_DEBUG").is_some(),
+            use_graphs: std::env::var("WICK_CUDA_GRAPHS").as_deref() != Ok("0")
+                && std::env::var_os("WICK_CUDA_DEBUG").is_none(),
         })
     }
 
@@ -307,12 +319,28 @@ impl CudaExecutor {
         if self.scores.as_ref().is_none_or(|(_, n)| *n < need) {
             self.scores = Some((Buf::zeros(&self.stream, need)?, need));
         }
+        let pos_i32 = i32::try_from(pos).map_err(|_| err("position out of range"))?;
+        let io: Vec<u32> = std::iter::once(pos_i32 as u32).chain(tokens.iter().copied()).collect();
+        let scores = self.scores.as_ref().map_or(0, |s| s.0.ptr);
         let c = &mut self.graphs[gi];
-        self.stream.memcpy_htod(tokens, &mut c.tokens).map_err(drv("uploading token ids"))?;
-        let c = &self.graphs[gi];
-        for op in &c.g.ops {
-            self.record(c, kv, op, pos)?;
+        self.stream.memcpy_htod(&io, &mut c.io).map_err(drv("uploading token ids"))?;
+        if self.use_graphs && c.g.n_tokens == 1 {
+            let fresh = matches!(&c.captured, Some((k, s, _)) if *k == kv && *s == scores);
+            if !fresh {
+                c.captured = None;
+                let graph = self.capture(gi, kv)?;
+                self.graphs[gi].captured = Some((kv, scores, graph));
+            }
+            let c = &self.graphs[gi];
+            let graph = c.captured.as_ref().map(|x| &x.2).ok_or_else(|| err("no captured graph"))?;
+            graph.launch().map_err(drv("graph launch"))?;
+        } else {
+            let c = &self.graphs[gi];
+            for op in &c.g.ops {
+                self.record(c, kv, op)?;
+            }
         }
+        let c = &self.graphs[gi];
         let g = &c.g;
         let n_vocab = g.cols(g.logits);
         let rows = g.rows(g.logits);
@@ -344,9 +372,25 @@ impl CudaExecutor {
         Ok(out)
     }
 
+    /// Capture the ops of graph `gi` on cache `kv` as a CUDA graph.
+    fn capture(&self, gi: usize, kv: KvId) -> Result<CudaGraph> {
+        let c = &self.graphs[gi];
+        self.stream
+            .begin_capture(CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)
+            .map_err(drv("starting a graph capture"))?;
+        let recorded = c.g.ops.iter().try_for_each(|op| self.record(c, kv, op));
+        // End the capture whatever happened, so the stream is usable again.
+        let graph =
+            self.stream.end_capture(CUgraphInstantiate_flags(0)).map_err(drv("ending a graph capture"));
+        recorded?;
+        graph?.ok_or_else(|| err("the graph capture came back empty"))
+    }
+
     /// Enqueue one op on the stream.
-    fn record(&self, c: &Compiled, kv: KvId, op: &Op, pos: usize) -> Result<()> {
+    fn record(&self, c: &Compiled, kv: KvId, op: &Op) -> Result<()> {
         let g = &c.g;
+        let pos = c.io_ptr;
+        let tokens = c.io_ptr + 4;
         let act = |a: ActId| c.acts[a.0 as usize].ptr;
         let ceil = |n: usize, d: usize| n.div_ceil(d).max(1) as u32;
         let cache = self.kvs[kv.0 as usize].as_ref().ok_or_else(|| err("unknown KV cache"))?;
@@ -358,7 +402,7 @@ impl CudaExecutor {
                     Arg::P(t.buf.ptr),
                     Arg::I(t.dtype.id() as i32),
                     Arg::L(rb),
-                    Arg::P(c.tokens_ptr),
+                    Arg::P(tokens),
                     Arg::P(act(dst)),
                     Arg::I(g.cols(dst) as i32),
                     Arg::F(scale),
@@ -454,7 +498,7 @@ impl CudaExecutor {
                 let theta_scale = base.powf(-2.0 / n_rot as f32);
                 let args = [
                     Arg::P(act(x)),
-                    Arg::I(pos as i32),
+                    Arg::P(pos),
                     Arg::I(n_heads as i32),
                     Arg::I(head_dim as i32),
                     Arg::I(n_rot as i32),
@@ -472,13 +516,8 @@ impl CudaExecutor {
                 }
                 for (src, dst, dim) in [(k, l.k.ptr, l.k_dim), (v, l.v.ptr, l.v_dim)] {
                     let n = g.rows(src) * dim;
-                    let args = [
-                        Arg::P(act(src)),
-                        Arg::P(dst),
-                        Arg::I(pos as i32),
-                        Arg::I(dim as i32),
-                        Arg::L(n as i64),
-                    ];
+                    let args =
+                        [Arg::P(act(src)), Arg::P(dst), Arg::P(pos), Arg::I(dim as i32), Arg::L(n as i64)];
                     self.launch("kv_store", (ceil(n, 256), 1), 256, &args)?;
                 }
                 Ok(())
@@ -492,7 +531,7 @@ impl CudaExecutor {
                     Arg::P(l.k.ptr),
                     Arg::P(l.v.ptr),
                     Arg::P(scores),
-                    Arg::I(pos as i32),
+                    Arg::P(pos),
                     Arg::I(cache.n_ctx as i32),
                     Arg::I(n_heads as i32),
                     Arg::I(n_kv_heads as i32),
@@ -609,12 +648,20 @@ impl Executor for CudaExecutor {
             }
         }
         let qact = Buf::zeros(&self.stream, qbytes)?;
-        let tokens =
-            self.stream.alloc_zeros::<u32>(graph.n_tokens.max(1)).map_err(drv("device allocation"))?;
-        let tokens_ptr = tokens.device_ptr(&self.stream).0;
+        let io = self.stream.alloc_zeros::<u32>(graph.n_tokens + 1).map_err(drv("device allocation"))?;
+        let io_ptr = io.device_ptr(&self.stream).0;
         let argmax = self.stream.alloc_zeros::<u32>(1).map_err(drv("device allocation"))?;
         let argmax_ptr = argmax.device_ptr(&self.stream).0;
-        self.graphs.push(Compiled { g: graph.clone(), acts, qact, tokens, tokens_ptr, argmax, argmax_ptr });
+        self.graphs.push(Compiled {
+            g: graph.clone(),
+            acts,
+            qact,
+            io,
+            io_ptr,
+            argmax,
+            argmax_ptr,
+            captured: None,
+        });
         Ok(GraphId(self.graphs.len() as u32 - 1))
     }
 

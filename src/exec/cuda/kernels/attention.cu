@@ -3,12 +3,12 @@
 // probabilities are rounded to f16 before the product with V. Scores go through `scores`
 // (n_ctx floats per (row, head)) so the softmax sees them all, in the CPU's order.
 extern "C" __global__ void attention(const float* q, float* dst, const u16* kc, const u16* vc, float* scores,
-                                     int pos, int n_ctx, int n_heads, int n_kv_heads, int head_dim, int k_dim,
+                                     const int* posp, int n_ctx, int n_heads, int n_kv_heads, int head_dim, int k_dim,
                                      int v_dim, float scale, int window, float softcap) {
     __shared__ float qh[512];
     int r = blockIdx.x / n_heads, h = blockIdx.x % n_heads;
     int kvh = h / (n_heads / n_kv_heads);
-    int p = pos + r;
+    int p = *posp + r;
     int start = window > 0 ? max(p + 1 - window, 0) : 0;
     const float* qrow = q + ((long long)r * n_heads + h) * head_dim;
     for (int d = threadIdx.x; d < head_dim; d += blockDim.x) qh[d] = f16r(qrow[d]);

@@ -1,8 +1,9 @@
-// Rotary embedding in place: one block per (row, head), one thread per rotated pair.
+// Rotary embedding in place (the step's first position read from device memory, so that a
+// captured CUDA graph replays at any position): one block per (row, head), one thread per rotated pair.
 // Angles as ggml computes them: position times theta_scale^i by repeated multiplication.
-extern "C" __global__ void rope(float* x, int pos, int n_heads, int head_dim, int n_rot, float theta_scale,
+extern "C" __global__ void rope(float* x, const int* posp, int n_heads, int head_dim, int n_rot, float theta_scale,
                                 float freq_scale, int neox) {
-    int r = blockIdx.x / n_heads, h = blockIdx.x % n_heads;
+    int r = blockIdx.x / n_heads, h = blockIdx.x % n_heads, pos = *posp;
     float* head = x + ((long long)r * n_heads + h) * head_dim;
     for (int i = threadIdx.x; i < n_rot / 2; i += blockDim.x) {
         float theta = (float)(pos + r);
