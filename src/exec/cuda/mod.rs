@@ -17,6 +17,12 @@
 //!   id or logits. Kernels read the position from device memory, so a one-token step is
 //!   captured once as a CUDA graph (per KV cache) and replayed: one launch per token.
 //!   `WICK_CUDA_GRAPHS=0` turns the capture off.
+//!
+//! Not yet (first version): weights are read in their GGUF layout with 2-byte loads (no
+//! repacking for 16-byte loads); prefill is warp-per-output dp4a over 8 token rows, no tensor
+//! cores; attention keeps a score scratch of n_ctx floats per (row, head) instead of a flash
+//! kernel; no fusion (RMSNorm, q8 conversion and RoPE are separate launches); Q2_K, Q3_K and
+//! BF16 weights are refused (`supports_type`); one device (ordinal 0).
 
 mod module;
 
