@@ -10,6 +10,8 @@
 //!   and a position and reads back only a token id or logits.
 
 pub mod cpu;
+#[cfg(all(feature = "cuda", not(target_arch = "wasm32")))]
+pub mod cuda;
 mod graph;
 
 use std::future::Future;
@@ -130,9 +132,19 @@ impl std::str::FromStr for ExecutorKind {
 /// Create an executor of the given kind.
 pub async fn create(kind: ExecutorKind) -> Result<Box<dyn Executor>> {
     match kind {
-        // No GPU executor exists in this build yet: auto means the CPU.
-        ExecutorKind::Auto | ExecutorKind::Cpu => Ok(Box::new(cpu::CpuExecutor::new())),
+        ExecutorKind::Auto => {
+            // CUDA when this build has it and it works here, else the CPU.
+            #[cfg(all(feature = "cuda", not(target_arch = "wasm32")))]
+            if let Ok(e) = cuda::CudaExecutor::new() {
+                return Ok(Box::new(e));
+            }
+            Ok(Box::new(cpu::CpuExecutor::new()))
+        }
+        ExecutorKind::Cpu => Ok(Box::new(cpu::CpuExecutor::new())),
         ExecutorKind::WebGpu => Err(crate::Error::NotCompiledWith("the WebGPU executor")),
+        #[cfg(all(feature = "cuda", not(target_arch = "wasm32")))]
+        ExecutorKind::Cuda => Ok(Box::new(cuda::CudaExecutor::new()?)),
+        #[cfg(not(all(feature = "cuda", not(target_arch = "wasm32"))))]
         ExecutorKind::Cuda => Err(crate::Error::NotCompiledWith("the CUDA executor")),
     }
 }

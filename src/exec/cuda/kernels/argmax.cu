@@ -1,0 +1,26 @@
+// Index of the largest of n values (the first on ties; NaN never wins), one block.
+__device__ __forceinline__ bool better(float a, int ia, float b, int ib) {
+    if (isnan(a)) return false;
+    if (isnan(b)) return true;
+    return a > b || (a == b && ia < ib);
+}
+
+extern "C" __global__ void argmax(const float* x, int n, u32* out) {
+    __shared__ float sv[1024];
+    __shared__ int si[1024];
+    float bv = NAN;
+    int bi = 0x7fffffff;
+    for (int i = threadIdx.x; i < n; i += blockDim.x)
+        if (better(x[i], i, bv, bi)) { bv = x[i]; bi = i; }
+    sv[threadIdx.x] = bv;
+    si[threadIdx.x] = bi;
+    __syncthreads();
+    for (int s = blockDim.x / 2; s > 0; s >>= 1) {
+        if (threadIdx.x < s && better(sv[threadIdx.x + s], si[threadIdx.x + s], sv[threadIdx.x], si[threadIdx.x])) {
+            sv[threadIdx.x] = sv[threadIdx.x + s];
+            si[threadIdx.x] = si[threadIdx.x + s];
+        }
+        __syncthreads();
+    }
+    if (threadIdx.x == 0) out[0] = si[0] == 0x7fffffff ? 0u : (u32)si[0];
+}

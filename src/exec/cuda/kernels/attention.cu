@@ -1,0 +1,43 @@
+// Causal attention over the f16 KV cache: one block per (query row, head).
+// As ggml does: the query is rounded to f16 before the K·Q products, the softmax
+// probabilities are rounded to f16 before the product with V. Scores go through `scores`
+// (n_ctx floats per (row, head)) so the softmax sees them all, in the CPU's order.
+extern "C" __global__ void attention(const float* q, float* dst, const u16* kc, const u16* vc, float* scores,
+                                     const int* posp, int n_ctx, int n_heads, int n_kv_heads, int head_dim, int k_dim,
+                                     int v_dim, float scale, int window, float softcap) {
+    __shared__ float qh[512];
+    int r = blockIdx.x / n_heads, h = blockIdx.x % n_heads;
+    int kvh = h / (n_heads / n_kv_heads);
+    int p = *posp + r;
+    int start = window > 0 ? max(p + 1 - window, 0) : 0;
+    const float* qrow = q + ((long long)r * n_heads + h) * head_dim;
+    for (int d = threadIdx.x; d < head_dim; d += blockDim.x) qh[d] = f16r(qrow[d]);
+    __syncthreads();
+    float* sc = scores + (long long)blockIdx.x * n_ctx;
+    float mx = -INFINITY;
+    for (int j = start + threadIdx.x; j <= p; j += blockDim.x) {
+        const u16* kr = kc + (long long)j * k_dim + kvh * head_dim;
+        float s = 0.0f;
+        for (int d = 0; d < head_dim; d++) s += h2f(kr[d]) * qh[d];
+        float v = s * scale;
+        if (softcap > 0.0f) v = tanhf(v / softcap) * softcap;
+        sc[j] = v;
+        mx = fmaxf(mx, v);
+    }
+    mx = block_max(mx);
+    double sum = 0.0;
+    for (int j = start + threadIdx.x; j <= p; j += blockDim.x) {
+        float e = expf(sc[j] - mx);
+        sc[j] = e;
+        sum += (double)e;
+    }
+    sum = block_sum_d(sum);
+    float inv = (float)(1.0 / sum);
+    __syncthreads();
+    float* o = dst + ((long long)r * n_heads + h) * head_dim;
+    for (int d = threadIdx.x; d < head_dim; d += blockDim.x) {
+        float acc = 0.0f;
+        for (int j = start; j <= p; j++) acc += f16r(sc[j] * inv) * h2f(vc[(long long)j * v_dim + kvh * head_dim + d]);
+        o[d] = acc;
+    }
+}

@@ -1,0 +1,43 @@
+// F32 and F16 weights times f32 activations (already rounded to f16 for F16 weights, as the
+// CPU does): one warp per output, lanes stride the row.
+// ROWS activation rows per warp, as in matvec.cuh.
+template <int ROWS, typename T, float (*LD)(T)>
+__device__ __forceinline__ void matvec_float(const T* W, const float* x, float* out, const u8* bias, int btype,
+                                             int k, int n, int rows) {
+    int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    int j = blockIdx.x * (blockDim.x / 32) + warp, r0 = blockIdx.y * ROWS;
+    if (j >= n) return;
+    int nr = min(ROWS, rows - r0);
+    const T* w = W + (long long)j * k;
+    const float* a = x + (long long)r0 * k;
+    float acc[ROWS];
+#pragma unroll
+    for (int r = 0; r < ROWS; r++) acc[r] = 0.0f;
+    for (int i = lane; i < k; i += 32) {
+        float wv = LD(w[i]);
+#pragma unroll
+        for (int r = 0; r < ROWS; r++)
+            if (r < nr) acc[r] += wv * a[(long long)r * k + i];
+    }
+    float bv = bias ? deq(btype, bias, j) : 0.0f;
+#pragma unroll
+    for (int r = 0; r < ROWS; r++) {
+        float s = warp_sum(acc[r]);
+        if (lane == 0 && r < nr) out[(long long)(r0 + r) * n + j] = bias ? s + bv : s;
+    }
+}
+__device__ __forceinline__ float ld_f(float v) { return v; }
+__device__ __forceinline__ float ld_h(u16 v) { return h2f(v); }
+
+#define MATVEC_FLOAT(name, T, LD)                                                                            \
+    extern "C" __global__ void name(const u8* W, const u8* A, float* out, const u8* bias, int btype, int k,   \
+                                    int n, int rows) {                                                       \
+        matvec_float<1, T, LD>((const T*)W, (const float*)A, out, bias, btype, k, n, rows);                  \
+    }                                                                                                        \
+    extern "C" __global__ void name##_r8(const u8* W, const u8* A, float* out, const u8* bias, int btype,     \
+                                         int k, int n, int rows) {                                           \
+        matvec_float<8, T, LD>((const T*)W, (const float*)A, out, bias, btype, k, n, rows);                  \
+    }
+
+MATVEC_FLOAT(matvec_f32, float, ld_f)
+MATVEC_FLOAT(matvec_f16, u16, ld_h)

@@ -1,0 +1,685 @@
+//! The CUDA executor (feature `cuda`): the same [`Executor`] contract as the CPU reference, on
+//! an NVIDIA GPU through cudarc.
+//!
+//! Design decisions:
+//! - cudarc loads the driver and NVRTC at run time: a build needs no CUDA toolkit, and a
+//!   machine without them gets [`Error::Executor`] from [`CudaExecutor::new`], never a panic
+//!   (cudarc panics on a missing library, so its presence is checked first).
+//! - Kernels are CUDA C (`kernels/`, one family per file) compiled by NVRTC for the device's
+//!   own architecture and cached on disk (`module.rs`).
+//! - Weights stay in their GGUF block format in device memory; matrix products convert the
+//!   activations to the weight type's q8 partner exactly as the CPU does and take integer
+//!   (dp4a) dot products, so both executors compute the same integers per block.
+//! - One stream, no per-buffer event tracking: every op is ordered on it. Buffers are raw
+//!   device pointers inside the executor; nothing device-side escapes it.
+//! - Activation slots, the q8 scratch and the token buffer are allocated once per compiled
+//!   graph; a step uploads only its position and token ids (one copy) and reads back a token
+//!   id or logits. Kernels read the position from device memory, so a one-token step is
+//!   captured once as a CUDA graph (per KV cache) and replayed: one launch per token.
+//!   `WICK_CUDA_GRAPHS=0` turns the capture off.
+//!
+//! Not yet (first version): weights are read in their GGUF layout with 2-byte loads (no
+//! repacking for 16-byte loads); prefill is warp-per-output dp4a over 8 token rows, no tensor
+//! cores; attention keeps a score scratch of n_ctx floats per (row, head) instead of a flash
+//! kernel; no fusion (RMSNorm, q8 conversion and RoPE are separate launches); Q2_K, Q3_K and
+//! BF16 weights are refused (`supports_type`); one device (ordinal 0).
+
+mod module;
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use cudarc::driver::sys::{CUgraphInstantiate_flags, CUstreamCaptureMode};
+use cudarc::driver::{
+    CudaContext, CudaFunction, CudaGraph, CudaSlice, CudaStream, DevicePtr, LaunchConfig, PushKernelArg,
+};
+
+use super::{
+    ActId, Executor, Gate, Graph, GraphId, KvId, KvSpec, LocalFuture, Op, Readback, RopeMode, StepOutput,
+    WeightId,
+};
+use crate::quant::{self, GgmlType};
+use crate::{Error, Result};
+
+pub use module::{compile as compile_kernels, source as kernel_source};
+
+/// An error of this executor.
+pub(crate) fn err(message: impl Into<String>) -> Error {
+    Error::Executor { executor: "cuda", message: message.into() }
+}
+
+fn drv(what: &str) -> impl Fn(cudarc::driver::DriverError) -> Error + '_ {
+    move |e| err(format!("{what}: {e}"))
+}
+
+/// Weight types the kernels can read (matrix products and per-element reads).
+const TYPES: &[GgmlType] = &[
+    GgmlType::F32,
+    GgmlType::F16,
+    GgmlType::Q4_0,
+    GgmlType::Q4_1,
+    GgmlType::Q5_0,
+    GgmlType::Q5_1,
+    GgmlType::Q8_0,
+    GgmlType::Q4_K,
+    GgmlType::Q5_K,
+    GgmlType::Q6_K,
+];
+
+/// A device buffer and its raw address (kernel arguments take the address).
+struct Buf<T> {
+    _mem: CudaSlice<T>,
+    ptr: u64,
+}
+
+impl<T: cudarc::driver::DeviceRepr + cudarc::driver::ValidAsZeroBits> Buf<T> {
+    fn zeros(stream: &Arc<CudaStream>, n: usize) -> Result<Self> {
+        let mem = stream.alloc_zeros::<T>(n.max(1)).map_err(drv("device allocation"))?;
+        let ptr = mem.device_ptr(stream).0;
+        Ok(Buf { _mem: mem, ptr })
+    }
+}
+
+struct Weight {
+    name: String,
+    dtype: GgmlType,
+    dims: Vec<u64>,
+    bytes: usize,
+    buf: Buf<u8>,
+}
+
+impl Weight {
+    fn k(&self) -> usize {
+        self.dims[0] as usize
+    }
+    fn n_rows(&self) -> usize {
+        self.dims[1..].iter().product::<u64>() as usize
+    }
+}
+
+struct KvLayer {
+    k: Buf<u16>,
+    v: Buf<u16>,
+    k_dim: usize,
+    v_dim: usize,
+}
+
+struct Kv {
+    n_ctx: usize,
+    layers: Vec<KvLayer>,
+}
+
+/// A compiled graph: the graph and its device buffers.
+struct Compiled {
+    g: Graph,
+    acts: Vec<Buf<f32>>,
+    /// Activations converted for the matrix products (largest need of the graph).
+    qact: Buf<u8>,
+    /// The step's inputs: [first position, token ids...].
+    io: CudaSlice<u32>,
+    io_ptr: u64,
+    argmax: CudaSlice<u32>,
+    argmax_ptr: u64,
+    /// The captured step, valid for one KV cache and one attention scratch buffer.
+    captured: Option<(KvId, u64, CudaGraph)>,
+}
+
+/// A kernel argument.
+enum Arg {
+    P(u64),
+    I(i32),
+    L(i64),
+    F(f32),
+}
+
+/// The CUDA executor.
+pub struct CudaExecutor {
+    _ctx: Arc<CudaContext>,
+    stream: Arc<CudaStream>,
+    fns: HashMap<&'static str, CudaFunction>,
+    weights: Vec<Weight>,
+    kvs: Vec<Option<Kv>>,
+    graphs: Vec<Compiled>,
+    /// Attention scores scratch, grown on demand.
+    scores: Option<(Buf<f32>, usize)>,
+    device: String,
+    /// `WICK_CUDA_DEBUG` set: print every matmul's input and its first converted block.
+    debug: bool,
+    /// Capture one-token steps as CUDA graphs (unless `WICK_CUDA_GRAPHS=0` or debugging).
+    use_graphs: bool,
+}
+
+impl CudaExecutor {
+    /// Open device 0 and load the kernels. Errors (never panics) when the driver, NVRTC or a
+    /// device is missing.
+    pub fn new() -> Result<Self> {
+        // SAFETY: these only try to open the shared libraries.
+        if !unsafe { cudarc::driver::sys::is_culib_present() } {
+            return Err(err("no CUDA driver library (libcuda) found on this machine"));
+        }
+        if !unsafe { cudarc::nvrtc::sys::is_culib_present() } {
+            return Err(err("no NVRTC library (libnvrtc) found: install the CUDA runtime compiler"));
+        }
+        let n = CudaContext::device_count().map_err(drv("counting CUDA devices"))?;
+        if n < 1 {
+            return Err(err("the CUDA driver reports no device"));
+        }
+        let ctx = CudaContext::new(0).map_err(drv("opening CUDA device 0"))?;
+        // SAFETY: called before any buffer or stream exists; the executor orders all work on
+        // one stream, so cudarc's per-buffer events are not needed.
+        unsafe { ctx.disable_event_tracking() };
+        // A stream of its own: the legacy default stream cannot be captured into a graph.
+        let stream = ctx.new_stream().map_err(drv("creating a CUDA stream"))?;
+        let fns = module::load(&ctx)?;
+        let device = ctx.name().unwrap_or_else(|_| "unknown".into());
+        Ok(CudaExecutor {
+            _ctx: ctx,
+            stream,
+            fns,
+            weights: Vec::new(),
+            kvs: Vec::new(),
+            graphs: Vec::new(),
+            scores: None,
+            device,
+            debug: std::env::var_os("WICK_CUDA_DEBUG").is_some(),
+            use_graphs: std::env::var("WICK_CUDA_GRAPHS").as_deref() != Ok("0")
+                && std::env::var_os("WICK_CUDA_DEBUG").is_none(),
+        })
+    }
+
+    /// The device's name.
+    pub fn device_name(&self) -> &str {
+        &self.device
+    }
+
+    fn launch(&self, name: &str, grid: (u32, u32), block: u32, args: &[Arg]) -> Result<()> {
+        let f = self.fns.get(name).ok_or_else(|| err(format!("no kernel '{name}'")))?;
+        let mut b = self.stream.launch_builder(f);
+        for a in args {
+            match a {
+                Arg::P(p) => b.arg(p),
+                Arg::I(i) => b.arg(i),
+                Arg::L(l) => b.arg(l),
+                Arg::F(x) => b.arg(x),
+            };
+        }
+        let cfg =
+            LaunchConfig { grid_dim: (grid.0, grid.1, 1), block_dim: (block, 1, 1), shared_mem_bytes: 0 };
+        // SAFETY: every kernel's argument list is built to its C signature in `record`;
+        // buffer sizes are checked in `compile` and `run`.
+        unsafe { b.launch(cfg) }.map_err(drv(name))?;
+        Ok(())
+    }
+
+    fn weight(&self, id: WeightId) -> Result<&Weight> {
+        self.weights.get(id.0 as usize).ok_or_else(|| err("unknown weight"))
+    }
+
+    /// Bytes the matmul of `w` needs for its converted activations, `rows` rows.
+    fn qact_bytes(w: &Weight, rows: usize) -> Result<usize> {
+        let vt = quant::vec_dot_type(w.dtype);
+        let per_row = match vt {
+            GgmlType::F16 | GgmlType::F32 => 4 * w.k() as u64,
+            _ => vt.row_bytes(w.k() as u64)?,
+        };
+        Ok(per_row as usize * rows)
+    }
+
+    fn validate(&self, g: &Graph) -> Result<()> {
+        let a_ok = |a: ActId| (a.0 as usize) < g.acts.len();
+        for op in &g.ops {
+            let (ws, acts): (Vec<WeightId>, Vec<ActId>) = match op {
+                Op::Embed { table, dst, .. } => (vec![*table], vec![*dst]),
+                Op::RmsNorm { x, weight, dst, .. } => (vec![*weight], vec![*x, *dst]),
+                Op::MatMul { w, x, dst, bias } => {
+                    let mut ws = vec![*w];
+                    ws.extend(bias);
+                    (ws, vec![*x, *dst])
+                }
+                Op::Rope { x, .. } => (vec![], vec![*x]),
+                Op::KvStore { k, v, .. } => (vec![], vec![*k, *v]),
+                Op::Attention { q, dst, .. } => (vec![], vec![*q, *dst]),
+                Op::GatedAct { gate, up, .. } => (vec![], vec![*gate, *up]),
+                Op::Add { a, b, dst } => (vec![], vec![*a, *b, *dst]),
+                Op::TakeLast { x, dst } => (vec![], vec![*x, *dst]),
+            };
+            if !ws.iter().all(|&w| (w.0 as usize) < self.weights.len()) || !acts.iter().all(|&a| a_ok(a)) {
+                return Err(err(format!("graph op {op:?} names an unknown weight or slot")));
+            }
+            match op {
+                Op::MatMul { w, x, dst, .. } => {
+                    let wt = self.weight(*w)?;
+                    if x == dst {
+                        return Err(err(format!("graph op {op:?} reads and writes the same slot")));
+                    }
+                    if wt.k() != g.cols(*x) || wt.n_rows() != g.cols(*dst) || g.rows(*x) != g.rows(*dst) {
+                        return Err(err(format!(
+                            "matmul with '{}' ({:?}) does not fit {}x{} -> {}x{}",
+                            wt.name,
+                            wt.dims,
+                            g.rows(*x),
+                            g.cols(*x),
+                            g.rows(*dst),
+                            g.cols(*dst)
+                        )));
+                    }
+                    if wt.k() % wt.dtype.block_size() != 0 {
+                        return Err(err(format!("'{}': row length {} is not whole blocks", wt.name, wt.k())));
+                    }
+                }
+                // The attention kernel keeps the query head in 512 floats of shared memory.
+                Op::Attention { q, dst, head_dim, n_heads, n_kv_heads, .. }
+                    if q == dst || *head_dim > 512 || *n_kv_heads == 0 || n_heads % n_kv_heads != 0 =>
+                {
+                    return Err(err(format!("attention op {op:?} is not supported")));
+                }
+                Op::RmsNorm { x, dst, group, .. }
+                    if *group == 0 || g.cols(*x) % group != 0 || g.cols(*x) != g.cols(*dst) =>
+                {
+                    return Err(err(format!("rms norm op {op:?} does not fit its slots")));
+                }
+                Op::GatedAct { gate, up, .. } if gate == up => {
+                    return Err(err(format!("graph op {op:?} reads and writes the same slot")));
+                }
+                _ => {}
+            }
+        }
+        Ok(())
+    }
+
+    fn run_sync(
+        &mut self,
+        graph: GraphId,
+        kv: KvId,
+        tokens: &[u32],
+        pos: usize,
+        readback: Readback,
+    ) -> Result<StepOutput> {
+        let gi = graph.0 as usize;
+        let c = self.graphs.get(gi).ok_or_else(|| err("unknown graph"))?;
+        if tokens.len() != c.g.n_tokens {
+            return Err(err(format!("graph takes {} tokens, got {}", c.g.n_tokens, tokens.len())));
+        }
+        let cache =
+            self.kvs.get(kv.0 as usize).and_then(|c| c.as_ref()).ok_or_else(|| err("unknown KV cache"))?;
+        let n_ctx = cache.n_ctx;
+        if pos + tokens.len() > n_ctx {
+            return Err(Error::ContextOverflow { needed: pos + tokens.len(), n_ctx });
+        }
+        if let Some(Op::Embed { table, .. }) = c.g.ops.first() {
+            let n_vocab = self.weight(*table)?.n_rows();
+            if let Some(&t) = tokens.iter().find(|&&t| t as usize >= n_vocab) {
+                return Err(Error::InvalidArgument(format!("token id {t} is outside the vocabulary")));
+            }
+        }
+        // Attention scratch: n_ctx scores per (row, head).
+        let need =
+            c.g.ops
+                .iter()
+                .map(|op| match op {
+                    Op::Attention { n_heads, .. } => n_heads * c.g.n_tokens * n_ctx,
+                    _ => 0,
+                })
+                .max()
+                .unwrap_or(0);
+        if self.scores.as_ref().is_none_or(|(_, n)| *n < need) {
+            self.scores = Some((Buf::zeros(&self.stream, need)?, need));
+        }
+        let pos_i32 = i32::try_from(pos).map_err(|_| err("position out of range"))?;
+        let io: Vec<u32> = std::iter::once(pos_i32 as u32).chain(tokens.iter().copied()).collect();
+        let scores = self.scores.as_ref().map_or(0, |s| s.0.ptr);
+        let c = &mut self.graphs[gi];
+        self.stream.memcpy_htod(&io, &mut c.io).map_err(drv("uploading token ids"))?;
+        if self.use_graphs && c.g.n_tokens == 1 {
+            let fresh = matches!(&c.captured, Some((k, s, _)) if *k == kv && *s == scores);
+            if !fresh {
+                c.captured = None;
+                let graph = self.capture(gi, kv)?;
+                self.graphs[gi].captured = Some((kv, scores, graph));
+            }
+            let c = &self.graphs[gi];
+            let graph = c.captured.as_ref().map(|x| &x.2).ok_or_else(|| err("no captured graph"))?;
+            graph.launch().map_err(drv("graph launch"))?;
+        } else {
+            let c = &self.graphs[gi];
+            for op in &c.g.ops {
+                self.record(c, kv, op)?;
+            }
+        }
+        let c = &self.graphs[gi];
+        let g = &c.g;
+        let n_vocab = g.cols(g.logits);
+        let rows = g.rows(g.logits);
+        let logits = c.acts[g.logits.0 as usize].ptr;
+        let last = logits + 4 * ((rows - 1) * n_vocab) as u64;
+        let out = match readback {
+            Readback::Argmax => {
+                self.launch(
+                    "argmax",
+                    (1, 1),
+                    1024,
+                    &[Arg::P(last), Arg::I(n_vocab as i32), Arg::P(c.argmax_ptr)],
+                )?;
+                let t = self.stream.clone_dtoh(&c.argmax).map_err(drv("reading the token back"))?;
+                StepOutput { token: Some(t[0]), logits: Vec::new() }
+            }
+            Readback::LastLogits | Readback::AllLogits => {
+                let all = self
+                    .stream
+                    .clone_dtoh(&c.acts[g.logits.0 as usize]._mem)
+                    .map_err(drv("reading logits"))?;
+                let mut all = all[..rows * n_vocab].to_vec();
+                if readback == Readback::LastLogits {
+                    all.drain(..(rows - 1) * n_vocab);
+                }
+                StepOutput { token: None, logits: all }
+            }
+        };
+        Ok(out)
+    }
+
+    /// Capture the ops of graph `gi` on cache `kv` as a CUDA graph.
+    fn capture(&self, gi: usize, kv: KvId) -> Result<CudaGraph> {
+        let c = &self.graphs[gi];
+        self.stream
+            .begin_capture(CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)
+            .map_err(drv("starting a graph capture"))?;
+        let recorded = c.g.ops.iter().try_for_each(|op| self.record(c, kv, op));
+        // End the capture whatever happened, so the stream is usable again.
+        let graph =
+            self.stream.end_capture(CUgraphInstantiate_flags(0)).map_err(drv("ending a graph capture"));
+        recorded?;
+        graph?.ok_or_else(|| err("the graph capture came back empty"))
+    }
+
+    /// Enqueue one op on the stream.
+    fn record(&self, c: &Compiled, kv: KvId, op: &Op) -> Result<()> {
+        let g = &c.g;
+        let pos = c.io_ptr;
+        let tokens = c.io_ptr + 4;
+        let act = |a: ActId| c.acts[a.0 as usize].ptr;
+        let ceil = |n: usize, d: usize| n.div_ceil(d).max(1) as u32;
+        let cache = self.kvs[kv.0 as usize].as_ref().ok_or_else(|| err("unknown KV cache"))?;
+        match *op {
+            Op::Embed { table, dst, scale } => {
+                let t = self.weight(table)?;
+                let rb = t.dtype.row_bytes(t.k() as u64)? as i64;
+                let args = [
+                    Arg::P(t.buf.ptr),
+                    Arg::I(t.dtype.id() as i32),
+                    Arg::L(rb),
+                    Arg::P(tokens),
+                    Arg::P(act(dst)),
+                    Arg::I(g.cols(dst) as i32),
+                    Arg::F(scale),
+                ];
+                self.launch("embed", (g.rows(dst) as u32, 1), 256, &args)
+            }
+            Op::RmsNorm { x, weight, dst, group, eps } => {
+                let w = self.weight(weight)?;
+                let groups = g.rows(x) * g.cols(x) / group;
+                let args = [
+                    Arg::P(act(x)),
+                    Arg::P(act(dst)),
+                    Arg::P(w.buf.ptr),
+                    Arg::I(w.dtype.id() as i32),
+                    Arg::I(group as i32),
+                    Arg::F(eps),
+                ];
+                self.launch("rms_norm", (groups as u32, 1), 128, &args)
+            }
+            Op::MatMul { w, x, dst, bias } => {
+                let wt = self.weight(w)?;
+                let (k, n, rows) = (wt.k(), wt.n_rows(), g.rows(x));
+                let vt = quant::vec_dot_type(wt.dtype);
+                let a = match vt {
+                    GgmlType::Q8_0 | GgmlType::Q8_1 => {
+                        let sum = (vt == GgmlType::Q8_1) as i32;
+                        let args = [Arg::P(act(x)), Arg::P(c.qact.ptr), Arg::I(k as i32), Arg::I(sum)];
+                        self.launch("quantize_q8_0", ((k / 32) as u32, rows as u32), 32, &args)?;
+                        c.qact.ptr
+                    }
+                    GgmlType::Q8_K => {
+                        let args = [Arg::P(act(x)), Arg::P(c.qact.ptr), Arg::I(k as i32)];
+                        self.launch("quantize_q8_k", ((k / 256) as u32, rows as u32), 256, &args)?;
+                        c.qact.ptr
+                    }
+                    GgmlType::F16 => {
+                        let n = (rows * k) as i64;
+                        let args = [Arg::P(act(x)), Arg::P(c.qact.ptr), Arg::L(n)];
+                        self.launch("round_f16", (ceil(rows * k, 256), 1), 256, &args)?;
+                        c.qact.ptr
+                    }
+                    _ => act(x),
+                };
+                if self.debug {
+                    self.stream.synchronize().map_err(drv("debug"))?;
+                    let q = self.stream.clone_dtoh(&c.qact._mem).map_err(drv("debug"))?;
+                    let xs = self.stream.clone_dtoh(&c.acts[x.0 as usize]._mem).map_err(drv("debug"))?;
+                    eprintln!(
+                        "debug {}: x {:?}\n  qact {:?}",
+                        wt.name,
+                        &xs[..k.min(32)],
+                        &q[..q.len().min(36)]
+                    );
+                }
+                let kernel = match wt.dtype {
+                    GgmlType::Q4_0 => "matvec_q4_0",
+                    GgmlType::Q4_1 => "matvec_q4_1",
+                    GgmlType::Q5_0 => "matvec_q5_0",
+                    GgmlType::Q5_1 => "matvec_q5_1",
+                    GgmlType::Q8_0 => "matvec_q8_0",
+                    GgmlType::Q4_K => "matvec_q4_k",
+                    GgmlType::Q5_K => "matvec_q5_k",
+                    GgmlType::Q6_K => "matvec_q6_k",
+                    GgmlType::F16 => "matvec_f16",
+                    GgmlType::F32 => "matvec_f32",
+                    other => return Err(err(format!("no matrix kernel for {other}"))),
+                };
+                let (bp, bt) = match bias {
+                    Some(b) => {
+                        let b = self.weight(b)?;
+                        (b.buf.ptr, b.dtype.id() as i32)
+                    }
+                    None => (0, 0),
+                };
+                let args = [
+                    Arg::P(wt.buf.ptr),
+                    Arg::P(a),
+                    Arg::P(act(dst)),
+                    Arg::P(bp),
+                    Arg::I(bt),
+                    Arg::I(k as i32),
+                    Arg::I(n as i32),
+                    Arg::I(rows as i32),
+                ];
+                // Prefill: each warp takes 8 token rows, so a weight block is read once per 8.
+                if rows >= 4 {
+                    self.launch(&format!("{kernel}_r8"), (ceil(n, 4), ceil(rows, 8)), 128, &args)
+                } else {
+                    self.launch(kernel, (ceil(n, 4), rows as u32), 128, &args)
+                }
+            }
+            Op::Rope { x, n_heads, head_dim, n_rot, base, freq_scale, mode } => {
+                let theta_scale = base.powf(-2.0 / n_rot as f32);
+                let args = [
+                    Arg::P(act(x)),
+                    Arg::P(pos),
+                    Arg::I(n_heads as i32),
+                    Arg::I(head_dim as i32),
+                    Arg::I(n_rot as i32),
+                    Arg::F(theta_scale),
+                    Arg::F(freq_scale),
+                    Arg::I((mode == RopeMode::Neox) as i32),
+                ];
+                let threads = (n_rot / 2).div_ceil(32).clamp(1, 8) as u32 * 32;
+                self.launch("rope", ((g.rows(x) * n_heads) as u32, 1), threads, &args)
+            }
+            Op::KvStore { layer, k, v } => {
+                let l = cache.layers.get(layer).ok_or_else(|| err("KV layer out of range"))?;
+                if g.cols(k) != l.k_dim || g.cols(v) != l.v_dim {
+                    return Err(err(format!("KV store of layer {layer}: rows do not match the cache")));
+                }
+                for (src, dst, dim) in [(k, l.k.ptr, l.k_dim), (v, l.v.ptr, l.v_dim)] {
+                    let n = g.rows(src) * dim;
+                    let args =
+                        [Arg::P(act(src)), Arg::P(dst), Arg::P(pos), Arg::I(dim as i32), Arg::L(n as i64)];
+                    self.launch("kv_store", (ceil(n, 256), 1), 256, &args)?;
+                }
+                Ok(())
+            }
+            Op::Attention { layer, q, dst, n_heads, n_kv_heads, head_dim, scale, window, softcap } => {
+                let l = cache.layers.get(layer).ok_or_else(|| err("KV layer out of range"))?;
+                let scores = self.scores.as_ref().ok_or_else(|| err("no attention scratch"))?.0.ptr;
+                let args = [
+                    Arg::P(act(q)),
+                    Arg::P(act(dst)),
+                    Arg::P(l.k.ptr),
+                    Arg::P(l.v.ptr),
+                    Arg::P(scores),
+                    Arg::P(pos),
+                    Arg::I(cache.n_ctx as i32),
+                    Arg::I(n_heads as i32),
+                    Arg::I(n_kv_heads as i32),
+                    Arg::I(head_dim as i32),
+                    Arg::I(l.k_dim as i32),
+                    Arg::I(l.v_dim as i32),
+                    Arg::F(scale),
+                    Arg::I(window.map_or(0, |w| w.min(i32::MAX as usize) as i32)),
+                    Arg::F(softcap.unwrap_or(0.0)),
+                ];
+                self.launch("attention", ((g.rows(q) * n_heads) as u32, 1), 128, &args)
+            }
+            Op::GatedAct { gate, up, act: a } => {
+                let n = g.rows(gate) * g.cols(gate);
+                let args =
+                    [Arg::P(act(gate)), Arg::P(act(up)), Arg::I((a == Gate::Gelu) as i32), Arg::L(n as i64)];
+                self.launch("gated_act", (ceil(n, 256), 1), 256, &args)
+            }
+            Op::Add { a, b, dst } => {
+                let n = g.rows(dst) * g.cols(dst);
+                let args = [Arg::P(act(a)), Arg::P(act(b)), Arg::P(act(dst)), Arg::L(n as i64)];
+                self.launch("add", (ceil(n, 256), 1), 256, &args)
+            }
+            Op::TakeLast { x, dst } => {
+                let cols = g.cols(x);
+                let src = act(x) + 4 * ((g.rows(x) - 1) * cols) as u64;
+                let args = [Arg::P(src), Arg::P(act(dst)), Arg::L(cols as i64)];
+                self.launch("copy", (ceil(cols, 256), 1), 256, &args)
+            }
+        }
+    }
+}
+
+impl Executor for CudaExecutor {
+    fn name(&self) -> &'static str {
+        "cuda"
+    }
+
+    fn supports_type(&self, t: GgmlType) -> bool {
+        TYPES.contains(&t)
+    }
+
+    fn alloc_weight(&mut self, name: &str, dtype: GgmlType, dims: &[u64]) -> Result<WeightId> {
+        if !self.supports_type(dtype) {
+            return Err(Error::UnsupportedType {
+                tensor: name.into(),
+                type_id: dtype.id(),
+                type_name: dtype.name().into(),
+            });
+        }
+        if dims.is_empty() || dims.len() > 4 {
+            return Err(err(format!("tensor '{name}' has {} dimensions", dims.len())));
+        }
+        let rows: u64 = dims[1..].iter().product();
+        let bytes = dtype.row_bytes(dims[0])?.checked_mul(rows).ok_or_else(|| err("tensor too large"))?;
+        let bytes = usize::try_from(bytes).map_err(|_| err("tensor too large for this platform"))?;
+        let buf = Buf::zeros(&self.stream, bytes)
+            .map_err(|e| err(format!("allocating {bytes} bytes for '{name}' on the device: {e}")))?;
+        self.weights.push(Weight { name: name.into(), dtype, dims: dims.to_vec(), bytes, buf });
+        Ok(WeightId(self.weights.len() as u32 - 1))
+    }
+
+    fn write_weight(&mut self, id: WeightId, offset: u64, bytes: &[u8]) -> Result<()> {
+        let w = self.weights.get_mut(id.0 as usize).ok_or_else(|| err("unknown weight"))?;
+        let start = usize::try_from(offset).map_err(|_| err("offset out of range"))?;
+        let end = start.checked_add(bytes.len()).filter(|&e| e <= w.bytes);
+        let end = end.ok_or_else(|| err(format!("write past the end of '{}'", w.name)))?;
+        let mut view = w.buf._mem.slice_mut(start..end);
+        self.stream.memcpy_htod(bytes, &mut view).map_err(drv("uploading weights"))?;
+        Ok(())
+    }
+
+    fn finish_upload(&mut self) -> LocalFuture<'_, Result<()>> {
+        let r = self.stream.synchronize().map_err(drv("finishing the upload"));
+        Box::pin(async move { r })
+    }
+
+    fn alloc_kv(&mut self, spec: &KvSpec) -> Result<KvId> {
+        if spec.k_dims.len() != spec.v_dims.len() {
+            return Err(err("KV spec: key and value layer counts differ"));
+        }
+        let mut layers = Vec::with_capacity(spec.k_dims.len());
+        for (&k_dim, &v_dim) in spec.k_dims.iter().zip(&spec.v_dims) {
+            let kn = spec.n_ctx.checked_mul(k_dim).ok_or_else(|| err("KV cache too large"))?;
+            let vn = spec.n_ctx.checked_mul(v_dim).ok_or_else(|| err("KV cache too large"))?;
+            layers.push(KvLayer {
+                k: Buf::zeros(&self.stream, kn)?,
+                v: Buf::zeros(&self.stream, vn)?,
+                k_dim,
+                v_dim,
+            });
+        }
+        self.kvs.push(Some(Kv { n_ctx: spec.n_ctx, layers }));
+        Ok(KvId(self.kvs.len() as u32 - 1))
+    }
+
+    fn free_kv(&mut self, kv: KvId) {
+        if let Some(slot) = self.kvs.get_mut(kv.0 as usize) {
+            *slot = None;
+        }
+    }
+
+    fn compile(&mut self, graph: &Graph) -> Result<GraphId> {
+        self.validate(graph)?;
+        let mut acts = Vec::with_capacity(graph.acts.len());
+        for i in 0..graph.acts.len() {
+            let a = ActId(i as u32);
+            acts.push(Buf::zeros(&self.stream, graph.rows(a) * graph.cols(a))?);
+        }
+        let mut qbytes = 0;
+        for op in &graph.ops {
+            if let Op::MatMul { w, x, .. } = op {
+                qbytes = qbytes.max(Self::qact_bytes(self.weight(*w)?, graph.rows(*x))?);
+            }
+        }
+        let qact = Buf::zeros(&self.stream, qbytes)?;
+        let io = self.stream.alloc_zeros::<u32>(graph.n_tokens + 1).map_err(drv("device allocation"))?;
+        let io_ptr = io.device_ptr(&self.stream).0;
+        let argmax = self.stream.alloc_zeros::<u32>(1).map_err(drv("device allocation"))?;
+        let argmax_ptr = argmax.device_ptr(&self.stream).0;
+        self.graphs.push(Compiled {
+            g: graph.clone(),
+            acts,
+            qact,
+            io,
+            io_ptr,
+            argmax,
+            argmax_ptr,
+            captured: None,
+        });
+        Ok(GraphId(self.graphs.len() as u32 - 1))
+    }
+
+    fn run<'a>(
+        &'a mut self,
+        graph: GraphId,
+        kv: KvId,
+        tokens: &'a [u32],
+        pos: usize,
+        readback: Readback,
+    ) -> LocalFuture<'a, Result<StepOutput>> {
+        let out = self.run_sync(graph, kv, tokens, pos, readback);
+        Box::pin(async move { out })
+    }
+}

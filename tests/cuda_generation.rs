@@ -1,0 +1,137 @@
+//! Greedy generation on the CUDA executor equals the CPU executor's, token for token.
+//!
+//! Models: tiny synthetic ones of each architecture made in-process (weights from a seed,
+//! tokenizer metadata from a donor GGUF: `WICK_DONOR`, else models/SmolLM2), and every real
+//! or synthetic file named in `WICK_CUDA_MODELS` (colon-separated), else the repository's two
+//! real models where present. Skips (loudly) where no CUDA driver is installed; on a machine
+//! with one, a difference fails. `WICK_REQUIRE_CUDA=1` turns the skip into a failure.
+#![cfg(feature = "cuda")]
+
+use std::path::PathBuf;
+
+use wick::exec::Readback;
+use wick::model::Arch;
+use wick::sampling::SamplingParams;
+use wick::source::{FileSource, MemorySource};
+use wick::synth::SynthSpec;
+use wick::{ExecutorKind, GenerateOptions, LoadOptions, Model, SessionOptions};
+
+const N_TOKENS: usize = 32;
+
+fn block_on<F: std::future::Future>(f: F) -> F::Output {
+    pollster::block_on(f)
+}
+
+fn have_cuda() -> bool {
+    // SAFETY: only tries to open the driver library.
+    let present = unsafe { cudarc::driver::sys::is_culib_present() };
+    if !present && std::env::var("WICK_REQUIRE_CUDA").as_deref() != Ok("1") {
+        eprintln!("SKIPPED: no CUDA driver on this machine (set WICK_REQUIRE_CUDA=1 to fail instead)");
+        return false;
+    }
+    true
+}
+
+fn models_dir() -> PathBuf {
+    std::env::var_os("WICK_MODELS")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("models"))
+}
+
+fn donor() -> Option<wick::gguf::Metadata> {
+    let p = std::env::var_os("WICK_DONOR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| models_dir().join("SmolLM2-135M-Instruct.Q4_1.gguf"));
+    if !p.exists() {
+        eprintln!("SKIPPED: no tokenizer donor at {} (set WICK_DONOR)", p.display());
+        return None;
+    }
+    Some(block_on(async {
+        let src = FileSource::open(&p).await.unwrap();
+        wick::gguf::GgufReader::open(src).await.unwrap().into_header().metadata
+    }))
+}
+
+/// Greedy tokens after `prompt`, and the prompt's last logits.
+fn greedy(model: &Model, prompt: &[u32]) -> (Vec<u32>, Vec<f32>) {
+    let mut s = model.session(SessionOptions { n_ctx: 256, ..Default::default() }).unwrap();
+    let logits = block_on(s.eval(prompt, Readback::LastLogits)).unwrap().logits;
+    s.reset();
+    let opts = GenerateOptions { max_tokens: N_TOKENS, sampling: SamplingParams::greedy(), stop: vec![] };
+    let mut gen = s.generate(prompt, opts).unwrap();
+    let mut got = Vec::new();
+    while let Some(t) = block_on(gen.next()) {
+        got.extend(t.unwrap().id);
+    }
+    (got, logits)
+}
+
+fn compare(name: &str, load: impl Fn(ExecutorKind) -> Model) {
+    let cpu = load(ExecutorKind::Cpu);
+    let gpu = load(ExecutorKind::Cuda);
+    assert_eq!(gpu.executor_name(), "cuda");
+    let prompt = cpu
+        .tokenizer()
+        .encode("The quick brown fox jumps over the lazy dog. Once upon a time", true, false)
+        .unwrap();
+    let (want, wl) = greedy(&cpu, &prompt);
+    let (got, gl) = greedy(&gpu, &prompt);
+    let scale = wl.iter().fold(0f32, |m, v| m.max(v.abs()));
+    let err = wl.iter().zip(&gl).fold(0f32, |m, (a, b)| m.max((a - b).abs()));
+    eprintln!(
+        "{name}: prompt logits max error {err:.3e} (largest {scale:.2}); {} tokens: {:?}",
+        got.len(),
+        got
+    );
+    assert_eq!(got, want, "{name}: CUDA greedy tokens differ from the CPU's");
+}
+
+#[test]
+fn synthetic_models_match_cpu() {
+    if !have_cuda() {
+        return;
+    }
+    let Some(donor) = donor() else { return };
+    use wick::quant::GgmlType::*;
+    for (arch, mt, et) in [
+        (Arch::Llama, Q8_0, F16),
+        (Arch::Qwen2, Q8_0, Q8_0),
+        (Arch::Qwen3, F16, F32),
+        (Arch::Gemma3, Q8_0, F16),
+        (Arch::Llama, F32, F16),
+    ] {
+        let spec = SynthSpec { matrix_type: mt, embd_type: et, ..SynthSpec::tiny(arch, 11) };
+        let bytes = wick::synth::write(Vec::new(), &spec, &donor).unwrap();
+        let name = format!("tiny {} {mt}/{et}", arch.name());
+        compare(&name, |kind| {
+            let opts = LoadOptions { executor: kind, ..Default::default() };
+            block_on(Model::load(MemorySource::new(bytes.clone()), opts)).unwrap()
+        });
+    }
+}
+
+#[test]
+fn model_files_match_cpu() {
+    if !have_cuda() {
+        return;
+    }
+    let files: Vec<PathBuf> = match std::env::var_os("WICK_CUDA_MODELS") {
+        Some(v) => std::env::split_paths(&v).collect(),
+        None => ["SmolLM2-135M-Instruct.Q4_1.gguf", "gemma-3-270m-q4_k_m.gguf"]
+            .iter()
+            .map(|n| models_dir().join(n))
+            .filter(|p| p.exists())
+            .collect(),
+    };
+    if files.is_empty() {
+        eprintln!("SKIPPED: no model files (set WICK_CUDA_MODELS)");
+    }
+    for f in files {
+        compare(&f.display().to_string(), |kind| {
+            block_on(async {
+                let opts = LoadOptions { executor: kind, ..Default::default() };
+                Model::load(FileSource::open(&f).await.unwrap(), opts).await.unwrap()
+            })
+        });
+    }
+}
