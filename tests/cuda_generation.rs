@@ -92,17 +92,20 @@ fn synthetic_models_match_cpu() {
         return;
     }
     let Some(donor) = donor() else { return };
-    use wick::quant::GgmlType::*;
+    use wick::quant::GgmlType::{F16, F32, Q8_0};
+    use wick::synth::FileType;
     for (arch, mt, et) in [
-        (Arch::Llama, Q8_0, F16),
-        (Arch::Qwen2, Q8_0, Q8_0),
-        (Arch::Qwen3, F16, F32),
-        (Arch::Gemma3, Q8_0, F16),
-        (Arch::Llama, F32, F16),
+        (Arch::Llama, FileType::Q8_0, F16),
+        (Arch::Qwen2, FileType::Q8_0, Q8_0),
+        (Arch::Qwen3, FileType::F16, F32),
+        (Arch::Gemma3, FileType::Q8_0, F16),
+        (Arch::Llama, FileType::F32, F16),
+        (Arch::Llama, FileType::Q4_K_M, Q8_0),
+        (Arch::Qwen2, FileType::Q4_0, Q8_0),
     ] {
-        let spec = SynthSpec { matrix_type: mt, embd_type: et, ..SynthSpec::tiny(arch, 11) };
+        let spec = SynthSpec { file_type: mt, embd_type: Some(et), ..SynthSpec::tiny(arch, 11) };
         let bytes = wick::synth::write(Vec::new(), &spec, &donor).unwrap();
-        let name = format!("tiny {} {mt}/{et}", arch.name());
+        let name = format!("tiny {} {mt:?}/{et}", arch.name());
         compare(&name, |kind| {
             let opts = LoadOptions { executor: kind, ..Default::default() };
             block_on(Model::load(MemorySource::new(bytes.clone()), opts)).unwrap()
