@@ -11,6 +11,8 @@
 
 pub mod cpu;
 mod graph;
+#[cfg(feature = "webgpu")]
+pub mod webgpu;
 
 use std::future::Future;
 use std::pin::Pin;
@@ -130,8 +132,19 @@ impl std::str::FromStr for ExecutorKind {
 /// Create an executor of the given kind.
 pub async fn create(kind: ExecutorKind) -> Result<Box<dyn Executor>> {
     match kind {
-        // No GPU executor exists in this build yet: auto means the CPU.
-        ExecutorKind::Auto | ExecutorKind::Cpu => Ok(Box::new(cpu::CpuExecutor::new())),
+        // Auto: a hardware WebGPU adapter when there is one (a software one such as lavapipe is
+        // slower than the CPU executor), else the CPU.
+        #[cfg(feature = "webgpu")]
+        ExecutorKind::Auto => match webgpu::WebGpuExecutor::acquire(false).await {
+            Ok(e) => Ok(Box::new(e)),
+            Err(_) => Ok(Box::new(cpu::CpuExecutor::new())),
+        },
+        #[cfg(not(feature = "webgpu"))]
+        ExecutorKind::Auto => Ok(Box::new(cpu::CpuExecutor::new())),
+        ExecutorKind::Cpu => Ok(Box::new(cpu::CpuExecutor::new())),
+        #[cfg(feature = "webgpu")]
+        ExecutorKind::WebGpu => Ok(Box::new(webgpu::WebGpuExecutor::new().await?)),
+        #[cfg(not(feature = "webgpu"))]
         ExecutorKind::WebGpu => Err(crate::Error::NotCompiledWith("the WebGPU executor")),
         ExecutorKind::Cuda => Err(crate::Error::NotCompiledWith("the CUDA executor")),
     }
