@@ -391,3 +391,27 @@ fn bad_token_is_an_error() {
     assert!(pollster::block_on(p.gpu.run(id, kv, &[1], 8, Readback::Argmax)).is_err());
     assert!(pollster::block_on(p.gpu.run(id, kv, &[1], 0, Readback::Argmax)).is_ok());
 }
+
+#[test]
+fn matmul_model_shapes() {
+    let mut p = Pair::new(10);
+    for (t, k, n, rows) in [
+        (GgmlType::Q4_1, 576, 1536, 6),
+        (GgmlType::Q4_1, 1536, 576, 6),
+        (GgmlType::Q8_0, 576, 49152, 1),
+        (GgmlType::Q8_0, 576, 192, 6),
+    ] {
+        let x = p.table(k, VOCAB, 1.0);
+        let w = p.weight(t, k, n);
+        let g = graph(rows, &[(x, k)], |g, s| {
+            let dst = g.act(Rows::All, n);
+            g.push(Op::MatMul { w, x: s[0], dst, bias: None });
+            dst
+        });
+        let id = p.compile(&g);
+        let kv = p.kv(8, 2);
+        let toks = p.tokens(rows, VOCAB);
+        let (a, b) = p.run(id, kv, &toks, 0);
+        assert_close(&format!("matmul {t} k={k} n={n} rows={rows}"), &a, &b, 1e-4);
+    }
+}

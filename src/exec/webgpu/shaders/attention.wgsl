@@ -32,7 +32,7 @@ fn score(j: u32, kvh: u32) -> f32 {
     let kb = (j * p.k_dim + kvh * p.head_dim) / 2u;
     var d = 0.0;
     for (var t = 0u; t < p.head_dim / 2u; t++) {
-        let kv = unpack2x16float(kc[kb + t]);
+        let kv = half2(kc[kb + t]);
         d += kv.x * qh[2u * t];
         d += kv.y * qh[2u * t + 1u];
     }
@@ -109,7 +109,7 @@ fn attention(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_in
                 var av = acc[c];
                 for (var jj = 0u; jj < cnt; jj++) {
                     let vi = (t0 + jj) * p.v_dim + kvh * p.head_dim + dd;
-                    let pair = unpack2x16float(vc[vi >> 1u]);
+                    let pair = half2(vc[vi >> 1u]);
                     av += pw[jj] * select(pair.x, pair.y, (vi & 1u) == 1u);
                 }
                 acc[c] = av;

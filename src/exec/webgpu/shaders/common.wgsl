@@ -37,14 +37,35 @@ fn f16_bits(x: f32) -> u32 {
     return sign | r;
 }
 
+// The f32 value of the f16 with bits `h`. By hand: unpack2x16float may flush f16 subnormals
+// to zero (lavapipe does), and small block scales and activations are subnormal in f16.
+fn f16_to_f32(h: u32) -> f32 {
+    let s = (h & 0x8000u) << 16u;
+    let e = (h >> 10u) & 0x1fu;
+    let m = h & 0x3ffu;
+    if (e == 0u) {
+        let v = f32(m) * 5.9604645e-8;
+        return select(v, -v, s != 0u);
+    }
+    if (e == 31u) {
+        return bitcast<f32>(s | 0x7f800000u | (m << 13u));
+    }
+    return bitcast<f32>(s | ((e + 112u) << 23u) | (m << 13u));
+}
+
 // x rounded to the nearest f16 value.
 fn f16_round(x: f32) -> f32 {
-    return unpack2x16float(f16_bits(x)).x;
+    return f16_to_f32(f16_bits(x));
 }
 
 // The f16 in the low 16 bits of `word`.
 fn half_lo(word: u32) -> f32 {
-    return unpack2x16float(word & 0xffffu).x;
+    return f16_to_f32(word & 0xffffu);
+}
+
+// The two f16 of `word` (low half first).
+fn half2(word: u32) -> vec2<f32> {
+    return vec2<f32>(f16_to_f32(word & 0xffffu), f16_to_f32(word >> 16u));
 }
 
 // Signed byte k (0..4) of w.
