@@ -46,6 +46,8 @@ pub struct WebGpuExecutor {
     pipes: Pipelines,
     dummy: wgpu::Buffer,
     unflushed: u64,
+    /// A cap on the binding size for new weights (tests of the split path).
+    binding_cap: Option<u64>,
     /// The first validation or device error wgpu reported (it reports them out of band).
     error: Arc<Mutex<Option<String>>>,
 }
@@ -113,6 +115,7 @@ impl WebGpuExecutor {
             pipes: Pipelines::default(),
             dummy,
             unflushed: 0,
+            binding_cap: None,
             error,
         })
     }
@@ -122,8 +125,15 @@ impl WebGpuExecutor {
         &self.adapter
     }
 
+    /// Split weights allocated from now on into parts of at most `bytes` (as if the device's
+    /// binding limit were that small): lets tests exercise split tensors on any device.
+    pub fn cap_binding_size(&mut self, bytes: u64) {
+        self.binding_cap = Some(bytes);
+    }
+
     fn max_binding(&self) -> u64 {
-        (self.limits.max_storage_buffer_binding_size as u64).min(self.limits.max_buffer_size)
+        let device = (self.limits.max_storage_buffer_binding_size as u64).min(self.limits.max_buffer_size);
+        self.binding_cap.map_or(device, |c| c.min(device))
     }
 
     /// An error wgpu reported since the last check, as a wick error.
