@@ -175,7 +175,8 @@ fn matmul_every_type() {
         GgmlType::Q6_K,
     ];
     let mut p = Pair::new(1);
-    for t in types {
+    for (t, coop) in types.iter().flat_map(|&t| [(t, true), (t, false)]) {
+        p.gpu.set_cooperative_matmul(coop);
         for (k, n, rows) in [(256, 40, 1), (512, 67, 3), (768, 9, 2)] {
             let x = p.table(k, VOCAB, 1.0);
             let w = p.weight(t, k, n);
@@ -188,7 +189,7 @@ fn matmul_every_type() {
             let kv = p.kv(8, 2);
             let toks = p.tokens(rows, VOCAB);
             let (a, b) = p.run(id, kv, &toks, 0);
-            assert_close(&format!("matmul {t} k={k} n={n} rows={rows}"), &a, &b, 1e-4);
+            assert_close(&format!("matmul {t} k={k} n={n} rows={rows} coop={coop}"), &a, &b, 1e-4);
         }
     }
 }
@@ -197,23 +198,26 @@ fn matmul_every_type() {
 fn matmul_bias_and_shared_input() {
     let mut p = Pair::new(2);
     let (k, n, rows) = (128, 33, 2);
-    let x = p.table(k, VOCAB, 1.0);
-    let w1 = p.weight(GgmlType::Q8_0, k, n);
-    let w2 = p.weight(GgmlType::Q4_1, k, n);
-    let bias = p.weight(GgmlType::F32, n, 1);
-    let g = graph(rows, &[(x, k)], |g, s| {
-        let d1 = g.act(Rows::All, n);
-        let d2 = g.act(Rows::All, n);
-        g.push(Op::MatMul { w: w1, x: s[0], dst: d1, bias: Some(bias) });
-        g.push(Op::MatMul { w: w2, x: s[0], dst: d2, bias: None });
-        g.push(Op::Add { a: d1, b: d2, dst: d1 });
-        d1
-    });
-    let id = p.compile(&g);
-    let kv = p.kv(8, 2);
-    let toks = p.tokens(rows, VOCAB);
-    let (a, b) = p.run(id, kv, &toks, 0);
-    assert_close("matmul q8_0+bias + q4_1", &a, &b, 1e-4);
+    for coop in [true, false] {
+        p.gpu.set_cooperative_matmul(coop);
+        let x = p.table(k, VOCAB, 1.0);
+        let w1 = p.weight(GgmlType::Q8_0, k, n);
+        let w2 = p.weight(GgmlType::Q4_1, k, n);
+        let bias = p.weight(GgmlType::F32, n, 1);
+        let g = graph(rows, &[(x, k)], |g, s| {
+            let d1 = g.act(Rows::All, n);
+            let d2 = g.act(Rows::All, n);
+            g.push(Op::MatMul { w: w1, x: s[0], dst: d1, bias: Some(bias) });
+            g.push(Op::MatMul { w: w2, x: s[0], dst: d2, bias: None });
+            g.push(Op::Add { a: d1, b: d2, dst: d1 });
+            d1
+        });
+        let id = p.compile(&g);
+        let kv = p.kv(8, 2);
+        let toks = p.tokens(rows, VOCAB);
+        let (a, b) = p.run(id, kv, &toks, 0);
+        assert_close(&format!("matmul q8_0+bias + q4_1, coop={coop}"), &a, &b, 1e-4);
+    }
 }
 
 #[test]

@@ -46,6 +46,9 @@ pub struct WebGpuExecutor {
     pipes: Pipelines,
     dummy: wgpu::Buffer,
     unflushed: u64,
+    /// Matrix products with a workgroup per weight row (GPUs) rather than an invocation per
+    /// row (CPU-emulated adapters).
+    coop_matmul: bool,
     /// A cap on the binding size for new weights (tests of the split path).
     binding_cap: Option<u64>,
     /// The first validation or device error wgpu reported (it reports them out of band).
@@ -116,6 +119,7 @@ impl WebGpuExecutor {
             dummy,
             unflushed: 0,
             binding_cap: None,
+            coop_matmul: info.device_type != wgpu::DeviceType::Cpu,
             error,
         })
     }
@@ -129,6 +133,13 @@ impl WebGpuExecutor {
     /// binding limit were that small): lets tests exercise split tensors on any device.
     pub fn cap_binding_size(&mut self, bytes: u64) {
         self.binding_cap = Some(bytes);
+    }
+
+    /// Choose the matrix-product kernels of graphs compiled from now on: `true` for one
+    /// workgroup per weight row (the default on GPUs), `false` for one invocation per row (the
+    /// default on CPU-emulated adapters such as lavapipe).
+    pub fn set_cooperative_matmul(&mut self, coop: bool) {
+        self.coop_matmul = coop;
     }
 
     fn max_binding(&self) -> u64 {
@@ -247,6 +258,7 @@ impl Executor for WebGpuExecutor {
             &self.weights,
             &self.dummy,
             &self.limits,
+            self.coop_matmul,
             graph,
         )?;
         self.take_error()?;

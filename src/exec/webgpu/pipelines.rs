@@ -74,7 +74,9 @@ impl ActQuant {
 pub enum Kernel {
     Embed(GgmlType),
     Quantize(ActQuant),
-    MatMul(GgmlType),
+    /// A matrix product with weights of a type; `true`: one workgroup cooperates on each
+    /// weight row (GPUs), `false`: one invocation per row (CPU-emulated adapters).
+    MatMul(GgmlType, bool),
     RmsNorm,
     Rope,
     KvStore,
@@ -111,11 +113,14 @@ impl Kernel {
             Kernel::Quantize(q) => {
                 ([COMMON, QUANTIZE].concat(), if q == ActQuant::Q8_1 { "quant_q8_1" } else { "quant_q8_k" })
             }
-            Kernel::MatMul(t @ (GgmlType::F32 | GgmlType::F16)) => {
+            Kernel::MatMul(t @ (GgmlType::F32 | GgmlType::F16), coop) => {
                 let (wv, xv) = if t == GgmlType::F32 { ("w_f32(", "(") } else { ("w_f16(", "f16_round(") };
-                ([COMMON, &MATMUL_FLOAT.replace("WV(", wv).replace("XV(", xv)].concat(), "main")
+                (
+                    [COMMON, &MATMUL_FLOAT.replace("WV(", wv).replace("XV(", xv)].concat(),
+                    if coop { "main" } else { "main_rows" },
+                )
             }
-            Kernel::MatMul(t) => (
+            Kernel::MatMul(t, coop) => (
                 [
                     COMMON,
                     WEIGHTS,
@@ -124,7 +129,7 @@ impl Kernel {
                     &MATMUL_QUANT.replace("DOT(", &format!("dot_{}(", type_fn(t))),
                 ]
                 .concat(),
-                "main",
+                if coop { "main" } else { "main_rows" },
             ),
             Kernel::RmsNorm => ([COMMON, RMS_NORM].concat(), "rms_norm"),
             Kernel::Rope => ([COMMON, ROPE].concat(), "rope"),

@@ -112,6 +112,7 @@ pub fn compile(
     weights: &[GpuWeight],
     dummy: &wgpu::Buffer,
     limits: &wgpu::Limits,
+    coop: bool,
     g: &Graph,
 ) -> Result<Plan> {
     let w_ok = |w: crate::exec::WeightId| (w.0 as usize) < weights.len();
@@ -258,10 +259,10 @@ pub fn compile(
                         aq.map_or(0, |q| q.words() as u32),
                     ]);
                     items.push(Item::Run(Pending {
-                        kernel: Kernel::MatMul(wt.dtype),
+                        kernel: Kernel::MatMul(wt.dtype, coop),
                         params: off,
                         bufs: vec![Res::Weight(w.0 as usize, p), src, Res::Act(dst), bias_res],
-                        groups: groups(count as usize),
+                        groups: groups(if coop { count as usize } else { (count as usize).div_ceil(64) }),
                     }));
                 }
                 version[dst.0 as usize] += 1;

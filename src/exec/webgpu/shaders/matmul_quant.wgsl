@@ -53,3 +53,25 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
         workgroupBarrier();
     }
 }
+
+// The same product with one invocation per weight row and no workgroup memory or barriers:
+// faster on CPU-emulated adapters (lavapipe, SwiftShader), where barriers are expensive and
+// memory coalescing does not matter. Sums in row order, like the CPU.
+@compute @workgroup_size(64)
+fn main_rows(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
+    let j = wg_index(wid) * 64u + lid;
+    if (j >= p.n) {
+        return;
+    }
+    let ro = j * p.row_bytes;
+    for (var r = 0u; r < p.rows; r++) {
+        var acc = 0.0;
+        for (var b = 0u; b < p.nb; b++) {
+            acc += DOT(ro, b, (r * p.nb + b) * p.ablk);
+        }
+        if (p.has_bias != 0u) {
+            acc += bitcast<f32>(bias[p.n_off + j]);
+        }
+        dst[r * p.n_dst + p.n_off + j] = acc;
+    }
+}
