@@ -92,7 +92,7 @@ impl GpuWeight {
         if end.is_none() {
             return Err(err(format!("write past the end of '{}'", self.name)));
         }
-        if offset % 4 != 0 {
+        if !offset.is_multiple_of(4) {
             return Err(err(format!("write to '{}' at unaligned offset {offset}", self.name)));
         }
         let part_bytes = self.rows_per_part * self.row_bytes;

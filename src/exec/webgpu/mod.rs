@@ -143,7 +143,7 @@ impl WebGpuExecutor {
     }
 
     fn max_binding(&self) -> u64 {
-        let device = (self.limits.max_storage_buffer_binding_size as u64).min(self.limits.max_buffer_size);
+        let device = self.limits.max_storage_buffer_binding_size.min(self.limits.max_buffer_size);
         self.binding_cap.map_or(device, |c| c.min(device))
     }
 
@@ -216,7 +216,7 @@ impl Executor for WebGpuExecutor {
         let mut layers = Vec::with_capacity(spec.k_dims.len());
         for (&k_dim, &v_dim) in spec.k_dims.iter().zip(&spec.v_dims) {
             let make = |dim: usize| -> Result<wgpu::Buffer> {
-                if dim % 2 != 0 {
+                if !dim.is_multiple_of(2) {
                     return Err(err(format!("KV row width {dim} is odd")));
                 }
                 let size = (spec.n_ctx as u64)

@@ -105,6 +105,7 @@ fn check(ok: bool, what: impl FnOnce() -> String) -> Result<()> {
 }
 
 /// Compile `g` against `weights`.
+#[allow(clippy::too_many_arguments)]
 pub fn compile(
     device: &wgpu::Device,
     queue: &wgpu::Queue,
@@ -171,7 +172,7 @@ pub fn compile(
                     matches!(w.dtype, GgmlType::F32 | GgmlType::F16)
                         && w.bytes() / w.dtype.type_size() as u64 == group as u64
                         && group > 0
-                        && g.cols(x) % group == 0
+                        && g.cols(x).is_multiple_of(group)
                         && n(x) == n(dst),
                     || format!("RMSNorm weight '{}' ({:?} {}) does not fit {op:?}", w.name, w.dims, w.dtype),
                 )?;
@@ -296,7 +297,7 @@ pub fn compile(
                 check(a_ok(k) && a_ok(v), || format!("{op:?}: unknown slot"))?;
                 for (src, value) in [(k, false), (v, true)] {
                     let dim = g.cols(src);
-                    check(dim % 2 == 0, || format!("{op:?}: odd row width {dim}"))?;
+                    check(dim.is_multiple_of(2), || format!("{op:?}: odd row width {dim}"))?;
                     let rows = g.rows(src);
                     let off = push(&[dim as u32, rows as u32]);
                     kv_uses.push((KvUse::Store { src, layer, value }, Kernel::KvStore, off));
@@ -407,7 +408,7 @@ pub fn compile(
             mapped_at_creation: false,
         })
     };
-    let max_binding = limits.max_storage_buffer_binding_size as u64;
+    let max_binding = limits.max_storage_buffer_binding_size;
     let mut acts = Vec::new();
     for i in 0..g.acts.len() {
         let size = 4 * n(ActId(i as u32)) as u64;
