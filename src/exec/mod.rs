@@ -13,6 +13,8 @@ pub mod cpu;
 #[cfg(all(feature = "cuda", not(target_arch = "wasm32")))]
 pub mod cuda;
 mod graph;
+#[cfg(feature = "webgpu")]
+pub mod webgpu;
 
 use std::future::Future;
 use std::pin::Pin;
@@ -132,15 +134,23 @@ impl std::str::FromStr for ExecutorKind {
 /// Create an executor of the given kind.
 pub async fn create(kind: ExecutorKind) -> Result<Box<dyn Executor>> {
     match kind {
+        // Auto: CUDA when this build has it and it works here, then a hardware WebGPU adapter (a
+        // software one such as lavapipe is slower than the CPU executor), else the CPU.
         ExecutorKind::Auto => {
-            // CUDA when this build has it and it works here, else the CPU.
             #[cfg(all(feature = "cuda", not(target_arch = "wasm32")))]
             if let Ok(e) = cuda::CudaExecutor::new() {
+                return Ok(Box::new(e));
+            }
+            #[cfg(feature = "webgpu")]
+            if let Ok(e) = webgpu::WebGpuExecutor::acquire(false).await {
                 return Ok(Box::new(e));
             }
             Ok(Box::new(cpu::CpuExecutor::new()))
         }
         ExecutorKind::Cpu => Ok(Box::new(cpu::CpuExecutor::new())),
+        #[cfg(feature = "webgpu")]
+        ExecutorKind::WebGpu => Ok(Box::new(webgpu::WebGpuExecutor::new().await?)),
+        #[cfg(not(feature = "webgpu"))]
         ExecutorKind::WebGpu => Err(crate::Error::NotCompiledWith("the WebGPU executor")),
         #[cfg(all(feature = "cuda", not(target_arch = "wasm32")))]
         ExecutorKind::Cuda => Ok(Box::new(cuda::CudaExecutor::new()?)),

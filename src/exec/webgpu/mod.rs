@@ -1,0 +1,342 @@
+//! The WebGPU executor: wgpu natively (Vulkan; `WGPU_BACKEND` may pick another) and the
+//! browser's WebGPU in wasm.
+//!
+//! Design decisions:
+//! - Weights stay in their GGUF block format in storage buffers; kernels dequantize in
+//!   registers. A tensor larger than the device's storage binding limit is split at row
+//!   boundaries into parts, and the ops that read it dispatch once per part.
+//! - Matrix products first quantize the activations (q8_1 or q8_K blocks, rounding as the CPU
+//!   reference and llama.cpp do) and use integer dot products inside blocks, so the GPU agrees
+//!   with the CPU reference up to float summation order, not up to quantization noise.
+//! - `compile` builds everything a step needs once: activation buffers, one uniform buffer
+//!   holding every dispatch's parameters, pipelines (cached per kernel), bind groups. Bind
+//!   groups that name a KV cache are made at the first step with that cache and kept.
+//! - `run` writes the position and token ids into a small storage buffer, records all
+//!   dispatches into one command encoder, submits once, and reads back the argmax id
+//!   (computed on the device) or the logits.
+//! - Activations are f32; the KV cache is f16 packed two per u32 (no `shader-f16` needed, so
+//!   the same kernels run on SwiftShader in browsers).
+
+mod buffers;
+mod pipelines;
+mod plan;
+
+use std::sync::{Arc, Mutex};
+
+use buffers::{err, GpuKv, GpuWeight, KvLayer};
+use pipelines::Pipelines;
+use plan::Plan;
+
+use super::{Executor, Graph, GraphId, KvId, KvSpec, LocalFuture, Readback, StepOutput, WeightId};
+use crate::quant::GgmlType;
+use crate::{Error, Result};
+
+/// Queue this many bytes of weight writes before flushing them, bounding staging memory.
+const FLUSH_BYTES: u64 = 64 << 20;
+
+/// The WebGPU executor.
+pub struct WebGpuExecutor {
+    device: wgpu::Device,
+    queue: wgpu::Queue,
+    limits: wgpu::Limits,
+    adapter: String,
+    weights: Vec<GpuWeight>,
+    kvs: Vec<Option<GpuKv>>,
+    plans: Vec<Plan>,
+    pipes: Pipelines,
+    dummy: wgpu::Buffer,
+    unflushed: u64,
+    /// Matrix products with a workgroup per weight row (GPUs) rather than an invocation per
+    /// row (CPU-emulated adapters).
+    coop_matmul: bool,
+    /// A cap on the binding size for new weights (tests of the split path).
+    binding_cap: Option<u64>,
+    /// The first validation or device error wgpu reported (it reports them out of band).
+    error: Arc<Mutex<Option<String>>>,
+}
+
+impl WebGpuExecutor {
+    /// Acquire a device: natively Vulkan unless `WGPU_BACKEND` names other backends, in wasm
+    /// the browser's WebGPU. Software adapters (lavapipe, SwiftShader) are accepted.
+    pub async fn new() -> Result<Self> {
+        Self::acquire(true).await
+    }
+
+    /// Like [`new`](Self::new), but `allow_software: false` refuses CPU-emulated adapters
+    /// (what `ExecutorKind::Auto` wants: the CPU executor is faster than lavapipe).
+    pub async fn acquire(allow_software: bool) -> Result<Self> {
+        let mut desc = wgpu::InstanceDescriptor::new_without_display_handle();
+        desc.backends = if cfg!(target_arch = "wasm32") {
+            wgpu::Backends::BROWSER_WEBGPU
+        } else {
+            wgpu::Backends::VULKAN
+        };
+        let instance = wgpu::Instance::new(desc.with_env());
+        let adapter = instance
+            .request_adapter(&wgpu::RequestAdapterOptions {
+                power_preference: wgpu::PowerPreference::HighPerformance,
+                ..Default::default()
+            })
+            .await
+            .map_err(|e| err(format!("no WebGPU adapter found ({e}); natively, install a Vulkan driver")))?;
+        let info = adapter.get_info();
+        if !allow_software && info.device_type == wgpu::DeviceType::Cpu {
+            return Err(err(format!("only a software adapter was found ({})", info.name)));
+        }
+        let limits = adapter.limits();
+        let (device, queue) = adapter
+            .request_device(&wgpu::DeviceDescriptor {
+                label: Some("wick"),
+                required_limits: limits.clone(),
+                memory_hints: wgpu::MemoryHints::Performance,
+                ..Default::default()
+            })
+            .await
+            .map_err(|e| err(format!("requesting a device from '{}' failed: {e}", info.name)))?;
+        let error = Arc::new(Mutex::new(None));
+        let sink = error.clone();
+        device.on_uncaptured_error(Arc::new(move |e: wgpu::Error| {
+            let mut s = sink.lock().unwrap_or_else(|p| p.into_inner());
+            if s.is_none() {
+                *s = Some(e.to_string());
+            }
+        }));
+        let dummy = device.create_buffer(&wgpu::BufferDescriptor {
+            label: Some("dummy"),
+            size: 16,
+            usage: wgpu::BufferUsages::STORAGE,
+            mapped_at_creation: false,
+        });
+        Ok(WebGpuExecutor {
+            device,
+            queue,
+            limits,
+            adapter: format!("{} ({:?}, {:?})", info.name, info.backend, info.device_type),
+            weights: Vec::new(),
+            kvs: Vec::new(),
+            plans: Vec::new(),
+            pipes: Pipelines::default(),
+            dummy,
+            unflushed: 0,
+            binding_cap: None,
+            coop_matmul: info.device_type != wgpu::DeviceType::Cpu,
+            error,
+        })
+    }
+
+    /// The adapter in use, e.g. `llvmpipe (LLVM 15.0.6, 256 bits) (Vulkan, Cpu)`.
+    pub fn adapter_name(&self) -> &str {
+        &self.adapter
+    }
+
+    /// Split weights allocated from now on into parts of at most `bytes` (as if the device's
+    /// binding limit were that small): lets tests exercise split tensors on any device.
+    pub fn cap_binding_size(&mut self, bytes: u64) {
+        self.binding_cap = Some(bytes);
+    }
+
+    /// Choose the matrix-product kernels of graphs compiled from now on: `true` for one
+    /// workgroup per weight row (the default on GPUs), `false` for one invocation per row (the
+    /// default on CPU-emulated adapters such as lavapipe).
+    pub fn set_cooperative_matmul(&mut self, coop: bool) {
+        self.coop_matmul = coop;
+    }
+
+    fn max_binding(&self) -> u64 {
+        let device = self.limits.max_storage_buffer_binding_size.min(self.limits.max_buffer_size);
+        self.binding_cap.map_or(device, |c| c.min(device))
+    }
+
+    /// An error wgpu reported since the last check, as a wick error.
+    fn take_error(&self) -> Result<()> {
+        match self.error.lock().unwrap_or_else(|p| p.into_inner()).take() {
+            Some(e) => Err(err(format!("device error: {e}"))),
+            None => Ok(()),
+        }
+    }
+
+    fn wait(&self) -> Result<()> {
+        #[cfg(not(target_arch = "wasm32"))]
+        self.device
+            .poll(wgpu::PollType::wait_indefinitely())
+            .map_err(|e| err(format!("device lost: {e}")))?;
+        Ok(())
+    }
+}
+
+impl Executor for WebGpuExecutor {
+    fn name(&self) -> &'static str {
+        "webgpu"
+    }
+
+    fn supports_type(&self, t: GgmlType) -> bool {
+        plan::supports(t)
+    }
+
+    fn alloc_weight(&mut self, name: &str, dtype: GgmlType, dims: &[u64]) -> Result<WeightId> {
+        if !self.supports_type(dtype) {
+            return Err(Error::UnsupportedType {
+                tensor: name.into(),
+                type_id: dtype.id(),
+                type_name: dtype.name().into(),
+            });
+        }
+        if dims.is_empty() || dims.len() > 4 {
+            return Err(err(format!("tensor '{name}' has {} dimensions", dims.len())));
+        }
+        let w = GpuWeight::new(&self.device, name, dtype, dims, self.max_binding())?;
+        self.weights.push(w);
+        Ok(WeightId(self.weights.len() as u32 - 1))
+    }
+
+    fn write_weight(&mut self, id: WeightId, offset: u64, bytes: &[u8]) -> Result<()> {
+        let w = self.weights.get(id.0 as usize).ok_or_else(|| err("unknown weight"))?;
+        w.write(&self.queue, offset, bytes)?;
+        self.unflushed += bytes.len() as u64;
+        if self.unflushed >= FLUSH_BYTES {
+            // Submitting flushes the queued writes; waiting frees their staging memory.
+            self.queue.submit(std::iter::empty());
+            self.wait()?;
+            self.unflushed = 0;
+        }
+        Ok(())
+    }
+
+    fn finish_upload(&mut self) -> LocalFuture<'_, Result<()>> {
+        self.queue.submit(std::iter::empty());
+        self.unflushed = 0;
+        let r = self.wait().and_then(|_| self.take_error());
+        Box::pin(async move { r })
+    }
+
+    fn alloc_kv(&mut self, spec: &KvSpec) -> Result<KvId> {
+        if spec.k_dims.len() != spec.v_dims.len() {
+            return Err(err("KV spec: key and value layer counts differ"));
+        }
+        let mut layers = Vec::with_capacity(spec.k_dims.len());
+        for (&k_dim, &v_dim) in spec.k_dims.iter().zip(&spec.v_dims) {
+            let make = |dim: usize| -> Result<wgpu::Buffer> {
+                if !dim.is_multiple_of(2) {
+                    return Err(err(format!("KV row width {dim} is odd")));
+                }
+                let size = (spec.n_ctx as u64)
+                    .checked_mul(2 * dim as u64)
+                    .ok_or_else(|| err("KV cache too large"))?;
+                if size > self.max_binding() {
+                    return Err(err(format!(
+                        "a KV cache layer of {size} bytes exceeds the device's binding size; use a smaller context"
+                    )));
+                }
+                Ok(self.device.create_buffer(&wgpu::BufferDescriptor {
+                    label: Some("kv"),
+                    size: size.max(4).div_ceil(4) * 4,
+                    usage: wgpu::BufferUsages::STORAGE,
+                    mapped_at_creation: false,
+                }))
+            };
+            let (k, v) = (make(k_dim)?, make(v_dim)?);
+            layers.push(KvLayer { k, v, k_dim, v_dim });
+        }
+        self.kvs.push(Some(GpuKv { n_ctx: spec.n_ctx, layers }));
+        Ok(KvId(self.kvs.len() as u32 - 1))
+    }
+
+    fn free_kv(&mut self, kv: KvId) {
+        if let Some(slot) = self.kvs.get_mut(kv.0 as usize) {
+            *slot = None;
+            for p in &mut self.plans {
+                p.unbind_kv(kv.0);
+            }
+        }
+    }
+
+    fn compile(&mut self, graph: &Graph) -> Result<GraphId> {
+        let plan = plan::compile(
+            &self.device,
+            &self.queue,
+            &mut self.pipes,
+            &self.weights,
+            &self.dummy,
+            &self.limits,
+            self.coop_matmul,
+            graph,
+        )?;
+        self.take_error()?;
+        self.plans.push(plan);
+        Ok(GraphId(self.plans.len() as u32 - 1))
+    }
+
+    fn run<'a>(
+        &'a mut self,
+        graph: GraphId,
+        kv: KvId,
+        tokens: &'a [u32],
+        pos: usize,
+        readback: Readback,
+    ) -> LocalFuture<'a, Result<StepOutput>> {
+        let submitted = self.submit(graph, kv, tokens, pos, readback);
+        Box::pin(async move {
+            let plan = submitted?;
+            let plan = &self.plans[plan];
+            let out = match readback {
+                Readback::Argmax => {
+                    let b = buffers::read(&self.device, &plan.argmax_read, 4).await?;
+                    StepOutput {
+                        token: Some(u32::from_le_bytes([b[0], b[1], b[2], b[3]])),
+                        logits: Vec::new(),
+                    }
+                }
+                Readback::LastLogits | Readback::AllLogits => {
+                    let b = buffers::read(&self.device, &plan.logits_read, plan.logits_read.size()).await?;
+                    let mut logits: Vec<f32> =
+                        b.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect();
+                    if readback == Readback::LastLogits {
+                        let n_vocab = plan.graph.cols(plan.graph.logits);
+                        logits.drain(..logits.len() - n_vocab);
+                    }
+                    StepOutput { token: None, logits }
+                }
+            };
+            self.take_error()?;
+            Ok(out)
+        })
+    }
+}
+
+impl WebGpuExecutor {
+    /// Check the step, write its inputs, record and submit it; returns the plan index.
+    fn submit(
+        &mut self,
+        graph: GraphId,
+        kv: KvId,
+        tokens: &[u32],
+        pos: usize,
+        readback: Readback,
+    ) -> Result<usize> {
+        let gi = graph.0 as usize;
+        let plan = self.plans.get_mut(gi).ok_or_else(|| err("unknown graph"))?;
+        if tokens.len() != plan.graph.n_tokens {
+            return Err(err(format!("graph takes {} tokens, got {}", plan.graph.n_tokens, tokens.len())));
+        }
+        let cache =
+            self.kvs.get(kv.0 as usize).and_then(|c| c.as_ref()).ok_or_else(|| err("unknown KV cache"))?;
+        if pos + tokens.len() > cache.n_ctx {
+            return Err(Error::ContextOverflow { needed: pos + tokens.len(), n_ctx: cache.n_ctx });
+        }
+        if let Some(rows) = plan.embed_rows {
+            if let Some(&t) = tokens.iter().find(|&&t| t as u64 >= rows) {
+                return Err(err(format!("token id {t} is out of range (vocabulary of {rows})")));
+            }
+        }
+        plan.bind_kv(&self.device, kv.0, cache)?;
+        let mut step = Vec::with_capacity(4 * (1 + tokens.len()));
+        step.extend_from_slice(&(pos as u32).to_le_bytes());
+        tokens.iter().for_each(|t| step.extend_from_slice(&t.to_le_bytes()));
+        self.queue.write_buffer(&plan.step, 0, &step);
+        let mut enc =
+            self.device.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some("step") });
+        plan.record(&mut enc, kv.0, readback == Readback::Argmax);
+        self.queue.submit([enc.finish()]);
+        Ok(gi)
+    }
+}

@@ -1,0 +1,126 @@
+// Causal attention of one query row and head over the f16 KV cache (one workgroup each),
+// with ggml's numerics: the query rounded to f16, max-subtracted softmax, probabilities
+// rounded to f16 before the product with the values. Scores are recomputed rather than
+// stored, so any context length fits.
+
+struct Params {
+    n_heads: u32,
+    group: u32,
+    head_dim: u32,
+    rows: u32,
+    k_dim: u32,
+    v_dim: u32,
+    window: u32,
+    q_width: u32,
+    scale: f32,
+    softcap: f32,
+}
+
+@group(0) @binding(0) var<uniform> p: Params;
+@group(0) @binding(1) var<storage, read> step: array<u32>;
+@group(0) @binding(2) var<storage, read> q: array<f32>;
+@group(0) @binding(3) var<storage, read> kc: array<u32>;
+@group(0) @binding(4) var<storage, read> vc: array<u32>;
+@group(0) @binding(5) var<storage, read_write> dst: array<f32>;
+
+const WG: u32 = 64u;
+var<workgroup> qh: array<f32, 256>;
+var<workgroup> red: array<f32, 64>;
+var<workgroup> pw: array<f32, 64>;
+
+fn score(j: u32, kvh: u32) -> f32 {
+    let kb = (j * p.k_dim + kvh * p.head_dim) / 2u;
+    var d = 0.0;
+    for (var t = 0u; t < p.head_dim / 2u; t++) {
+        let kv = half2(kc[kb + t]);
+        d += kv.x * qh[2u * t];
+        d += kv.y * qh[2u * t + 1u];
+    }
+    var v = d * p.scale;
+    if (p.softcap > 0.0) {
+        v = tanh(v / p.softcap) * p.softcap;
+    }
+    return v;
+}
+
+@compute @workgroup_size(64)
+fn attention(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
+    let idx = wg_index(wid);
+    if (idx >= p.rows * p.n_heads) {
+        return;
+    }
+    let r = idx / p.n_heads;
+    let h = idx % p.n_heads;
+    let kvh = h / p.group;
+    let pos = step[0] + r;
+    var start = 0u;
+    if (p.window > 0u && pos + 1u > p.window) {
+        start = pos + 1u - p.window;
+    }
+    let qb = r * p.q_width + h * p.head_dim;
+    for (var t = lid; t < p.head_dim; t += WG) {
+        qh[t] = f16_round(q[qb + t]);
+    }
+    workgroupBarrier();
+
+    var m = -3.4028235e38;
+    for (var j = start + lid; j <= pos; j += WG) {
+        m = max(m, score(j, kvh));
+    }
+    red[lid] = m;
+    workgroupBarrier();
+    for (var k = 32u; k > 0u; k >>= 1u) {
+        if (lid < k) {
+            red[lid] = max(red[lid], red[lid + k]);
+        }
+        workgroupBarrier();
+    }
+    let mx = red[0];
+    workgroupBarrier();
+
+    var s = 0.0;
+    for (var j = start + lid; j <= pos; j += WG) {
+        s += exp(score(j, kvh) - mx);
+    }
+    red[lid] = s;
+    workgroupBarrier();
+    for (var k = 32u; k > 0u; k >>= 1u) {
+        if (lid < k) {
+            red[lid] += red[lid + k];
+        }
+        workgroupBarrier();
+    }
+    let inv = 1.0 / red[0];
+    workgroupBarrier();
+
+    var acc = array<f32, 4>(0.0, 0.0, 0.0, 0.0);
+    for (var t0 = start; t0 <= pos; t0 += WG) {
+        let j = t0 + lid;
+        var pr = 0.0;
+        if (j <= pos) {
+            pr = f16_round(exp(score(j, kvh) - mx) * inv);
+        }
+        pw[lid] = pr;
+        workgroupBarrier();
+        let cnt = min(WG, pos + 1u - t0);
+        for (var c = 0u; c < 4u; c++) {
+            let dd = lid + c * WG;
+            if (dd < p.head_dim) {
+                var av = acc[c];
+                for (var jj = 0u; jj < cnt; jj++) {
+                    let vi = (t0 + jj) * p.v_dim + kvh * p.head_dim + dd;
+                    let pair = half2(vc[vi >> 1u]);
+                    av += pw[jj] * select(pair.x, pair.y, (vi & 1u) == 1u);
+                }
+                acc[c] = av;
+            }
+        }
+        workgroupBarrier();
+    }
+    for (var c = 0u; c < 4u; c++) {
+        let dd = lid + c * WG;
+        if (dd < p.head_dim) {
+            dst[qb + dd] = acc[c];
+        }
+    }
+}
