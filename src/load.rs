@@ -163,6 +163,14 @@ impl Model {
         self.exec.borrow().name()
     }
 
+    /// The executor's measured memory bandwidth in bytes/s (read + write of a large copy), if
+    /// it can measure one: the decode floor is the weight bytes divided by it.
+    #[allow(clippy::await_holding_refcell_ref)]
+    pub async fn measure_bandwidth(&self) -> Result<Option<f64>> {
+        let mut exec = self.exec.try_borrow_mut().map_err(|_| busy())?;
+        exec.measure_bandwidth().await
+    }
+
     /// A new conversation with its own KV cache.
     pub fn session(&self, opts: SessionOptions) -> Result<Session<'_>> {
         Session::new(self, opts)

@@ -88,6 +88,11 @@ pub trait Executor {
     fn free_kv(&mut self, kv: KvId);
     /// Prepare a graph for repeated execution.
     fn compile(&mut self, graph: &Graph) -> Result<GraphId>;
+    /// Measured memory bandwidth in bytes/s (bytes read plus bytes written by a large copy on
+    /// the device), for the decode floor that `wick bench` prints; `None` when not measured.
+    fn measure_bandwidth(&mut self) -> LocalFuture<'_, Result<Option<f64>>> {
+        Box::pin(async { Ok(None) })
+    }
     /// Run a compiled graph on `tokens` (exactly the graph's n_tokens) starting at position
     /// `pos` of cache `kv`, and read back what is asked.
     fn run<'a>(

@@ -271,7 +271,8 @@ pub async fn bench(a: BenchArgs) -> Result<()> {
     let mut out = String::new();
     let mut json_rows = Vec::new();
     if !a.json {
-        out.push_str("| model | size | executor | test | tokens/s |\n|---|---|---|---|---|\n");
+        out.push_str("| model | size | executor | test | tokens/s | ms/token | floor ms/token (share reached) |\n");
+        out.push_str("|---|---|---|---|---|---|---|\n");
     }
     for path in &a.model {
         let margs =
@@ -279,17 +280,36 @@ pub async fn bench(a: BenchArgs) -> Result<()> {
         let model = load(&margs).await?;
         let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
         let size = std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);
+        // Decode reads every weight byte once per token: the file size is the weights plus a
+        // small header.
+        let bandwidth = match a.bandwidth {
+            Some(gbps) => Some(gbps * 1e9),
+            None => model.measure_bandwidth().await?,
+        };
+        let floor_ms = bandwidth.map(|b| size as f64 / b * 1e3);
+        if let Some(b) = bandwidth {
+            eprintln!(
+                "{name}: bandwidth {:.1} GB/s, decode floor {:.3} ms/token",
+                b / 1e9,
+                floor_ms.unwrap_or(0.0)
+            );
+        }
         let rows = super::bench::run(&model, a.n_prompt, a.n_gen, a.depth, a.repetitions.max(1)).await?;
         for r in rows {
+            let ms = 1e3 / r.mean();
+            let floor = if r.test.starts_with("tg") { floor_ms } else { None };
             if a.json {
                 json_rows.push(serde_json::json!({
                     "model": name, "size_bytes": size, "executor": model.executor_name(), "test": r.test,
                     "n_tokens": r.n_tokens, "tokens_per_s_mean": r.mean(), "tokens_per_s_stddev": r.stddev(),
-                    "samples": r.samples,
+                    "samples": r.samples, "bandwidth_bytes_per_s": bandwidth, "floor_ms_per_token": floor,
                 }));
             } else {
+                let floor = floor.map_or("".to_string(), |f| {
+                    format!("{f:.3} ({:.0}%)", f / (1e3 / r.mean()) * 100.0)
+                });
                 let line = format!(
-                    "| {name} | {:.1} MiB | {} | {} | {:.2} ± {:.2} |\n",
+                    "| {name} | {:.1} MiB | {} | {} | {:.2} ± {:.2} | {ms:.3} | {floor} |\n",
                     size as f64 / (1 << 20) as f64,
                     model.executor_name(),
                     r.test,

@@ -173,6 +173,10 @@ struct BenchArgs {
     /// Print JSON instead of a markdown table.
     #[arg(long)]
     json: bool,
+    /// Memory bandwidth in GB/s for the decode floor, instead of measuring it with a large copy
+    /// on the device (the WebGPU executor cannot measure it yet).
+    #[arg(long)]
+    bandwidth: Option<f64>,
 }
 
 #[derive(Args)]

@@ -309,6 +309,10 @@ impl Executor for CpuExecutor {
         Ok(())
     }
 
+    fn measure_bandwidth(&mut self) -> LocalFuture<'_, Result<Option<f64>>> {
+        Box::pin(async { Ok(Some(par::copy_bandwidth())) })
+    }
+
     fn finish_upload(&mut self) -> LocalFuture<'_, Result<()>> {
         Box::pin(async { Ok(()) })
     }

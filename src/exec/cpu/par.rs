@@ -25,3 +25,34 @@ pub fn for_each_chunk<T: Send>(data: &mut [T], chunk: usize, f: impl Fn(usize, &
         data.chunks_mut(chunk).enumerate().for_each(|(i, c)| f(i, c));
     }
 }
+
+/// Host memory bandwidth in bytes/s: the best of a few copies of 256 MiB, split over the
+/// threads, counting bytes read plus bytes written.
+pub fn copy_bandwidth() -> f64 {
+    const N: usize = 256 << 20;
+    let src = vec![1u8; N];
+    let mut dst = vec![0u8; N];
+    let chunk = N / threads().max(1);
+    let mut best = f64::INFINITY;
+    for _ in 0..3 {
+        let t = web_time_now();
+        for_each_chunk(&mut dst, chunk, |i, d| d.copy_from_slice(&src[i * chunk..i * chunk + d.len()]));
+        best = best.min(web_time_now() - t);
+    }
+    2.0 * N as f64 / best.max(1e-9)
+}
+
+/// Seconds from an arbitrary origin (natively; wasm has no clock here and reports 0 bandwidth
+/// time, which callers treat as unmeasured).
+fn web_time_now() -> f64 {
+    #[cfg(not(target_arch = "wasm32"))]
+    {
+        use std::sync::OnceLock;
+        static START: OnceLock<std::time::Instant> = OnceLock::new();
+        START.get_or_init(std::time::Instant::now).elapsed().as_secs_f64()
+    }
+    #[cfg(target_arch = "wasm32")]
+    {
+        0.0
+    }
+}
