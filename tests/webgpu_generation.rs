@@ -28,6 +28,11 @@ fn load(name: &str, executor: ExecutorKind) -> Model {
 const TIE: f32 = 1.0;
 /// Relative logits tolerance on the real models.
 const LOGITS_TOL: f32 = 0.1;
+/// Relative logits tolerance on the synthetic models. The CPU executor follows llama.cpp's x86
+/// float order (fused multiply-adds, its fast exp in softmax and SiLU) which the WGSL kernels do
+/// not reproduce bit for bit; a one-ulp difference that flips one q8 rounding of the activations
+/// moves random-weight logits by up to ~1.5% (measured 1.3e-2 on qwen3).
+const SYNTH_TOL: f32 = 3e-2;
 
 fn greedy(model: &Model, prompt: &[u32], n: usize) -> Vec<u32> {
     let mut s = model.session(SessionOptions { n_ctx: 256, ..Default::default() }).unwrap();
@@ -63,25 +68,27 @@ fn check(name: &str, prompts: &[&str], n: usize) {
         let rel = logits_error(&cpu, &gpu, &prompt);
         eprintln!("{name}: relative logits error {rel:.2e}");
         assert!(rel < LOGITS_TOL, "{name}: logits differ by {rel:.2e} of the largest");
-        let want = greedy(&cpu, &prompt, n);
-        let got = greedy(&gpu, &prompt, n);
-        let same = want.iter().zip(&got).take_while(|(a, b)| a == b).count();
-        eprintln!("{name} {text:?}: {same} of {} greedy tokens equal", want.len());
-        if same < want.len().min(got.len()) {
-            // Where they part ways, the CPU must have been near a tie.
-            let mut ctx = prompt.clone();
-            ctx.extend_from_slice(&want[..same]);
-            let mut s = cpu.session(SessionOptions { n_ctx: 256, ..Default::default() }).unwrap();
-            let l = block_on(s.eval(&ctx, Readback::LastLogits)).unwrap().logits;
-            let gap = l[want[same] as usize] - l[got[same] as usize];
-            eprintln!("  parted at token {same}: CPU top-2 gap {gap:.3}");
-            assert!(
-                gap < TIE,
-                "{name}: greedy tokens differ at {same} where the CPU gap is {gap} for {text:?}"
-            );
-        } else {
-            assert_eq!(got.len(), want.len(), "{name}: generation lengths differ for {text:?}");
-        }
+        same_greedy_or_tie(name, &cpu, &gpu, &prompt, n);
+    }
+}
+
+/// Greedy tokens of the two executors agree, or part ways only where the CPU's own top-2
+/// logits are within [`TIE`].
+fn same_greedy_or_tie(name: &str, cpu: &Model, gpu: &Model, prompt: &[u32], n: usize) {
+    let want = greedy(cpu, prompt, n);
+    let got = greedy(gpu, prompt, n);
+    let same = want.iter().zip(&got).take_while(|(a, b)| a == b).count();
+    eprintln!("{name}: {same} of {} greedy tokens equal", want.len());
+    if same < want.len().min(got.len()) {
+        let mut ctx = prompt.to_vec();
+        ctx.extend_from_slice(&want[..same]);
+        let mut s = cpu.session(SessionOptions { n_ctx: 256, ..Default::default() }).unwrap();
+        let l = block_on(s.eval(&ctx, Readback::LastLogits)).unwrap().logits;
+        let gap = l[want[same] as usize] - l[got[same] as usize];
+        eprintln!("  parted at token {same}: CPU top-2 gap {gap:.3}");
+        assert!(gap < TIE, "{name}: greedy tokens differ at {same} where the CPU gap is {gap}");
+    } else {
+        assert_eq!(got.len(), want.len(), "{name}: generation lengths differ");
     }
 }
 
@@ -115,8 +122,8 @@ fn synthetic_architectures_match_cpu() {
         let prompt: Vec<u32> = (0..20).map(|i| 100 + 37 * i).collect();
         let rel = logits_error(&cpu, &gpu, &prompt);
         eprintln!("{arch:?}: relative logits error {rel:.2e}");
-        assert!(rel < 1e-4, "{arch:?}: logits differ by {rel:.2e} of the largest");
-        assert_eq!(greedy(&gpu, &prompt, 16), greedy(&cpu, &prompt, 16), "{arch:?}: greedy tokens differ");
+        assert!(rel < SYNTH_TOL, "{arch:?}: logits differ by {rel:.2e} of the largest");
+        same_greedy_or_tie(&format!("{arch:?}"), &cpu, &gpu, &prompt, 16);
     }
 }
 
@@ -133,8 +140,8 @@ fn synthetic_smollm2_shapes() {
     spec.head_dim = 64;
     spec.n_ff = 1536;
     spec.n_layer = 4;
-    spec.matrix_type = wick::quant::GgmlType::Q8_0;
-    spec.embd_type = wick::quant::GgmlType::Q8_0;
+    spec.file_type = wick::synth::FileType::Q8_0;
+    spec.embd_type = Some(wick::quant::GgmlType::Q8_0);
     spec.tied = true;
     let bytes = wick::synth::write(Vec::new(), &spec, &donor).unwrap();
     let load = |executor| {
@@ -147,5 +154,5 @@ fn synthetic_smollm2_shapes() {
     let (cpu, gpu) = (load(ExecutorKind::Cpu), load(ExecutorKind::WebGpu));
     let prompt: Vec<u32> = (0..6).map(|i| 100 + 37 * i).collect();
     let rel = logits_error(&cpu, &gpu, &prompt);
-    assert!(rel < 1e-4, "logits differ by {rel:.2e} of the largest");
+    assert!(rel < SYNTH_TOL, "logits differ by {rel:.2e} of the largest");
 }

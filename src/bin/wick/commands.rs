@@ -271,7 +271,9 @@ pub async fn bench(a: BenchArgs) -> Result<()> {
     let mut out = String::new();
     let mut json_rows = Vec::new();
     if !a.json {
-        out.push_str("| model | size | executor | test | tokens/s | ms/token | floor ms/token (share reached) |\n");
+        out.push_str(
+            "| model | size | executor | test | tokens/s | ms/token | floor ms/token (share reached) |\n",
+        );
         out.push_str("|---|---|---|---|---|---|---|\n");
     }
     for path in &a.model {
@@ -305,9 +307,8 @@ pub async fn bench(a: BenchArgs) -> Result<()> {
                     "samples": r.samples, "bandwidth_bytes_per_s": bandwidth, "floor_ms_per_token": floor,
                 }));
             } else {
-                let floor = floor.map_or("".to_string(), |f| {
-                    format!("{f:.3} ({:.0}%)", f / (1e3 / r.mean()) * 100.0)
-                });
+                let floor = floor
+                    .map_or("".to_string(), |f| format!("{f:.3} ({:.0}%)", f / (1e3 / r.mean()) * 100.0));
                 let line = format!(
                     "| {name} | {:.1} MiB | {} | {} | {:.2} ± {:.2} | {ms:.3} | {floor} |\n",
                     size as f64 / (1 << 20) as f64,
