@@ -134,3 +134,76 @@ impl Graph {
         self.acts[a.0 as usize].cols
     }
 }
+
+impl Op {
+    /// The weights this op reads.
+    pub fn weights(&self) -> Vec<WeightId> {
+        match self {
+            Op::Embed { table, .. } => vec![*table],
+            Op::RmsNorm { weight, .. } => vec![*weight],
+            Op::MatMul { w, bias, .. } => std::iter::once(*w).chain(*bias).collect(),
+            _ => Vec::new(),
+        }
+    }
+
+    /// The activation slots this op reads or writes.
+    pub fn slots(&self) -> Vec<ActId> {
+        match *self {
+            Op::Embed { dst, .. } => vec![dst],
+            Op::RmsNorm { x, dst, .. } | Op::MatMul { x, dst, .. } | Op::TakeLast { x, dst } => vec![x, dst],
+            Op::Rope { x, .. } => vec![x],
+            Op::KvStore { k, v, .. } => vec![k, v],
+            Op::Attention { q, dst, .. } => vec![q, dst],
+            Op::GatedAct { gate, up, .. } => vec![gate, up],
+            Op::Add { a, b, dst } => vec![a, b, dst],
+        }
+    }
+
+    /// Whether the op reads and writes one slot where it cannot run in place.
+    fn aliases(&self) -> bool {
+        match *self {
+            Op::MatMul { x, dst, .. } | Op::TakeLast { x, dst } => x == dst,
+            Op::Attention { q, dst, .. } => q == dst,
+            Op::GatedAct { gate, up, .. } => gate == up,
+            _ => false,
+        }
+    }
+}
+
+impl Graph {
+    /// The checks every executor makes before accepting a graph: each op names one of the
+    /// `n_weights` weights and existing slots, no op aliases slots it cannot run in place on,
+    /// norm groups divide their rows, and every matrix product fits its weight, whose
+    /// (row length, rows) `shape` gives.
+    pub fn check(&self, n_weights: usize, shape: impl Fn(WeightId) -> (usize, usize)) -> Result<(), String> {
+        for op in &self.ops {
+            let weights_ok = op.weights().iter().all(|w| (w.0 as usize) < n_weights);
+            let slots_ok = op.slots().iter().all(|a| (a.0 as usize) < self.acts.len());
+            if !weights_ok || !slots_ok {
+                return Err(format!("graph op {op:?} names an unknown weight or slot"));
+            }
+            if op.aliases() {
+                return Err(format!("graph op {op:?} reads and writes the same slot"));
+            }
+            if let Op::RmsNorm { x, dst, group, .. } = *op {
+                if group == 0 || self.cols(x) % group != 0 || self.cols(x) != self.cols(dst) {
+                    return Err(format!("rms norm op {op:?} does not fit its slots"));
+                }
+            }
+            if let Op::MatMul { w, x, dst, .. } = *op {
+                let (k, n) = shape(w);
+                if k != self.cols(x) || n != self.cols(dst) || self.rows(x) != self.rows(dst) {
+                    return Err(format!(
+                        "matmul with weight {} ({k} x {n}) does not fit {}x{} -> {}x{}",
+                        w.0,
+                        self.rows(x),
+                        self.cols(x),
+                        self.rows(dst),
+                        self.cols(dst)
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
+}

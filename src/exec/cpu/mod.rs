@@ -70,52 +70,11 @@ impl CpuExecutor {
 
     /// Check a graph against the weights it names before it is accepted.
     fn validate(&self, g: &Graph) -> Result<()> {
-        let w_ok = |w: WeightId| (w.0 as usize) < self.weights.len();
-        let a_ok = |a: super::ActId| (a.0 as usize) < g.acts.len();
-        for op in &g.ops {
-            let (ws, acts): (Vec<WeightId>, Vec<super::ActId>) = match op {
-                Op::Embed { table, dst, .. } => (vec![*table], vec![*dst]),
-                Op::RmsNorm { x, weight, dst, .. } => (vec![*weight], vec![*x, *dst]),
-                Op::MatMul { w, x, dst, bias } => {
-                    let mut ws = vec![*w];
-                    ws.extend(bias);
-                    (ws, vec![*x, *dst])
-                }
-                Op::Rope { x, .. } => (vec![], vec![*x]),
-                Op::KvStore { k, v, .. } => (vec![], vec![*k, *v]),
-                Op::Attention { q, dst, .. } => (vec![], vec![*q, *dst]),
-                Op::GatedAct { gate, up, .. } => (vec![], vec![*gate, *up]),
-                Op::Add { a, b, dst } => (vec![], vec![*a, *b, *dst]),
-                Op::TakeLast { x, dst } => (vec![], vec![*x, *dst]),
-            };
-            if !ws.iter().all(|&w| w_ok(w)) || !acts.iter().all(|&a| a_ok(a)) {
-                return Err(Self::err(format!("graph op {op:?} names an unknown weight or slot")));
-            }
-            let distinct = match op {
-                Op::MatMul { x, dst, .. } | Op::TakeLast { x, dst } => x != dst,
-                Op::Attention { q, dst, .. } => q != dst,
-                Op::GatedAct { gate, up, .. } => gate != up,
-                _ => true,
-            };
-            if !distinct {
-                return Err(Self::err(format!("graph op {op:?} reads and writes the same slot")));
-            }
-            if let Op::MatMul { w, x, dst, .. } = op {
-                let wt = self.weight(*w);
-                if wt.k() != g.cols(*x) || wt.n_rows() != g.cols(*dst) || g.rows(*x) != g.rows(*dst) {
-                    return Err(Self::err(format!(
-                        "matmul with '{}' ({:?}) does not fit {}x{} -> {}x{}",
-                        wt.name,
-                        wt.dims,
-                        g.rows(*x),
-                        g.cols(*x),
-                        g.rows(*dst),
-                        g.cols(*dst)
-                    )));
-                }
-            }
-        }
-        Ok(())
+        g.check(self.weights.len(), |w| {
+            let wt = self.weight(w);
+            (wt.k(), wt.n_rows())
+        })
+        .map_err(Self::err)
     }
 
     fn run_sync(

@@ -226,60 +226,24 @@ impl CudaExecutor {
     }
 
     fn validate(&self, g: &Graph) -> Result<()> {
-        let a_ok = |a: ActId| (a.0 as usize) < g.acts.len();
+        g.check(self.weights.len(), |w| {
+            let wt = &self.weights[w.0 as usize];
+            (wt.k(), wt.n_rows())
+        })
+        .map_err(err)?;
         for op in &g.ops {
-            let (ws, acts): (Vec<WeightId>, Vec<ActId>) = match op {
-                Op::Embed { table, dst, .. } => (vec![*table], vec![*dst]),
-                Op::RmsNorm { x, weight, dst, .. } => (vec![*weight], vec![*x, *dst]),
-                Op::MatMul { w, x, dst, bias } => {
-                    let mut ws = vec![*w];
-                    ws.extend(bias);
-                    (ws, vec![*x, *dst])
-                }
-                Op::Rope { x, .. } => (vec![], vec![*x]),
-                Op::KvStore { k, v, .. } => (vec![], vec![*k, *v]),
-                Op::Attention { q, dst, .. } => (vec![], vec![*q, *dst]),
-                Op::GatedAct { gate, up, .. } => (vec![], vec![*gate, *up]),
-                Op::Add { a, b, dst } => (vec![], vec![*a, *b, *dst]),
-                Op::TakeLast { x, dst } => (vec![], vec![*x, *dst]),
-            };
-            if !ws.iter().all(|&w| (w.0 as usize) < self.weights.len()) || !acts.iter().all(|&a| a_ok(a)) {
-                return Err(err(format!("graph op {op:?} names an unknown weight or slot")));
-            }
             match op {
-                Op::MatMul { w, x, dst, .. } => {
+                Op::MatMul { w, .. } => {
                     let wt = self.weight(*w)?;
-                    if x == dst {
-                        return Err(err(format!("graph op {op:?} reads and writes the same slot")));
-                    }
-                    if wt.k() != g.cols(*x) || wt.n_rows() != g.cols(*dst) || g.rows(*x) != g.rows(*dst) {
-                        return Err(err(format!(
-                            "matmul with '{}' ({:?}) does not fit {}x{} -> {}x{}",
-                            wt.name,
-                            wt.dims,
-                            g.rows(*x),
-                            g.cols(*x),
-                            g.rows(*dst),
-                            g.cols(*dst)
-                        )));
-                    }
                     if wt.k() % wt.dtype.block_size() != 0 {
                         return Err(err(format!("'{}': row length {} is not whole blocks", wt.name, wt.k())));
                     }
                 }
                 // The attention kernel keeps the query head in 512 floats of shared memory.
-                Op::Attention { q, dst, head_dim, n_heads, n_kv_heads, .. }
-                    if q == dst || *head_dim > 512 || *n_kv_heads == 0 || n_heads % n_kv_heads != 0 =>
+                Op::Attention { head_dim, n_heads, n_kv_heads, .. }
+                    if *head_dim > 512 || *n_kv_heads == 0 || n_heads % n_kv_heads != 0 =>
                 {
                     return Err(err(format!("attention op {op:?} is not supported")));
-                }
-                Op::RmsNorm { x, dst, group, .. }
-                    if *group == 0 || g.cols(*x) % group != 0 || g.cols(*x) != g.cols(*dst) =>
-                {
-                    return Err(err(format!("rms norm op {op:?} does not fit its slots")));
-                }
-                Op::GatedAct { gate, up, .. } if gate == up => {
-                    return Err(err(format!("graph op {op:?} reads and writes the same slot")));
                 }
                 _ => {}
             }
