@@ -14,7 +14,9 @@ use std::pin::Pin;
 
 use futures_core::Stream;
 
-use crate::{Error, Result};
+#[cfg(not(target_arch = "wasm32"))]
+use crate::Error;
+use crate::Result;
 
 /// An ordered, forward-only byte source.
 pub trait ByteSource {

@@ -223,7 +223,7 @@ impl Raw {
         while self.0.len() % 32 != 0 {
             self.0.push(0);
         }
-        self.0.extend(std::iter::repeat(0xAB).take(n));
+        self.0.extend(std::iter::repeat_n(0xAB, n));
         self
     }
     pub fn build(&self) -> Vec<u8> {
