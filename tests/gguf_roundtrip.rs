@@ -203,3 +203,48 @@ fn version_2_is_read() {
     assert_eq!(header.version, 2);
     check_roundtrip(&header, &data);
 }
+
+/// The sources themselves: leftovers of a stream chunk are kept, empty chunks skipped, the end
+/// is `Ok(0)`, and memory sources own or borrow.
+#[test]
+fn sources_read_in_order() {
+    async fn drain<S: ByteSource>(mut s: S, step: usize) -> Vec<Vec<u8>> {
+        let mut out = Vec::new();
+        loop {
+            let mut buf = vec![0; step];
+            let n = s.read(&mut buf).await.unwrap();
+            if n == 0 {
+                break;
+            }
+            out.push(buf[..n].to_vec());
+        }
+        out
+    }
+    let chunks = vec![Ok(b"hello".to_vec()), Ok(Vec::new()), Ok(b"world!".to_vec())];
+    let s = StreamSource::with_len(VecStream(chunks.into()), 11);
+    assert_eq!(s.len_hint(), Some(11));
+    let got = block_on(drain(s, 3));
+    assert_eq!(got, [&b"hel"[..], b"lo", b"wor", b"ld!"]);
+
+    let owned = MemorySource::new(b"abcdefg".to_vec());
+    assert_eq!(owned.len_hint(), Some(7));
+    assert_eq!(block_on(drain(owned, 4)), [&b"abcd"[..], b"efg"]);
+    let data = [1u8, 2, 3];
+    let mut borrowed = MemorySource::new(&data[..]);
+    assert_eq!(block_on(drain(&mut borrowed, 8)), [vec![1u8, 2, 3]]);
+    assert_eq!(borrowed.remaining(), 0);
+    // An empty buffer reads nothing and does not end the stream.
+    let mut s = StreamSource::new(VecStream::split(b"xy", &[1]));
+    assert_eq!(block_on(s.read(&mut [])).unwrap(), 0);
+    assert_eq!(block_on(drain(s, 8)), [b"x".to_vec(), b"y".to_vec()]);
+}
+
+/// A stream that announces its length gets the early truncation check too.
+#[test]
+fn stream_with_len_checks_early() {
+    let file = sample_file();
+    let cut = &file[..file.len() - 300];
+    let src = StreamSource::with_len(VecStream::split(cut, &[100]), cut.len() as u64);
+    let e = block_on(GgufReader::open(src)).unwrap_err();
+    assert!(matches!(e, Error::Truncated { .. }), "{e:?}");
+}
