@@ -92,6 +92,8 @@ pub struct Progress {
 pub struct TensorChunk<'a> {
     /// Index into [`GgufHeader::tensors`].
     pub tensor: usize,
+    /// That tensor's info (the reader stays borrowed while a chunk is alive, so it comes along).
+    pub info: &'a TensorInfo,
     /// Byte offset of `data` within the tensor.
     pub offset: u64,
     /// The bytes; a multiple of 4 long unless `last`.
@@ -224,7 +226,13 @@ impl<S: ByteSource> GgufReader<S> {
             self.cur += 1;
             self.within = 0;
         }
-        Ok(Some(TensorChunk { tensor: index, offset, data: &self.buf[..n], last }))
+        Ok(Some(TensorChunk {
+            tensor: index,
+            info: &self.header.tensors[index],
+            offset,
+            data: &self.buf[..n],
+            last,
+        }))
     }
 
     /// Bytes and tensors done so far.
