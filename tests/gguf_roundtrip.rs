@@ -248,3 +248,36 @@ fn stream_with_len_checks_early() {
     let e = block_on(GgufReader::open(src)).unwrap_err();
     assert!(matches!(e, Error::Truncated { .. }), "{e:?}");
 }
+
+/// Memory stays bounded by the chunk size: the reader never asks its source for more than one
+/// chunk (or its 64 KiB read-ahead) at a time, however large the tensor.
+#[test]
+fn reads_are_bounded_by_the_chunk_size() {
+    struct Counting<'a> {
+        inner: MemorySource<&'a [u8]>,
+        max_request: usize,
+    }
+    impl ByteSource for Counting<'_> {
+        async fn read(&mut self, buf: &mut [u8]) -> wick::Result<usize> {
+            self.max_request = self.max_request.max(buf.len());
+            self.inner.read(buf).await
+        }
+        fn len_hint(&self) -> Option<u64> {
+            self.inner.len_hint()
+        }
+    }
+    let tensors = vec![(TensorSpec::new("big", &[3 << 20], GgmlType::F32), pattern(12 << 20, 9))];
+    let file = write_gguf_to_vec(&Metadata::new(), &tensors).unwrap();
+    for (chunk, bound) in [(1 << 10, 64 << 10), (DEFAULT_CHUNK_SIZE, DEFAULT_CHUNK_SIZE)] {
+        let mut src = Counting { inner: MemorySource::new(&file[..]), max_request: 0 };
+        let mut r = block_on(GgufReader::open(&mut src)).unwrap();
+        r.set_chunk_size(chunk);
+        let mut total = 0;
+        while let Some(c) = block_on(r.next_chunk()).unwrap() {
+            total += c.data.len();
+        }
+        drop(r);
+        assert_eq!(total, 12 << 20);
+        assert!(src.max_request <= bound, "asked for {} bytes at once", src.max_request);
+    }
+}
