@@ -215,6 +215,15 @@ fn stream_errors_propagate() {
     stream.0.push_back(Err(Error::io("fetching", "connection reset")));
     let r = block_on(read_all(StreamSource::new(stream), None));
     assert!(matches!(r, Err(Error::Io { .. })), "{r:?}");
+
+    // After a failed chunk the reader says so instead of yielding misplaced bytes.
+    let mut r = block_on(GgufReader::open(MemorySource::new(&file[..]))).unwrap();
+    let cut = r.header().data_offset as usize + 10;
+    let mut r2 =
+        block_on(GgufReader::open(StreamSource::new(VecStream::split(&file[..cut], &[64])))).unwrap();
+    assert!(block_on(r.next_chunk()).unwrap().is_some());
+    assert!(is_truncated(&block_on(r2.next_chunk()).unwrap_err()));
+    assert!(matches!(block_on(r2.next_chunk()), Err(Error::InvalidArgument(_))));
 }
 
 /// Thousands of seeded random corruptions of a small valid file: every one reads to `Ok` or

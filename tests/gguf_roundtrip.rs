@@ -203,3 +203,81 @@ fn version_2_is_read() {
     assert_eq!(header.version, 2);
     check_roundtrip(&header, &data);
 }
+
+/// The sources themselves: leftovers of a stream chunk are kept, empty chunks skipped, the end
+/// is `Ok(0)`, and memory sources own or borrow.
+#[test]
+fn sources_read_in_order() {
+    async fn drain<S: ByteSource>(mut s: S, step: usize) -> Vec<Vec<u8>> {
+        let mut out = Vec::new();
+        loop {
+            let mut buf = vec![0; step];
+            let n = s.read(&mut buf).await.unwrap();
+            if n == 0 {
+                break;
+            }
+            out.push(buf[..n].to_vec());
+        }
+        out
+    }
+    let chunks = vec![Ok(b"hello".to_vec()), Ok(Vec::new()), Ok(b"world!".to_vec())];
+    let s = StreamSource::with_len(VecStream(chunks.into()), 11);
+    assert_eq!(s.len_hint(), Some(11));
+    let got = block_on(drain(s, 3));
+    assert_eq!(got, [&b"hel"[..], b"lo", b"wor", b"ld!"]);
+
+    let owned = MemorySource::new(b"abcdefg".to_vec());
+    assert_eq!(owned.len_hint(), Some(7));
+    assert_eq!(block_on(drain(owned, 4)), [&b"abcd"[..], b"efg"]);
+    let data = [1u8, 2, 3];
+    let mut borrowed = MemorySource::new(&data[..]);
+    assert_eq!(block_on(drain(&mut borrowed, 8)), [vec![1u8, 2, 3]]);
+    assert_eq!(borrowed.remaining(), 0);
+    // An empty buffer reads nothing and does not end the stream.
+    let mut s = StreamSource::new(VecStream::split(b"xy", &[1]));
+    assert_eq!(block_on(s.read(&mut [])).unwrap(), 0);
+    assert_eq!(block_on(drain(s, 8)), [b"x".to_vec(), b"y".to_vec()]);
+}
+
+/// A stream that announces its length gets the early truncation check too.
+#[test]
+fn stream_with_len_checks_early() {
+    let file = sample_file();
+    let cut = &file[..file.len() - 300];
+    let src = StreamSource::with_len(VecStream::split(cut, &[100]), cut.len() as u64);
+    let e = block_on(GgufReader::open(src)).unwrap_err();
+    assert!(matches!(e, Error::Truncated { .. }), "{e:?}");
+}
+
+/// Memory stays bounded by the chunk size: the reader never asks its source for more than one
+/// chunk (or its 64 KiB read-ahead) at a time, however large the tensor.
+#[test]
+fn reads_are_bounded_by_the_chunk_size() {
+    struct Counting<'a> {
+        inner: MemorySource<&'a [u8]>,
+        max_request: usize,
+    }
+    impl ByteSource for Counting<'_> {
+        async fn read(&mut self, buf: &mut [u8]) -> wick::Result<usize> {
+            self.max_request = self.max_request.max(buf.len());
+            self.inner.read(buf).await
+        }
+        fn len_hint(&self) -> Option<u64> {
+            self.inner.len_hint()
+        }
+    }
+    let tensors = vec![(TensorSpec::new("big", &[3 << 20], GgmlType::F32), pattern(12 << 20, 9))];
+    let file = write_gguf_to_vec(&Metadata::new(), &tensors).unwrap();
+    for (chunk, bound) in [(1 << 10, 64 << 10), (DEFAULT_CHUNK_SIZE, DEFAULT_CHUNK_SIZE)] {
+        let mut src = Counting { inner: MemorySource::new(&file[..]), max_request: 0 };
+        let mut r = block_on(GgufReader::open(&mut src)).unwrap();
+        r.set_chunk_size(chunk);
+        let mut total = 0;
+        while let Some(c) = block_on(r.next_chunk()).unwrap() {
+            total += c.data.len();
+        }
+        drop(r);
+        assert_eq!(total, 12 << 20);
+        assert!(src.max_request <= bound, "asked for {} bytes at once", src.max_request);
+    }
+}

@@ -52,25 +52,24 @@ impl<S: ByteSource> Input<S> {
         Error::Truncated { what: what.to_string(), offset, needed }
     }
 
-    /// Fill `out` completely, or fail with `Truncated` naming `what`.
+    /// Fill `out` completely, or fail with `Truncated` naming `what`. `pos` always counts the
+    /// bytes actually consumed, even when this fails part-way.
     pub async fn read_exact(&mut self, out: &mut [u8], what: &str) -> Result<()> {
         let at = self.pos;
         let mut done = 0;
-        // Buffered bytes first.
-        let n = (self.end - self.start).min(out.len());
-        out[..n].copy_from_slice(&self.buf[self.start..self.start + n]);
-        self.start += n;
-        done += n;
         while done < out.len() {
             let want = out.len() - done;
-            if want >= self.buf.len() {
-                // Large read: straight into `out`, no copy through the read-ahead buffer.
-                let got = self.src.read(&mut out[done..]).await?;
-                if got == 0 {
-                    return Err(self.truncated(what, at, out.len() as u64));
+            if self.start == self.end {
+                if want >= self.buf.len() {
+                    // Large read: straight into `out`, no copy through the read-ahead buffer.
+                    let got = self.src.read(&mut out[done..]).await?.min(want);
+                    if got == 0 {
+                        return Err(self.truncated(what, at, out.len() as u64));
+                    }
+                    done += got;
+                    self.pos += got as u64;
+                    continue;
                 }
-                done += got.min(want);
-            } else {
                 let got = self.src.read(&mut self.buf).await?;
                 if got == 0 {
                     return Err(self.truncated(what, at, out.len() as u64));
@@ -78,13 +77,13 @@ impl<S: ByteSource> Input<S> {
                 // A misbehaving source cannot claim more than it was given.
                 self.start = 0;
                 self.end = got.min(self.buf.len());
-                let n = (self.end - self.start).min(want);
-                out[done..done + n].copy_from_slice(&self.buf[..n]);
-                self.start = n;
-                done += n;
             }
+            let n = (self.end - self.start).min(want);
+            out[done..done + n].copy_from_slice(&self.buf[self.start..self.start + n]);
+            self.start += n;
+            done += n;
+            self.pos += n as u64;
         }
-        self.pos += out.len() as u64;
         Ok(())
     }
 

@@ -92,6 +92,8 @@ pub struct Progress {
 pub struct TensorChunk<'a> {
     /// Index into [`GgufHeader::tensors`].
     pub tensor: usize,
+    /// That tensor's info (the reader stays borrowed while a chunk is alive, so it comes along).
+    pub info: &'a TensorInfo,
     /// Byte offset of `data` within the tensor.
     pub offset: u64,
     /// The bytes; a multiple of 4 long unless `last`.
@@ -112,6 +114,8 @@ pub struct GgufReader<S: ByteSource> {
     within: u64,
     chunk_size: usize,
     buf: Vec<u8>,
+    /// Set when a `next_chunk` failed part-way: the source position is then unknown.
+    failed: bool,
 }
 
 impl<S: ByteSource> std::fmt::Debug for GgufReader<S> {
@@ -132,7 +136,16 @@ impl<S: ByteSource> GgufReader<S> {
         let header = read_header(&mut input).await?;
         let mut order: Vec<usize> = (0..header.tensors.len()).collect();
         order.sort_by_key(|&i| header.tensors[i].offset);
-        Ok(Self { input, header, order, cur: 0, within: 0, chunk_size: DEFAULT_CHUNK_SIZE, buf: Vec::new() })
+        Ok(Self {
+            input,
+            header,
+            order,
+            cur: 0,
+            within: 0,
+            chunk_size: DEFAULT_CHUNK_SIZE,
+            buf: Vec::new(),
+            failed: false,
+        })
     }
 
     /// The header.
@@ -170,7 +183,12 @@ impl<S: ByteSource> GgufReader<S> {
     ///
     /// A chunk is at most the chunk size, never spans two tensors, and is a multiple of 4 bytes
     /// long unless it is its tensor's last. One buffer of at most the chunk size is reused.
+    ///
+    /// After an error the reader is spent: later calls fail with [`Error::InvalidArgument`].
     pub async fn next_chunk(&mut self) -> Result<Option<TensorChunk<'_>>> {
+        if self.failed {
+            return Err(Error::InvalidArgument("GGUF reader used after a failed next_chunk".into()));
+        }
         let Some(&index) = self.order.get(self.cur) else { return Ok(None) };
         let t = &self.header.tensors[index];
         let size = t.n_bytes();
@@ -180,7 +198,10 @@ impl<S: ByteSource> GgufReader<S> {
             let start = self.header.data_offset + t.offset;
             let gap = start.saturating_sub(self.input.pos());
             if gap > 0 {
-                self.input.skip(gap, &format!("padding before tensor '{}'", t.name)).await?;
+                if let Err(e) = self.input.skip(gap, &format!("padding before tensor '{}'", t.name)).await {
+                    self.failed = true;
+                    return Err(e);
+                }
             }
         }
         let n = (size - self.within).min(self.chunk_size as u64) as usize;
@@ -188,6 +209,7 @@ impl<S: ByteSource> GgufReader<S> {
             self.buf.resize(n, 0);
         }
         if let Err(e) = self.input.read_exact(&mut self.buf[..n], "").await {
+            self.failed = true;
             return Err(match e {
                 Error::Truncated { offset, .. } => Error::Truncated {
                     what: format!("data of tensor '{}' ({} of {size} bytes read)", t.name, self.within),
@@ -204,7 +226,13 @@ impl<S: ByteSource> GgufReader<S> {
             self.cur += 1;
             self.within = 0;
         }
-        Ok(Some(TensorChunk { tensor: index, offset, data: &self.buf[..n], last }))
+        Ok(Some(TensorChunk {
+            tensor: index,
+            info: &self.header.tensors[index],
+            offset,
+            data: &self.buf[..n],
+            last,
+        }))
     }
 
     /// Bytes and tensors done so far.

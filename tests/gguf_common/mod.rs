@@ -108,6 +108,7 @@ pub async fn read_all<S: ByteSource>(
     let mut last_offset: Option<u64> = None;
     while let Some(c) = r.next_chunk().await? {
         let t = &header.tensors[c.tensor];
+        assert_eq!(c.info, t);
         assert!(!finished[c.tensor], "chunk for finished tensor {}", t.name);
         assert!(c.data.len() <= cs, "chunk of {} > chunk size {cs}", c.data.len());
         assert!(!c.data.is_empty());
