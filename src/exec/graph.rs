@@ -171,6 +171,27 @@ impl Op {
 }
 
 impl Graph {
+    /// The checks every executor makes before running a step of this graph: exactly
+    /// `n_tokens` tokens, and room for them in a cache of `n_ctx` positions from `pos`.
+    pub fn check_step(
+        &self,
+        executor: &'static str,
+        tokens: &[u32],
+        pos: usize,
+        n_ctx: usize,
+    ) -> crate::Result<()> {
+        if tokens.len() != self.n_tokens {
+            return Err(crate::Error::Executor {
+                executor,
+                message: format!("graph takes {} tokens, got {}", self.n_tokens, tokens.len()),
+            });
+        }
+        if pos + tokens.len() > n_ctx {
+            return Err(crate::Error::ContextOverflow { needed: pos + tokens.len(), n_ctx });
+        }
+        Ok(())
+    }
+
     /// The checks every executor makes before accepting a graph: each op names one of the
     /// `n_weights` weights and existing slots, no op aliases slots it cannot run in place on,
     /// norm groups divide their rows, and every matrix product fits its weight, whose

@@ -86,17 +86,12 @@ impl CpuExecutor {
         readback: Readback,
     ) -> Result<StepOutput> {
         let g = self.graphs.get(graph.0 as usize).ok_or_else(|| Self::err("unknown graph"))?;
-        if tokens.len() != g.n_tokens {
-            return Err(Self::err(format!("graph takes {} tokens, got {}", g.n_tokens, tokens.len())));
-        }
         let cache = self
             .kvs
             .get_mut(kv.0 as usize)
             .and_then(|c| c.as_mut())
             .ok_or_else(|| Self::err("unknown KV cache"))?;
-        if pos + tokens.len() > cache.n_ctx {
-            return Err(Error::ContextOverflow { needed: pos + tokens.len(), n_ctx: cache.n_ctx });
-        }
+        g.check_step("cpu", tokens, pos, cache.n_ctx)?;
         let weights = &self.weights;
         for &t in tokens {
             // The embedding table is checked at run time: a token id past it is an error.

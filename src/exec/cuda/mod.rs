@@ -261,15 +261,10 @@ impl CudaExecutor {
     ) -> Result<StepOutput> {
         let gi = graph.0 as usize;
         let c = self.graphs.get(gi).ok_or_else(|| err("unknown graph"))?;
-        if tokens.len() != c.g.n_tokens {
-            return Err(err(format!("graph takes {} tokens, got {}", c.g.n_tokens, tokens.len())));
-        }
         let cache =
             self.kvs.get(kv.0 as usize).and_then(|c| c.as_ref()).ok_or_else(|| err("unknown KV cache"))?;
         let n_ctx = cache.n_ctx;
-        if pos + tokens.len() > n_ctx {
-            return Err(Error::ContextOverflow { needed: pos + tokens.len(), n_ctx });
-        }
+        c.g.check_step("cuda", tokens, pos, n_ctx)?;
         if let Some(Op::Embed { table, .. }) = c.g.ops.first() {
             let n_vocab = self.weight(*table)?.n_rows();
             if let Some(&t) = tokens.iter().find(|&&t| t as usize >= n_vocab) {

@@ -315,14 +315,9 @@ impl WebGpuExecutor {
     ) -> Result<usize> {
         let gi = graph.0 as usize;
         let plan = self.plans.get_mut(gi).ok_or_else(|| err("unknown graph"))?;
-        if tokens.len() != plan.graph.n_tokens {
-            return Err(err(format!("graph takes {} tokens, got {}", plan.graph.n_tokens, tokens.len())));
-        }
         let cache =
             self.kvs.get(kv.0 as usize).and_then(|c| c.as_ref()).ok_or_else(|| err("unknown KV cache"))?;
-        if pos + tokens.len() > cache.n_ctx {
-            return Err(Error::ContextOverflow { needed: pos + tokens.len(), n_ctx: cache.n_ctx });
-        }
+        plan.graph.check_step("webgpu", tokens, pos, cache.n_ctx)?;
         if let Some(rows) = plan.embed_rows {
             if let Some(&t) = tokens.iter().find(|&&t| t as u64 >= rows) {
                 return Err(err(format!("token id {t} is out of range (vocabulary of {rows})")));
