@@ -385,11 +385,17 @@ fn kv_store_and_attention() {
     }
 }
 
-/// The kernels compile with NVRTC alone (no GPU needed, only libnvrtc).
+/// The kernels compile with NVRTC alone (no GPU needed, only libnvrtc). CI sets
+/// `WICK_REQUIRE_NVRTC=1` (with the library from `.ci/get-nvrtc`), so a kernel that does not
+/// compile fails there.
 #[test]
 fn kernels_compile_with_nvrtc() {
     // SAFETY: only tries to open the library.
     if !unsafe { cudarc::nvrtc::sys::is_culib_present() } {
+        assert!(
+            std::env::var("WICK_REQUIRE_NVRTC").as_deref() != Ok("1"),
+            "WICK_REQUIRE_NVRTC=1 but no NVRTC library"
+        );
         eprintln!("SKIPPED: no NVRTC library on this machine");
         return;
     }
