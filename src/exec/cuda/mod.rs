@@ -24,6 +24,8 @@
 //! kernel; no fusion (RMSNorm, q8 conversion and RoPE are separate launches); Q2_K, Q3_K and
 //! BF16 weights are refused (`supports_type`); one device (ordinal 0).
 
+mod fuse;
+mod layout;
 mod module;
 
 use std::collections::HashMap;
@@ -40,6 +42,7 @@ use super::{
 };
 use crate::quant::{self, GgmlType};
 use crate::{Error, Result};
+use fuse::{ActQuant, Step};
 
 pub use module::{compile as compile_kernels, source as kernel_source};
 
@@ -84,8 +87,12 @@ struct Weight {
     name: String,
     dtype: GgmlType,
     dims: Vec<u64>,
+    /// Bytes of the tensor in the file.
     bytes: usize,
+    /// The device buffer: the file's bytes, or for block types the split layout of `layout`.
     buf: Buf<u8>,
+    /// Splits the blocks of a quantized tensor as they are uploaded (file order).
+    repack: Option<layout::Repacker>,
 }
 
 impl Weight {
@@ -94,6 +101,9 @@ impl Weight {
     }
     fn n_rows(&self) -> usize {
         self.dims[1..].iter().product::<u64>() as usize
+    }
+    fn blocks(&self) -> u64 {
+        (self.k() * self.n_rows() / self.dtype.block_size()) as u64
     }
 }
 
@@ -120,8 +130,13 @@ struct Compiled {
     io_ptr: u64,
     argmax: CudaSlice<u32>,
     argmax_ptr: u64,
+    /// The argmax the logits' decode kernel keeps (see `argmax_update` in matvec.cuh).
+    best: CudaSlice<u64>,
+    best_ptr: u64,
     /// The captured step, valid for one KV cache and one attention scratch buffer.
     captured: Option<(KvId, u64, CudaGraph)>,
+    /// One-token graphs: the fused launches (`fuse.rs`); empty: op by op.
+    plan: Vec<Step>,
 }
 
 /// A kernel argument.
@@ -147,6 +162,8 @@ pub struct CudaExecutor {
     debug: bool,
     /// Capture one-token steps as CUDA graphs (unless `WICK_CUDA_GRAPHS=0` or debugging).
     use_graphs: bool,
+    /// Fuse one-token steps (unless `WICK_CUDA_FUSE=0`).
+    use_fusion: bool,
 }
 
 impl CudaExecutor {
@@ -184,6 +201,7 @@ impl CudaExecutor {
             debug: std::env::var_os("WICK_CUDA_DEBUG").is_some(),
             use_graphs: std::env::var("WICK_CUDA_GRAPHS").as_deref() != Ok("0")
                 && std::env::var_os("WICK_CUDA_DEBUG").is_none(),
+            use_fusion: std::env::var("WICK_CUDA_FUSE").as_deref() != Ok("0"),
         })
     }
 
@@ -222,7 +240,187 @@ impl CudaExecutor {
             GgmlType::F16 | GgmlType::F32 => 4 * w.k() as u64,
             _ => vt.row_bytes(w.k() as u64)?,
         };
-        Ok(per_row as usize * rows)
+        // The decode kernels' split layout: k bytes, then up to two floats per 32 values.
+        let split = w.k().div_ceil(16) * 16 + w.k() / 4;
+        Ok((per_row as usize * rows).max(split))
+    }
+
+    /// The q8 format of `w`'s decode kernel (`mmv_*`), None for float weights.
+    fn act_quant(&self, w: WeightId) -> Option<ActQuant> {
+        let t = self.weights.get(w.0 as usize)?.dtype;
+        layout::split(t)?;
+        Some(match quant::vec_dot_type(t) {
+            GgmlType::Q8_1 => ActQuant::Q8_1,
+            GgmlType::Q8_K => ActQuant::Q8K,
+            _ => ActQuant::Q8_0,
+        })
+    }
+
+    /// Enqueue a whole step: the decode plan if there is one, else op by op.
+    fn record_all(&self, c: &Compiled, kv: KvId) -> Result<()> {
+        if c.plan.is_empty() {
+            return c.g.ops.iter().try_for_each(|op| self.record(c, kv, op));
+        }
+        c.plan.iter().try_for_each(|s| self.record_step(c, kv, s))
+    }
+
+    /// Enqueue one step of a decode plan.
+    fn record_step(&self, c: &Compiled, kv: KvId, step: &Step) -> Result<()> {
+        let g = &c.g;
+        let act = |a: ActId| c.acts[a.0 as usize].ptr;
+        // The split q8 scratch: k bytes of quants, then the block scales from a 16-byte boundary.
+        let scales = |k: usize| c.qact.ptr + k.div_ceil(16) as u64 * 16;
+        match *step {
+            Step::Op(i) => self.record(c, kv, &g.ops[i]),
+            Step::NormQuant { op, kind } => {
+                let Op::RmsNorm { x, weight, dst, eps, .. } = g.ops[op] else {
+                    return Err(err("decode plan: not a norm"));
+                };
+                let w = self.weight(weight)?;
+                let k = g.cols(x);
+                let args = [
+                    Arg::P(act(x)),
+                    Arg::P(act(dst)),
+                    Arg::P(w.buf.ptr),
+                    Arg::I(w.dtype.id() as i32),
+                    Arg::I(k as i32),
+                    Arg::F(eps),
+                    Arg::P(c.qact.ptr),
+                    Arg::P(scales(k)),
+                    Arg::I(kind as i32),
+                ];
+                self.launch("rms_norm_q8s", (1, 1), 1024, &args)
+            }
+            Step::Quant { x, kind } => {
+                let k = g.cols(x);
+                let (qs, ds) = (c.qact.ptr, scales(k));
+                match kind {
+                    ActQuant::Q8K => {
+                        let args = [Arg::P(act(x)), Arg::P(qs), Arg::P(ds)];
+                        self.launch("quantize_q8ks", ((k / 256) as u32, 1), 256, &args)
+                    }
+                    _ => {
+                        let args =
+                            [Arg::P(act(x)), Arg::P(qs), Arg::P(ds), Arg::I((kind == ActQuant::Q8_1) as i32)];
+                        self.launch("quantize_q8s", ((k / 32) as u32, 1), 32, &args)
+                    }
+                }
+            }
+            Step::MatVec3 { w, bias, dst } => {
+                let ws = [self.weight(w[0])?, self.weight(w[1])?, self.weight(w[2])?];
+                let k = ws[0].k();
+                let mut args: Vec<Arg> = ws.iter().map(|w| Arg::P(w.buf.ptr)).collect();
+                args.extend(dst.iter().map(|&d| Arg::P(act(d))));
+                let mut types = Vec::new();
+                for b in bias {
+                    let (p, t) = match b {
+                        Some(b) => {
+                            let b = self.weight(b)?;
+                            (b.buf.ptr, b.dtype.id() as i32)
+                        }
+                        None => (0, 0),
+                    };
+                    args.push(Arg::P(p));
+                    types.push(Arg::I(t));
+                }
+                args.extend(types);
+                args.extend(ws.iter().map(|w| Arg::I(w.n_rows() as i32)));
+                args.extend([Arg::P(c.qact.ptr), Arg::P(scales(k)), Arg::I(k as i32)]);
+                let rows: usize = ws.iter().map(|w| w.n_rows()).sum();
+                let name = ws[0].dtype.name().to_ascii_lowercase();
+                self.launch(&format!("mmv3_{name}"), (rows as u32, 1), 128, &args)
+            }
+            Step::RopeKv { op } => {
+                let (
+                    Op::Rope { x: q, n_heads, head_dim, n_rot, base, freq_scale, mode },
+                    Op::Rope { x: k, n_heads: n_kv, .. },
+                    Op::KvStore { layer, v, .. },
+                ) = (&g.ops[op], &g.ops[op + 1], &g.ops[op + 2])
+                else {
+                    return Err(err("decode plan: not rope, rope, KV store"));
+                };
+                let cache = self.kvs[kv.0 as usize].as_ref().ok_or_else(|| err("unknown KV cache"))?;
+                let l = cache.layers.get(*layer).ok_or_else(|| err("KV layer out of range"))?;
+                if g.cols(*k) != l.k_dim || g.cols(*v) != l.v_dim || n_kv * head_dim != l.k_dim {
+                    return Err(err(format!("KV store of layer {layer}: rows do not match the cache")));
+                }
+                let args = [
+                    Arg::P(act(*q)),
+                    Arg::P(act(*k)),
+                    Arg::P(act(*v)),
+                    Arg::P(l.k.ptr),
+                    Arg::P(l.v.ptr),
+                    Arg::P(c.io_ptr),
+                    Arg::I(*n_heads as i32),
+                    Arg::I(*n_kv as i32),
+                    Arg::I(*head_dim as i32),
+                    Arg::I(*n_rot as i32),
+                    Arg::F(base.powf(-2.0 / *n_rot as f32)),
+                    Arg::F(*freq_scale),
+                    Arg::I((*mode == RopeMode::Neox) as i32),
+                    Arg::I(l.k_dim as i32),
+                    Arg::I(l.v_dim as i32),
+                ];
+                let threads = (n_rot / 2).div_ceil(32).clamp(1, 8) as u32 * 32;
+                self.launch("rope_kv", ((n_heads + n_kv + 1) as u32, 1), threads.max(128), &args)
+            }
+            Step::MatVec { w, gate, bias, add, dst, argmax } => {
+                let wt = self.weight(w)?;
+                let (k, n) = (wt.k(), wt.n_rows());
+                let name = wt.dtype.name().to_ascii_lowercase();
+                let (qs, ds) = (c.qact.ptr, scales(k));
+                match gate {
+                    Some((up, a)) => {
+                        let ut = self.weight(up)?;
+                        let args = [
+                            Arg::P(wt.buf.ptr),
+                            Arg::P(ut.buf.ptr),
+                            Arg::P(qs),
+                            Arg::P(ds),
+                            Arg::P(act(dst)),
+                            Arg::I((a == Gate::Gelu) as i32),
+                            Arg::I(k as i32),
+                            Arg::I(n as i32),
+                        ];
+                        self.launch(&format!("mmv2_{name}"), (n as u32, 1), 128, &args)
+                    }
+                    None => {
+                        let (bp, bt) = match bias {
+                            Some(b) => {
+                                let b = self.weight(b)?;
+                                (b.buf.ptr, b.dtype.id() as i32)
+                            }
+                            None => (0, 0),
+                        };
+                        let args = [
+                            Arg::P(wt.buf.ptr),
+                            Arg::P(qs),
+                            Arg::P(ds),
+                            Arg::P(act(dst)),
+                            Arg::P(bp),
+                            Arg::I(bt),
+                            Arg::P(add.map_or(0, act)),
+                            Arg::I(k as i32),
+                            Arg::I(n as i32),
+                            Arg::P(if argmax { c.best_ptr } else { 0 }),
+                        ];
+                        if argmax {
+                            // SAFETY: best_ptr is the 8-byte buffer `best` of this compiled graph.
+                            unsafe {
+                                cudarc::driver::result::memset_d8_async(
+                                    c.best_ptr,
+                                    0,
+                                    8,
+                                    self.stream.cu_stream(),
+                                )
+                            }
+                            .map_err(drv("zeroing the argmax"))?;
+                        }
+                        self.launch(&format!("mmv_{name}"), (n as u32, 1), 128, &args)
+                    }
+                }
+            }
+        }
     }
 
     fn validate(&self, g: &Graph) -> Result<()> {
@@ -300,10 +498,7 @@ impl CudaExecutor {
             let graph = c.captured.as_ref().map(|x| &x.2).ok_or_else(|| err("no captured graph"))?;
             graph.launch().map_err(drv("graph launch"))?;
         } else {
-            let c = &self.graphs[gi];
-            for op in &c.g.ops {
-                self.record(c, kv, op)?;
-            }
+            self.record_all(&self.graphs[gi], kv)?;
         }
         let c = &self.graphs[gi];
         let g = &c.g;
@@ -311,7 +506,14 @@ impl CudaExecutor {
         let rows = g.rows(g.logits);
         let logits = c.acts[g.logits.0 as usize].ptr;
         let last = logits + 4 * ((rows - 1) * n_vocab) as u64;
+        let fused_argmax = c.plan.iter().any(|s| matches!(s, Step::MatVec { argmax: true, .. }));
         let out = match readback {
+            Readback::Argmax if fused_argmax => {
+                let best = self.stream.clone_dtoh(&c.best).map_err(drv("reading the token back"))?;
+                // No key (all logits NaN): token 0, as the argmax kernel answers.
+                let token = if best[0] == 0 { 0 } else { u32::MAX - best[0] as u32 };
+                StepOutput { token: Some(token), logits: Vec::new() }
+            }
             Readback::Argmax => {
                 self.launch(
                     "argmax",
@@ -343,7 +545,7 @@ impl CudaExecutor {
         self.stream
             .begin_capture(CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)
             .map_err(drv("starting a graph capture"))?;
-        let recorded = c.g.ops.iter().try_for_each(|op| self.record(c, kv, op));
+        let recorded = self.record_all(c, kv);
         // End the capture whatever happened, so the stream is usable again.
         let graph =
             self.stream.end_capture(CUgraphInstantiate_flags(0)).map_err(drv("ending a graph capture"));
@@ -362,17 +564,16 @@ impl CudaExecutor {
         match *op {
             Op::Embed { table, dst, scale } => {
                 let t = self.weight(table)?;
-                let rb = t.dtype.row_bytes(t.k() as u64)? as i64;
                 let args = [
                     Arg::P(t.buf.ptr),
                     Arg::I(t.dtype.id() as i32),
-                    Arg::L(rb),
+                    Arg::L(t.n_rows() as i64),
                     Arg::P(tokens),
                     Arg::P(act(dst)),
                     Arg::I(g.cols(dst) as i32),
                     Arg::F(scale),
                 ];
-                self.launch("embed", (g.rows(dst) as u32, 1), 256, &args)
+                self.launch("embed", (g.rows(dst) as u32, ceil(g.cols(dst), 256)), 256, &args)
             }
             Op::RmsNorm { x, weight, dst, group, eps } => {
                 let w = self.weight(weight)?;
@@ -573,9 +774,15 @@ impl Executor for CudaExecutor {
         let rows: u64 = dims[1..].iter().product();
         let bytes = dtype.row_bytes(dims[0])?.checked_mul(rows).ok_or_else(|| err("tensor too large"))?;
         let bytes = usize::try_from(bytes).map_err(|_| err("tensor too large for this platform"))?;
-        let buf = Buf::zeros(&self.stream, bytes)
-            .map_err(|e| err(format!("allocating {bytes} bytes for '{name}' on the device: {e}")))?;
-        self.weights.push(Weight { name: name.into(), dtype, dims: dims.to_vec(), bytes, buf });
+        let split = layout::split(dtype);
+        let device = match &split {
+            Some(s) => layout::device_bytes(s, (bytes / s.block) as u64) as usize,
+            None => bytes,
+        };
+        let buf = Buf::zeros(&self.stream, device)
+            .map_err(|e| err(format!("allocating {device} bytes for '{name}' on the device: {e}")))?;
+        let repack = split.map(layout::Repacker::new);
+        self.weights.push(Weight { name: name.into(), dtype, dims: dims.to_vec(), bytes, buf, repack });
         Ok(WeightId(self.weights.len() as u32 - 1))
     }
 
@@ -584,8 +791,27 @@ impl Executor for CudaExecutor {
         let start = usize::try_from(offset).map_err(|_| err("offset out of range"))?;
         let end = start.checked_add(bytes.len()).filter(|&e| e <= w.bytes);
         let end = end.ok_or_else(|| err(format!("write past the end of '{}'", w.name)))?;
-        let mut view = w.buf._mem.slice_mut(start..end);
-        self.stream.memcpy_htod(bytes, &mut view).map_err(drv("uploading weights"))?;
+        let blocks = w.blocks();
+        let Some(repack) = w.repack.as_mut() else {
+            let mut view = w.buf._mem.slice_mut(start..end);
+            return self.stream.memcpy_htod(bytes, &mut view).map_err(drv("uploading weights"));
+        };
+        if offset != repack.received() {
+            return Err(err(format!(
+                "'{}': quantized weights must be uploaded in order (got byte {offset}, expected {})",
+                w.name,
+                repack.received()
+            )));
+        }
+        let p = repack.push(bytes, blocks);
+        for (at, part) in [(p.quant_at, &p.quants), (p.header_at, &p.header)] {
+            if part.is_empty() {
+                continue;
+            }
+            let at = at as usize;
+            let mut view = w.buf._mem.slice_mut(at..at + part.len());
+            self.stream.memcpy_htod(part, &mut view).map_err(drv("uploading weights"))?;
+        }
         Ok(())
     }
 
@@ -637,7 +863,16 @@ impl Executor for CudaExecutor {
         let io_ptr = io.device_ptr(&self.stream).0;
         let argmax = self.stream.alloc_zeros::<u32>(1).map_err(drv("device allocation"))?;
         let argmax_ptr = argmax.device_ptr(&self.stream).0;
+        let best = self.stream.alloc_zeros::<u64>(1).map_err(drv("device allocation"))?;
+        let best_ptr = best.device_ptr(&self.stream).0;
+        let plan = if graph.n_tokens == 1 && self.use_fusion {
+            let dtype = |w: WeightId| self.weights.get(w.0 as usize).map(|w| w.dtype);
+            fuse::plan(graph, |w| self.act_quant(w), |a, b| dtype(a) == dtype(b))
+        } else {
+            Vec::new()
+        };
         self.graphs.push(Compiled {
+            plan,
             g: graph.clone(),
             acts,
             qact,
@@ -645,6 +880,8 @@ impl Executor for CudaExecutor {
             io_ptr,
             argmax,
             argmax_ptr,
+            best,
+            best_ptr,
             captured: None,
         });
         Ok(GraphId(self.graphs.len() as u32 - 1))

@@ -14,17 +14,22 @@ extern "C" __global__ void attention(const float* q, float* dst, const u16* kc, 
     for (int d = threadIdx.x; d < head_dim; d += blockDim.x) qh[d] = f16r(qrow[d]);
     __syncthreads();
     float* sc = scores + (long long)blockIdx.x * n_ctx;
+    // Scores: each warp takes positions in turn, its lanes the head's dimensions (coalesced
+    // reads of the key row).
+    int warp = threadIdx.x / 32, lane = threadIdx.x % 32, nw = blockDim.x / 32;
     float mx = -INFINITY;
-    for (int j = start + threadIdx.x; j <= p; j += blockDim.x) {
+    for (int j = start + warp; j <= p; j += nw) {
         const u16* kr = kc + (long long)j * k_dim + kvh * head_dim;
         float s = 0.0f;
-        for (int d = 0; d < head_dim; d++) s += h2f(kr[d]) * qh[d];
+        for (int d = lane; d < head_dim; d += 32) s += h2f(kr[d]) * qh[d];
+        s = warp_sum(s);
         float v = s * scale;
         if (softcap > 0.0f) v = tanhf(v / softcap) * softcap;
-        sc[j] = v;
+        if (lane == 0) sc[j] = v;
         mx = fmaxf(mx, v);
     }
     mx = block_max(mx);
+    __syncthreads();
     double sum = 0.0;
     for (int j = start + threadIdx.x; j <= p; j += blockDim.x) {
         float e = expf(sc[j] - mx);

@@ -40,9 +40,10 @@ __device__ __forceinline__ u16 f2h(float f) {
 // Round to the nearest f16 and back, as ggml does where it stores f16.
 __device__ __forceinline__ float f16r(float f) { return h2f(f2h(f)); }
 
-// Every multi-byte field of every block format (and of the q8 activation blocks) sits at an
-// even offset inside blocks of even size, and buffers start 256-byte aligned: 2-byte loads
-// are always aligned (4-byte loads are not: Q4_0 blocks are 18 bytes).
+// Loads from 2-byte aligned addresses: every multi-byte field of the block formats (and of
+// the q8 activation blocks of the prefill kernels) sits at an even offset inside blocks of
+// even size, and buffers start 256-byte aligned (4-byte loads are not safe: Q4_0 blocks are
+// 18 bytes, their headers 2).
 __device__ __forceinline__ u32 ld_u16(const u8* p) { return *(const u16*)p; }
 __device__ __forceinline__ u32 ld_u32(const u8* p) { return ld_u16(p) | (ld_u16(p + 2) << 16); }
 __device__ __forceinline__ int ld_i32(const u8* p) { return (int)ld_u32(p); }
@@ -91,6 +92,17 @@ __device__ float block_max(float v) {
     return warp_max(v);
 }
 
+__device__ float block_sum_f(float v) {
+    __shared__ float part[32];
+    v = warp_sum(v);
+    int w = threadIdx.x / 32, l = threadIdx.x % 32, nw = blockDim.x / 32;
+    __syncthreads();
+    if (l == 0) part[w] = v;
+    __syncthreads();
+    v = l < nw ? part[l] : 0.0f;
+    return warp_sum(v);
+}
+
 // Scale and min of sub-block j (0..8) of Q4_K/Q5_K from their 12 packed bytes.
 __device__ __forceinline__ void k4_scale_min(int j, const u8* s, int* sc, int* mn) {
     if (j < 4) {
@@ -102,48 +114,94 @@ __device__ __forceinline__ void k4_scale_min(int j, const u8* s, int* sc, int* m
     }
 }
 
-// Element i of a row of type t (the row starts at `row`).
-__device__ float deq(int t, const u8* row, long long i) {
+// The device layout of quantized weights (src/exec/cuda/layout.rs): every block split into
+// its packed quants (Q bytes, an array at the start of the buffer, 16-byte aligned blocks)
+// and its header (H bytes: scales, mins, high bits; an array from the next multiple of 16).
+// QB elements per block. Quants of Q5_K: qh[32] then qs[128]; of Q6_K: ql[128] then qh[64].
+// Headers: Q4_0, Q8_0: d; Q4_1: d, m; Q5_0: d, qh[4]; Q5_1: d, m, qh[4];
+// Q4_K, Q5_K: d, dmin, scales[12]; Q6_K: scales[16], d.
+#define QB_q4_0 32
+#define Q_q4_0 16
+#define H_q4_0 2
+#define QB_q4_1 32
+#define Q_q4_1 16
+#define H_q4_1 4
+#define QB_q5_0 32
+#define Q_q5_0 16
+#define H_q5_0 6
+#define QB_q5_1 32
+#define Q_q5_1 16
+#define H_q5_1 8
+#define QB_q8_0 32
+#define Q_q8_0 32
+#define H_q8_0 2
+#define QB_q4_k 256
+#define Q_q4_k 128
+#define H_q4_k 16
+#define QB_q5_k 256
+#define Q_q5_k 160
+#define H_q5_k 16
+#define QB_q6_k 256
+#define Q_q6_k 192
+#define H_q6_k 18
+
+// Byte offset of the header array of a tensor of `blocks` blocks of Q quant bytes.
+__device__ __forceinline__ long long header_offset(long long blocks, int q) { return (blocks * q + 15) / 16 * 16; }
+
+// Elements per block, quant bytes and header bytes of type t (0 for float types).
+__device__ __forceinline__ void split_of(int t, int* qb, int* q, int* h) {
     switch (t) {
-    case T_F32: return ld_f32(row + 4 * i);
-    case T_F16: return ld_f16(row + 2 * i);
-    case T_BF16: return __int_as_float(ld_u16(row + 2 * i) << 16);
+    case T_Q4_0: *qb = QB_q4_0; *q = Q_q4_0; *h = H_q4_0; return;
+    case T_Q4_1: *qb = QB_q4_1; *q = Q_q4_1; *h = H_q4_1; return;
+    case T_Q5_0: *qb = QB_q5_0; *q = Q_q5_0; *h = H_q5_0; return;
+    case T_Q5_1: *qb = QB_q5_1; *q = Q_q5_1; *h = H_q5_1; return;
+    case T_Q8_0: *qb = QB_q8_0; *q = Q_q8_0; *h = H_q8_0; return;
+    case T_Q4_K: *qb = QB_q4_k; *q = Q_q4_k; *h = H_q4_k; return;
+    case T_Q5_K: *qb = QB_q5_k; *q = Q_q5_k; *h = H_q5_k; return;
+    case T_Q6_K: *qb = QB_q6_k; *q = Q_q6_k; *h = H_q6_k; return;
+    }
+    *qb = 1; *q = 0; *h = 0;
+}
+
+// Element i of a tensor of n elements of type t, in the device layout.
+__device__ float deq(int t, const u8* base, long long n, long long i) {
+    switch (t) {
+    case T_F32: return ld_f32(base + 4 * i);
+    case T_F16: return ld_f16(base + 2 * i);
+    case T_BF16: return __int_as_float(ld_u16(base + 2 * i) << 16);
+    }
+    int qb, qn, hn;
+    split_of(t, &qb, &qn, &hn);
+    long long b = i / qb;
+    int j = (int)(i % qb);
+    const u8* qs = base + b * qn;
+    const u8* h = base + header_offset(n / qb, qn) + b * hn;
+    switch (t) {
     case T_Q4_0: case T_Q4_1: {
-        int bytes = t == T_Q4_0 ? 18 : 20, off = t == T_Q4_0 ? 2 : 4;
-        const u8* b = row + (i / 32) * bytes;
-        int j = i % 32;
-        int q = j < 16 ? (b[off + j] & 0xF) : (b[off + j - 16] >> 4);
-        return t == T_Q4_0 ? ld_f16(b) * (float)(q - 8) : ld_f16(b) * (float)q + ld_f16(b + 2);
+        int q = j < 16 ? (qs[j] & 0xF) : (qs[j - 16] >> 4);
+        return t == T_Q4_0 ? ld_f16(h) * (float)(q - 8) : ld_f16(h) * (float)q + ld_f16(h + 2);
     }
     case T_Q5_0: case T_Q5_1: {
-        int bytes = t == T_Q5_0 ? 22 : 24, hoff = t == T_Q5_0 ? 2 : 4;
-        const u8* b = row + (i / 32) * bytes;
-        int j = i % 32;
-        u32 qh = ld_u32(b + hoff);
-        int lo = j < 16 ? (b[hoff + 4 + j] & 0xF) : (b[hoff + 4 + j - 16] >> 4);
+        u32 qh = ld_u32(h + (t == T_Q5_0 ? 2 : 4));
+        int lo = j < 16 ? (qs[j] & 0xF) : (qs[j - 16] >> 4);
         int q = lo | (((qh >> j) & 1) << 4);
-        return t == T_Q5_0 ? ld_f16(b) * (float)(q - 16) : ld_f16(b) * (float)q + ld_f16(b + 2);
+        return t == T_Q5_0 ? ld_f16(h) * (float)(q - 16) : ld_f16(h) * (float)q + ld_f16(h + 2);
     }
-    case T_Q8_0: {
-        const u8* b = row + (i / 32) * 34;
-        return ld_f16(b) * (float)(i8)b[2 + i % 32];
-    }
+    case T_Q8_0: return ld_f16(h) * (float)(i8)qs[j];
     case T_Q4_K: case T_Q5_K: {
-        const u8* b = row + (i / 256) * (t == T_Q4_K ? 144 : 176);
-        int j = i % 256, c = j / 32, l = j % 32, sc, mn;
-        k4_scale_min(c, b + 4, &sc, &mn);
-        const u8* qs = b + (t == T_Q4_K ? 16 : 48);
-        int q = (qs[32 * (c / 2) + l] >> (4 * (c % 2))) & 0xF;
-        if (t == T_Q5_K) q |= ((b[16 + l] >> c) & 1) << 4;
-        return ld_f16(b) * (float)(sc * q) - ld_f16(b + 2) * (float)mn;
+        int c = j / 32, l = j % 32, sc, mn;
+        k4_scale_min(c, h + 4, &sc, &mn);
+        const u8* q4 = t == T_Q4_K ? qs : qs + 32;
+        int q = (q4[32 * (c / 2) + l] >> (4 * (c % 2))) & 0xF;
+        if (t == T_Q5_K) q |= ((qs[l] >> c) & 1) << 4;
+        return ld_f16(h) * (float)(sc * q) - ld_f16(h + 2) * (float)mn;
     }
     case T_Q6_K: {
-        const u8* b = row + (i / 256) * 210;
-        int j = i % 256, h = j / 128, c = (j % 128) / 32, l = j % 32;
-        int lo = (b[64 * h + 32 * (c % 2) + l] >> (4 * (c / 2))) & 0xF;
-        int hi = (b[128 + 32 * h + l] >> (2 * c)) & 3;
+        int hh = j / 128, c = (j % 128) / 32, l = j % 32;
+        int lo = (qs[64 * hh + 32 * (c % 2) + l] >> (4 * (c / 2))) & 0xF;
+        int hi = (qs[128 + 32 * hh + l] >> (2 * c)) & 3;
         int q = (lo | (hi << 4)) - 32;
-        return ld_f16(b + 208) * (float)((i8)b[192 + j / 16] * q);
+        return ld_f16(h + 16) * (float)((i8)h[j / 16] * q);
     }
     }
     return 0.0f;

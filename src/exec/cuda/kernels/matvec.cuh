@@ -1,10 +1,13 @@
-// The matrix-vector frame shared by every quantized type: one warp per output column j
-// (weight row j) and ROWS activation rows (blockIdx.y selects the group); its lanes take the
-// weight row's blocks in turn and dot each with the ROWS activation blocks while it is in
-// registers (prefill reads each weight block once per ROWS tokens, not once per token).
-// Each block's dot product is exact integer arithmetic (dp4a) scaled once, as on the CPU.
-// WB/AB: bytes of a weight block and of its activation block; QB: elements per block.
-template <int ROWS, int WB, int AB, int QB, float (*DOT)(const u8*, const u8*)>
+// The two matrix-vector frames shared by every quantized type. Weights are in the device
+// layout of common.cuh (quants and headers split); each block's dot product is exact integer
+// arithmetic (dp4a) on q8 activations, scaled once per block (or per part of a block), as on
+// the CPU.
+
+// Prefill: one warp per output column j (weight row j) and ROWS activation rows (blockIdx.y
+// selects the group); its lanes take the weight row's blocks in turn and dot each with the
+// ROWS activation blocks while it is in registers (a weight block is read once per ROWS
+// tokens). Activations in the file's q8 block layout (AB bytes a block; quantize.cu).
+template <int ROWS, int QB, int Q, int H, int AB, float (*DOT)(const u8*, const u8*, const u8*)>
 __device__ __forceinline__ void matvec_blocks(const u8* W, const u8* A, float* out, const u8* bias, int btype,
                                               int k, int n, int rows) {
     int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
@@ -12,7 +15,8 @@ __device__ __forceinline__ void matvec_blocks(const u8* W, const u8* A, float* o
     if (j >= n) return;
     int nr = min(ROWS, rows - r0);
     int nb = k / QB;
-    const u8* w = W + (long long)j * nb * WB;
+    const u8* wq = W + (long long)j * nb * Q;
+    const u8* wh = W + header_offset((long long)n * nb, Q) + (long long)j * nb * H;
     const u8* a = A + (long long)r0 * nb * AB;
     float acc[ROWS];
 #pragma unroll
@@ -20,9 +24,9 @@ __device__ __forceinline__ void matvec_blocks(const u8* W, const u8* A, float* o
     for (int b = lane; b < nb; b += 32) {
 #pragma unroll
         for (int r = 0; r < ROWS; r++)
-            if (r < nr) acc[r] += DOT(w + b * WB, a + ((long long)r * nb + b) * AB);
+            if (r < nr) acc[r] += DOT(wq + b * Q, wh + b * H, a + ((long long)r * nb + b) * AB);
     }
-    float bv = bias ? deq(btype, bias, j) : 0.0f;
+    float bv = bias ? deq(btype, bias, n, j) : 0.0f;
 #pragma unroll
     for (int r = 0; r < ROWS; r++) {
         float s = warp_sum(acc[r]);
@@ -30,14 +34,108 @@ __device__ __forceinline__ void matvec_blocks(const u8* W, const u8* A, float* o
     }
 }
 
-// Two entry points per type: `name` (one activation row per warp, decode) and `name_r8`
-// (eight, prefill).
-#define MATVEC(name, WB, AB, QB, DOT)                                                                        \
-    extern "C" __global__ void name(const u8* W, const u8* A, float* out, const u8* bias, int btype, int k,   \
-                                    int n, int rows) {                                                       \
-        matvec_blocks<1, WB, AB, QB, DOT>(W, A, out, bias, btype, k, n, rows);                               \
-    }                                                                                                        \
-    extern "C" __global__ void name##_r8(const u8* W, const u8* A, float* out, const u8* bias, int btype,     \
-                                         int k, int n, int rows) {                                           \
-        matvec_blocks<8, WB, AB, QB, DOT>(W, A, out, bias, btype, k, n, rows);                               \
+// Two prefill entry points per type: `matvec_T` (one activation row per warp) and
+// `matvec_T_r8` (eight).
+#define MATVEC(T, AB, DOT)                                                                                    \
+    extern "C" __global__ void matvec_##T(const u8* W, const u8* A, float* out, const u8* bias, int btype,    \
+                                          int k, int n, int rows) {                                           \
+        matvec_blocks<1, QB_##T, Q_##T, H_##T, AB, DOT>(W, A, out, bias, btype, k, n, rows);                  \
+    }                                                                                                         \
+    extern "C" __global__ void matvec_##T##_r8(const u8* W, const u8* A, float* out, const u8* bias,          \
+                                               int btype, int k, int n, int rows) {                           \
+        matvec_blocks<8, QB_##T, Q_##T, H_##T, AB, DOT>(W, A, out, bias, btype, k, n, rows);                  \
     }
+
+// Decode (one activation row): a block of MMV_THREADS threads per output. TPB threads share
+// each weight block, thread s of them reading its 8 (or 16) bytes of the block's quants with
+// one aligned vector load, so a warp reads 32 consecutive 8-byte pieces: 256 bytes a load
+// instruction, against 64 with the 2-byte loads the file layout allows. The activation is in
+// the split q8 layout of quantize.cu: qs (k bytes, 16-byte aligned) and AF floats a block
+// (q8_0/q8_1: d and s; q8_K: d). PART returns a thread's share of its block's product.
+#define MMV_THREADS 128
+
+typedef float (*mmv_part)(const u8* q, const u8* h, const i8* a, const float* ad, int s);
+
+template <int TPB, int QB, int Q, int H, int AF, mmv_part PART>
+__device__ __forceinline__ float mmv_row(const u8* W, const i8* aq, const float* ad, int k, int n, int row) {
+    int nb = k / QB;
+    const u8* q = W + (long long)row * nb * Q;
+    const u8* h = W + header_offset((long long)n * nb, Q) + (long long)row * nb * H;
+    int s = threadIdx.x % TPB;
+    float acc = 0.0f;
+    for (int b = threadIdx.x / TPB; b < nb; b += MMV_THREADS / TPB)
+        acc += PART(q + b * Q, h + b * H, aq + b * QB, ad + b * AF, s);
+    return block_sum_f(acc);
+}
+
+// act 0 = SiLU, 1 = GELU (as gated_act in elementwise.cu).
+__device__ float gelu_f16(float x);
+__device__ __forceinline__ float gate_act(float g, float u, int act) {
+    return act == 0 ? g / (1.0f + expf(-g)) * u : gelu_f16(g) * u;
+}
+
+// The argmax of a row of logits as they are computed: one 64-bit atomic max per output of
+// (the value's bits made orderable as unsigned, then ~row so the first index wins ties).
+// NaN never wins. *best is zeroed before the step.
+// The atomic is taken only when the key beats the current best: most rows do not, and
+// tens of thousands of atomics on one address would serialize.
+__device__ __forceinline__ void argmax_update(u64* best, float v, int row) {
+    if (isnan(v)) return;
+    u32 b = __float_as_uint(v);
+    b = (b & 0x80000000u) ? ~b : (b | 0x80000000u);
+    unsigned long long key = ((unsigned long long)b << 32) | (0xffffffffu - (u32)row);
+    if (key > *(volatile unsigned long long*)best) atomicMax((unsigned long long*)best, key);
+}
+
+// Three decode entry points per type: `mmv3_T`: three products of the same input (Q, K and
+// V) in one launch, blocks taking the rows of W0, then W1, then W2; `mmv_T`: out[row] = W·a (+ bias[row]) (+ add[row]), the
+// residual add of the next op fused, and the running argmax kept in *best when best is set; `mmv2_T`: out[row] = act(W1·a) · (W2·a), the gate and
+// up projections and their gated activation in one pass over the activations.
+#define MMV(T, TPB, AF, PART)                                                                                 \
+    extern "C" __global__ void __launch_bounds__(MMV_THREADS)                                                 \
+        mmv_##T(const u8* W, const i8* aq, const float* ad, float* out, const u8* bias, int btype,            \
+                const float* add, int k, int n, u64* best) {                                                  \
+        int row = blockIdx.x;                                                                                 \
+        float v = mmv_row<TPB, QB_##T, Q_##T, H_##T, AF, PART>(W, aq, ad, k, n, row);                         \
+        if (threadIdx.x == 0) {                                                                               \
+            if (bias) v += deq(btype, bias, n, row);                                                          \
+            if (add) v += add[row];                                                                           \
+            out[row] = v;                                                                                     \
+            if (best) argmax_update(best, v, row);                                                            \
+        }                                                                                                     \
+    }                                                                                                         \
+    extern "C" __global__ void __launch_bounds__(MMV_THREADS)                                                 \
+        mmv2_##T(const u8* W1, const u8* W2, const i8* aq, const float* ad, float* out, int act, int k,       \
+                 int n) {                                                                                     \
+        int row = blockIdx.x;                                                                                 \
+        float g = mmv_row<TPB, QB_##T, Q_##T, H_##T, AF, PART>(W1, aq, ad, k, n, row);                        \
+        float u = mmv_row<TPB, QB_##T, Q_##T, H_##T, AF, PART>(W2, aq, ad, k, n, row);                        \
+        if (threadIdx.x == 0) out[row] = gate_act(g, u, act);                                                 \
+    }                                                                                                         \
+    extern "C" __global__ void __launch_bounds__(MMV_THREADS)                                                 \
+        mmv3_##T(const u8* W0, const u8* W1, const u8* W2, float* o0, float* o1, float* o2, const u8* b0,     \
+                 const u8* b1, const u8* b2, int bt0, int bt1, int bt2, int n0, int n1, int n2, const i8* aq,  \
+                 const float* ad, int k) {                                                                    \
+        int row = blockIdx.x;                                                                                 \
+        const u8 *W = W0, *bias = b0;                                                                         \
+        float* out = o0;                                                                                      \
+        int n = n0, bt = bt0;                                                                                 \
+        if (row >= n0 + n1) {                                                                                 \
+            row -= n0 + n1; W = W2; out = o2; bias = b2; n = n2; bt = bt2;                                    \
+        } else if (row >= n0) {                                                                               \
+            row -= n0; W = W1; out = o1; bias = b1; n = n1; bt = bt1;                                         \
+        }                                                                                                     \
+        float v = mmv_row<TPB, QB_##T, Q_##T, H_##T, AF, PART>(W, aq, ad, k, n, row);                         \
+        if (threadIdx.x == 0) out[row] = bias ? v + deq(bt, bias, n, row) : v;                                \
+    }
+
+// 8-byte loads (the address must be 8-byte aligned) and dot products of 8 int8 pairs.
+__device__ __forceinline__ uint2 ld8(const void* p) { return *(const uint2*)p; }
+__device__ __forceinline__ int dot8(uint2 w, uint2 a, int c) {
+    return dp4a((int)w.x, (int)a.x, dp4a((int)w.y, (int)a.y, c));
+}
+__device__ __forceinline__ int sum8(uint2 a, int c) { return dp4a(0x01010101, (int)a.x, dp4a(0x01010101, (int)a.y, c)); }
+__device__ __forceinline__ uint2 nib_lo(uint2 w) { return make_uint2(w.x & 0x0f0f0f0fu, w.y & 0x0f0f0f0fu); }
+__device__ __forceinline__ uint2 nib_hi(uint2 w) {
+    return make_uint2((w.x >> 4) & 0x0f0f0f0fu, (w.y >> 4) & 0x0f0f0f0fu);
+}

@@ -19,7 +19,7 @@ __device__ __forceinline__ void matvec_float(const T* W, const float* x, float* 
         for (int r = 0; r < ROWS; r++)
             if (r < nr) acc[r] += wv * a[(long long)r * k + i];
     }
-    float bv = bias ? deq(btype, bias, j) : 0.0f;
+    float bv = bias ? deq(btype, bias, n, j) : 0.0f;
 #pragma unroll
     for (int r = 0; r < ROWS; r++) {
         float s = warp_sum(acc[r]);

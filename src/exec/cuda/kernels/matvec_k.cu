@@ -1,51 +1,109 @@
-// K-quant super-blocks (256 elements) times q8_K activation blocks (d f32, qs[256],
-// bsums i16[16]); the mins use the activations' per-16 sums, as on the CPU.
+// K-quant super-blocks (256 elements) times q8_K activations. Weights in the device layout
+// of common.cuh: Q4_K quants qs[128]; Q5_K qh[32], qs[128]; headers d, dmin, scales[12].
+// Q6_K quants ql[128], qh[64]; header scales i8[16], d.
+
+// ---- prefill: against q8_K blocks in the file layout (d f32, qs[256], bsums i16[16]);
+// the mins use the activations' per-16 sums, as on the CPU.
 
 __device__ __forceinline__ int bsum(const u8* a, int i) { return (int)(i16)ld_u16(a + 260 + 2 * i); }
 
 template <bool Q5>
-__device__ __forceinline__ float dot_q45_k(const u8* w, const u8* a) {
-    const u8* qs = w + (Q5 ? 48 : 16);
+__device__ __forceinline__ float dot_q45_k(const u8* q, const u8* h, const u8* a) {
+    const u8* qs = q + (Q5 ? 32 : 0);
     int isum = 0, msum = 0;
 #pragma unroll
     for (int c = 0; c < 8; c++) {
         int sc, mn, s = 0;
-        k4_scale_min(c, w + 4, &sc, &mn);
-        const u8* q = qs + 32 * (c / 2);
+        k4_scale_min(c, h + 4, &sc, &mn);
+        const u8* qc = qs + 32 * (c / 2);
         for (int g = 0; g < 8; g++) {
-            u32 v = (ld_u32(q + 4 * g) >> (4 * (c % 2))) & 0x0f0f0f0fu;
-            if (Q5) v |= ((ld_u32(w + 16 + 4 * g) >> c) & 0x01010101u) << 4;
+            u32 v = (*(const u32*)(qc + 4 * g) >> (4 * (c % 2))) & 0x0f0f0f0fu;
+            if (Q5) v |= ((*(const u32*)(q + 4 * g) >> c) & 0x01010101u) << 4;
             s = dp4a((int)v, ld_i32(a + 4 + 32 * c + 4 * g), s);
         }
         isum += sc * s;
         msum += mn * (bsum(a, 2 * c) + bsum(a, 2 * c + 1));
     }
-    return ld_f32(a) * (ld_f16(w) * (float)isum - ld_f16(w + 2) * (float)msum);
+    return ld_f32(a) * (ld_f16(h) * (float)isum - ld_f16(h + 2) * (float)msum);
 }
-__device__ float dot_q4_k(const u8* w, const u8* a) { return dot_q45_k<false>(w, a); }
-__device__ float dot_q5_k(const u8* w, const u8* a) { return dot_q45_k<true>(w, a); }
+__device__ float dot_q4_k(const u8* q, const u8* h, const u8* a) { return dot_q45_k<false>(q, h, a); }
+__device__ float dot_q5_k(const u8* q, const u8* h, const u8* a) { return dot_q45_k<true>(q, h, a); }
 
-// Q6_K: ql[128], qh[64], scales i8[16], d. Element j (half h, chunk c, lane l) takes nibble
-// c / 2 of ql[64h + 32(c % 2) + l] and bits 2c of qh[32h + l], minus 32.
-__device__ float dot_q6_k(const u8* w, const u8* a) {
+// Q6_K element j (half hh, chunk c, lane l) takes nibble c / 2 of ql[64hh + 32(c % 2) + l]
+// and bits 2c of qh[32hh + l], minus 32.
+__device__ float dot_q6_k(const u8* q, const u8* h, const u8* a) {
     int isum = 0;
 #pragma unroll 4
     for (int sb = 0; sb < 16; sb++) {
-        int j0 = 16 * sb, h = j0 / 128, c = (j0 % 128) / 32, l0 = j0 % 32;
+        int j0 = 16 * sb, hh = j0 / 128, c = (j0 % 128) / 32, l0 = j0 % 32;
         int s = 0, as = 0;
         for (int g = 0; g < 4; g++) {
             int l = l0 + 4 * g;
-            u32 lo = (ld_u32(w + 64 * h + 32 * (c % 2) + l) >> (4 * (c / 2))) & 0x0f0f0f0fu;
-            u32 hi = ((ld_u32(w + 128 + 32 * h + l) >> (2 * c)) & 0x03030303u) << 4;
+            u32 lo = (*(const u32*)(q + 64 * hh + 32 * (c % 2) + l) >> (4 * (c / 2))) & 0x0f0f0f0fu;
+            u32 hi = ((*(const u32*)(q + 128 + 32 * hh + l) >> (2 * c)) & 0x03030303u) << 4;
             int a4 = ld_i32(a + 4 + j0 + 4 * g);
             s = dp4a((int)(lo | hi), a4, s);
             as = dp4a(0x01010101, a4, as);
         }
-        isum += (int)(i8)w[192 + sb] * (s - 32 * as);
+        isum += (int)(i8)h[sb] * (s - 32 * as);
     }
-    return ld_f32(a) * (ld_f16(w + 208) * (float)isum);
+    return ld_f32(a) * (ld_f16(h + 16) * (float)isum);
 }
 
-MATVEC(matvec_q4_k, 144, 292, 256, dot_q4_k)
-MATVEC(matvec_q5_k, 176, 292, 256, dot_q5_k)
-MATVEC(matvec_q6_k, 210, 292, 256, dot_q6_k)
+MATVEC(q4_k, 292, dot_q4_k)
+MATVEC(q5_k, 292, dot_q5_k)
+MATVEC(q6_k, 292, dot_q6_k)
+
+// ---- decode: 16 threads a super-block against the split q8_K activation (ad: d). The mins
+// are taken with the thread's own activation sums: their total is the per-16 sums' total.
+
+// Q4_K/Q5_K: thread s takes quant bytes 32p + l0 .. +8 (p = s / 4, l0 = 8 (s % 4)): low
+// nibbles are elements l0.. of chunk 2p, high nibbles of chunk 2p + 1.
+template <bool Q5>
+__device__ __forceinline__ float part_q45_k(const u8* q, const u8* h, const i8* a, const float* ad, int s) {
+    int p = s / 4, l0 = 8 * (s % 4), c0 = 2 * p, c1 = c0 + 1;
+    uint2 w = ld8(q + (Q5 ? 32 : 0) + 32 * p + l0), lo = nib_lo(w), hi = nib_hi(w);
+    if (Q5) {
+        uint2 qh = ld8(q + l0);
+        lo.x |= ((qh.x >> c0) & 0x01010101u) << 4;
+        lo.y |= ((qh.y >> c0) & 0x01010101u) << 4;
+        hi.x |= ((qh.x >> c1) & 0x01010101u) << 4;
+        hi.y |= ((qh.y >> c1) & 0x01010101u) << 4;
+    }
+    uint2 a0 = ld8(a + 32 * c0 + l0), a1 = ld8(a + 32 * c1 + l0);
+    int sc0, mn0, sc1, mn1;
+    k4_scale_min(c0, h + 4, &sc0, &mn0);
+    k4_scale_min(c1, h + 4, &sc1, &mn1);
+    int isum = sc0 * dot8(lo, a0, 0) + sc1 * dot8(hi, a1, 0);
+    int msum = mn0 * sum8(a0, 0) + mn1 * sum8(a1, 0);
+    return ad[0] * (ld_f16(h) * (float)isum - ld_f16(h + 2) * (float)msum);
+}
+__device__ float part_q4_k(const u8* q, const u8* h, const i8* a, const float* ad, int s) {
+    return part_q45_k<false>(q, h, a, ad, s);
+}
+__device__ float part_q5_k(const u8* q, const u8* h, const i8* a, const float* ad, int s) {
+    return part_q45_k<true>(q, h, a, ad, s);
+}
+
+// Q6_K: thread s takes ql bytes 64hh + 32m + l0 .. +8 (hh = s / 8, m = s / 4 % 2, l0 =
+// 8 (s % 4)): low nibbles are elements l0.. of chunk m of half hh, high nibbles of chunk m + 2;
+// their high bits are bits 2c of qh bytes 32hh + l0 .. +8.
+__device__ float part_q6_k(const u8* q, const u8* h, const i8* a, const float* ad, int s) {
+    int hh = s / 8, m = (s / 4) % 2, l0 = 8 * (s % 4);
+    uint2 ql = ld8(q + 64 * hh + 32 * m + l0), qh = ld8(q + 128 + 32 * hh + l0);
+    int isum = 0;
+#pragma unroll
+    for (int t = 0; t < 2; t++) {
+        int c = m + 2 * t;
+        uint2 v = t == 0 ? nib_lo(ql) : nib_hi(ql);
+        v.x |= ((qh.x >> (2 * c)) & 0x03030303u) << 4;
+        v.y |= ((qh.y >> (2 * c)) & 0x03030303u) << 4;
+        uint2 av = ld8(a + 128 * hh + 32 * c + l0);
+        isum += (int)(i8)h[8 * hh + 2 * c + l0 / 16] * (dot8(v, av, 0) - 32 * sum8(av, 0));
+    }
+    return ad[0] * (ld_f16(h + 16) * (float)isum);
+}
+
+MMV(q4_k, 16, 1, part_q4_k)
+MMV(q5_k, 16, 1, part_q5_k)
+MMV(q6_k, 16, 1, part_q6_k)

@@ -10,5 +10,5 @@ extern "C" __global__ void rms_norm(const float* x, float* dst, const u8* w, int
     s = block_sum_d(s);
     float mean = (float)(s / (double)group);
     float scale = 1.0f / sqrtf(mean + eps);
-    for (int i = threadIdx.x; i < group; i += blockDim.x) dst[base + i] = (x[base + i] * scale) * deq(wtype, w, i);
+    for (int i = threadIdx.x; i < group; i += blockDim.x) dst[base + i] = (x[base + i] * scale) * deq(wtype, w, group, i);
 }

@@ -1,0 +1,172 @@
+//! The device layout of quantized weights: each GGUF block is split into its packed quants
+//! and the rest (its "header": scales, mins, high bits), and the two parts are stored as two
+//! arrays, quants first.
+//!
+//! Why: GGUF blocks are 18, 34 or 210 bytes long, so their quants sit at addresses that are
+//! only 2-byte aligned and a kernel must read them two bytes at a time. Split, every block's
+//! quants are 16, 32, 128, 160 or 192 bytes at a 16-byte aligned address (the quants array
+//! starts the buffer; the header array starts at the next multiple of 16 after it), so the
+//! matrix-vector kernels read them with 8- and 16-byte loads: a quarter to an eighth of the
+//! load instructions for the same bytes.
+//!
+//! Block `b` of the tensor (counting row by row, as in the file) has its quants at
+//! `b · Q` and its header at `header_offset + b · H`. Uploads arrive in file order in chunks
+//! of any size; [`Repacker`] splits each whole block as it arrives and keeps the bytes of a
+//! block cut by a chunk boundary until the next chunk (host memory: one chunk plus one block).
+
+use crate::quant::GgmlType;
+
+/// How one block type splits: `block` bytes, of which `quants` bytes from `quant_offset` are
+/// the packed quants; the other bytes, in order, are the header.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Split {
+    pub block: usize,
+    pub quant_offset: usize,
+    pub quants: usize,
+}
+
+impl Split {
+    /// Header bytes per block.
+    pub fn header(&self) -> usize {
+        self.block - self.quants
+    }
+}
+
+/// The split of block type `t`, or None when the type is stored as in the file (float types).
+/// Must agree with the `Q*`/`H*` constants of kernels/common.cuh.
+pub fn split(t: GgmlType) -> Option<Split> {
+    let s = |block, quant_offset, quants| Some(Split { block, quant_offset, quants });
+    match t {
+        // d | qs[16]
+        GgmlType::Q4_0 => s(18, 2, 16),
+        // d, m | qs[16]
+        GgmlType::Q4_1 => s(20, 4, 16),
+        // d, qh[4] | qs[16]
+        GgmlType::Q5_0 => s(22, 6, 16),
+        // d, m, qh[4] | qs[16]
+        GgmlType::Q5_1 => s(24, 8, 16),
+        // d | qs[32]
+        GgmlType::Q8_0 => s(34, 2, 32),
+        // d, dmin, scales[12] | qs[128]
+        GgmlType::Q4_K => s(144, 16, 128),
+        // d, dmin, scales[12] | qh[32], qs[128]
+        GgmlType::Q5_K => s(176, 16, 160),
+        // ql[128], qh[64] | scales[16], d
+        GgmlType::Q6_K => s(210, 0, 192),
+        _ => None,
+    }
+}
+
+/// Byte offset of the header array in a tensor of `blocks` blocks.
+pub fn header_offset(s: &Split, blocks: u64) -> u64 {
+    (blocks * s.quants as u64).div_ceil(16) * 16
+}
+
+/// Device bytes of a tensor of `blocks` blocks in the split layout.
+pub fn device_bytes(s: &Split, blocks: u64) -> u64 {
+    header_offset(s, blocks) + blocks * s.header() as u64
+}
+
+/// Splits a tensor's blocks as its bytes arrive in file order.
+#[derive(Debug)]
+pub struct Repacker {
+    split: Split,
+    /// Bytes of the tensor received so far.
+    received: u64,
+    /// The start of a block cut by the last chunk's end.
+    carry: Vec<u8>,
+}
+
+/// What to copy to the device for one chunk: `quants` at byte `quant_at` of the buffer,
+/// `header` at byte `header_at`.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Pieces {
+    pub quant_at: u64,
+    pub quants: Vec<u8>,
+    pub header_at: u64,
+    pub header: Vec<u8>,
+}
+
+impl Repacker {
+    pub fn new(split: Split) -> Self {
+        Repacker { split, received: 0, carry: Vec::with_capacity(split.block) }
+    }
+
+    /// Bytes received so far (the offset the next chunk must start at).
+    pub fn received(&self) -> u64 {
+        self.received
+    }
+
+    /// Split the whole blocks completed by `bytes` (the tensor's bytes from `received()` on)
+    /// of a tensor of `blocks` blocks.
+    pub fn push(&mut self, bytes: &[u8], blocks: u64) -> Pieces {
+        let s = self.split;
+        let first = self.received / s.block as u64;
+        self.received += bytes.len() as u64;
+        let mut rest = bytes;
+        let mut whole: Vec<&[u8]> = Vec::new();
+        let mut joined = Vec::new();
+        if !self.carry.is_empty() {
+            let take = (s.block - self.carry.len()).min(rest.len());
+            self.carry.extend_from_slice(&rest[..take]);
+            rest = &rest[take..];
+            if self.carry.len() == s.block {
+                joined = std::mem::take(&mut self.carry);
+            }
+        }
+        if !joined.is_empty() {
+            whole.push(&joined);
+        }
+        let n_whole = rest.len() / s.block;
+        whole.extend(rest[..n_whole * s.block].chunks_exact(s.block));
+        self.carry.extend_from_slice(&rest[n_whole * s.block..]);
+        let n = whole.len();
+        let mut p = Pieces {
+            quant_at: first * s.quants as u64,
+            quants: Vec::with_capacity(n * s.quants),
+            header_at: header_offset(&s, blocks) + first * s.header() as u64,
+            header: Vec::with_capacity(n * s.header()),
+        };
+        for b in whole {
+            p.quants.extend_from_slice(&b[s.quant_offset..s.quant_offset + s.quants]);
+            p.header.extend_from_slice(&b[..s.quant_offset]);
+            p.header.extend_from_slice(&b[s.quant_offset + s.quants..]);
+        }
+        p
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Any chunking gives the same device bytes as splitting the whole tensor at once.
+    #[test]
+    fn chunking_does_not_matter() {
+        for t in [GgmlType::Q4_0, GgmlType::Q5_1, GgmlType::Q8_0, GgmlType::Q5_K, GgmlType::Q6_K] {
+            let s = split(t).unwrap();
+            let blocks = 37u64;
+            let file: Vec<u8> = (0..blocks as usize * s.block).map(|i| (i * 7 + i / 13) as u8).collect();
+            let mut want = vec![0u8; device_bytes(&s, blocks) as usize];
+            let hoff = header_offset(&s, blocks) as usize;
+            assert_eq!(hoff % 16, 0);
+            for (b, blk) in file.chunks_exact(s.block).enumerate() {
+                want[b * s.quants..][..s.quants].copy_from_slice(&blk[s.quant_offset..][..s.quants]);
+                let h: Vec<u8> =
+                    blk[..s.quant_offset].iter().chain(&blk[s.quant_offset + s.quants..]).copied().collect();
+                want[hoff + b * s.header()..][..s.header()].copy_from_slice(&h);
+            }
+            for chunk in [1usize, 5, s.block - 1, s.block, s.block + 3, 1000] {
+                let mut got = vec![0u8; want.len()];
+                let mut r = Repacker::new(s);
+                for c in file.chunks(chunk) {
+                    let p = r.push(c, blocks);
+                    got[p.quant_at as usize..][..p.quants.len()].copy_from_slice(&p.quants);
+                    got[p.header_at as usize..][..p.header.len()].copy_from_slice(&p.header);
+                }
+                assert_eq!(r.received(), file.len() as u64);
+                assert_eq!(got, want, "{t:?} in chunks of {chunk}");
+            }
+        }
+    }
+}
