@@ -25,7 +25,7 @@ use std::sync::{Arc, Mutex};
 
 use buffers::{err, GpuKv, GpuWeight, KvLayer};
 use pipelines::Pipelines;
-use plan::Plan;
+use plan::{MatVecMode, Plan};
 
 use super::{Executor, Graph, GraphId, KvId, KvSpec, LocalFuture, Readback, StepOutput, WeightId};
 use crate::quant::GgmlType;
@@ -46,9 +46,15 @@ pub struct WebGpuExecutor {
     pipes: Pipelines,
     dummy: wgpu::Buffer,
     unflushed: u64,
-    /// Matrix products with a workgroup per weight row (GPUs) rather than an invocation per
-    /// row (CPU-emulated adapters).
+    /// Matrix products with workgroups cooperating on a few weight rows (GPUs) rather than an
+    /// invocation per row (CPU-emulated adapters).
     coop_matmul: bool,
+    /// The device has `Features::SUBGROUP` enabled (natively only; see the module docs).
+    subgroups: bool,
+    /// Reduce the cooperative matmul's partial sums with subgroup operations (if `subgroups`).
+    subgroup_reduce: bool,
+    /// The device has `Features::SHADER_F16` enabled and the kernels use it.
+    f16: bool,
     /// A cap on the binding size for new weights (tests of the split path).
     binding_cap: Option<u64>,
     /// The first validation or device error wgpu reported (it reports them out of band).
@@ -84,9 +90,22 @@ impl WebGpuExecutor {
             return Err(err(format!("only a software adapter was found ({})", info.name)));
         }
         let limits = adapter.limits();
+        let have = adapter.features();
+        let f16 = have.contains(wgpu::Features::SHADER_F16)
+            && std::env::var("WICK_WEBGPU_F16").map_or(true, |v| v != "0");
+        let subgroups = have.contains(wgpu::Features::SUBGROUP)
+            && std::env::var("WICK_WEBGPU_SUBGROUPS").map_or(true, |v| v != "0");
+        let mut features = wgpu::Features::empty();
+        if f16 {
+            features |= wgpu::Features::SHADER_F16;
+        }
+        if subgroups {
+            features |= wgpu::Features::SUBGROUP;
+        }
         let (device, queue) = adapter
             .request_device(&wgpu::DeviceDescriptor {
                 label: Some("wick"),
+                required_features: features,
                 required_limits: limits.clone(),
                 memory_hints: wgpu::MemoryHints::Performance,
                 ..Default::default()
@@ -111,20 +130,35 @@ impl WebGpuExecutor {
             device,
             queue,
             limits,
-            adapter: format!("{} ({:?}, {:?})", info.name, info.backend, info.device_type),
+            adapter: format!(
+                "{} ({:?}, {:?}, {})",
+                info.name,
+                info.backend,
+                info.device_type,
+                match (f16, subgroups) {
+                    (true, true) => "f16, subgroups",
+                    (true, false) => "f16",
+                    (false, true) => "f32, subgroups",
+                    (false, false) => "f32",
+                }
+            ),
             weights: Vec::new(),
             kvs: Vec::new(),
             plans: Vec::new(),
-            pipes: Pipelines::default(),
+            pipes: Pipelines::new(f16),
             dummy,
             unflushed: 0,
             binding_cap: None,
             coop_matmul: info.device_type != wgpu::DeviceType::Cpu,
+            subgroups,
+            subgroup_reduce: subgroups,
+            f16,
             error,
         })
     }
 
-    /// The adapter in use, e.g. `llvmpipe (LLVM 15.0.6, 256 bits) (Vulkan, Cpu)`.
+    /// The adapter in use and the precision path, e.g.
+    /// `llvmpipe (LLVM 15.0.6, 256 bits) (Vulkan, Cpu, f16, subgroups)`.
     pub fn adapter_name(&self) -> &str {
         &self.adapter
     }
@@ -135,11 +169,32 @@ impl WebGpuExecutor {
         self.binding_cap = Some(bytes);
     }
 
-    /// Choose the matrix-product kernels of graphs compiled from now on: `true` for one
-    /// workgroup per weight row (the default on GPUs), `false` for one invocation per row (the
-    /// default on CPU-emulated adapters such as lavapipe).
+    /// Choose the matrix-product kernels of graphs compiled from now on: `true` for workgroups
+    /// cooperating on a few weight rows (the default on GPUs), `false` for one invocation per
+    /// row (the default on CPU-emulated adapters such as lavapipe).
     pub fn set_cooperative_matmul(&mut self, coop: bool) {
         self.coop_matmul = coop;
+    }
+
+    /// Whether the kernels use `shader-f16` (the adapter has it and `WICK_WEBGPU_F16` is not `0`).
+    pub fn uses_f16(&self) -> bool {
+        self.f16
+    }
+
+    /// Choose how the cooperative matrix products of graphs compiled from now on reduce their
+    /// partial sums: with subgroup operations (`true`, the default where the device has them)
+    /// or through workgroup memory only. Returns whether subgroup operations will be used.
+    pub fn set_subgroup_reduce(&mut self, on: bool) -> bool {
+        self.subgroup_reduce = on && self.subgroups;
+        self.subgroup_reduce
+    }
+
+    fn matvec_mode(&self) -> MatVecMode {
+        if self.coop_matmul {
+            MatVecMode::Coop { subgroup: self.subgroup_reduce }
+        } else {
+            MatVecMode::Rows
+        }
     }
 
     fn max_binding(&self) -> u64 {
@@ -251,6 +306,7 @@ impl Executor for WebGpuExecutor {
     }
 
     fn compile(&mut self, graph: &Graph) -> Result<GraphId> {
+        let mode = self.matvec_mode();
         let plan = plan::compile(
             &self.device,
             &self.queue,
@@ -258,7 +314,7 @@ impl Executor for WebGpuExecutor {
             &self.weights,
             &self.dummy,
             &self.limits,
-            self.coop_matmul,
+            mode,
             graph,
         )?;
         self.take_error()?;
@@ -287,7 +343,7 @@ impl Executor for WebGpuExecutor {
                     }
                 }
                 Readback::LastLogits | Readback::AllLogits => {
-                    let b = buffers::read(&self.device, &plan.logits_read, plan.logits_read.size()).await?;
+                    let b = buffers::read(&self.device, &plan.logits_read, plan.logits_bytes).await?;
                     let mut logits: Vec<f32> =
                         b.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect();
                     if readback == Readback::LastLogits {

@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use std::num::NonZeroU64;
 
 use super::buffers::{err, GpuKv, GpuWeight};
-use super::pipelines::{ActQuant, Kernel, Pipelines, SUPPORTED};
+use super::pipelines::{task_values, ActQuant, Kernel, MatVec, Pipelines, SUPPORTED};
 use crate::exec::{ActId, Gate, Graph, Op, RopeMode};
 use crate::quant::GgmlType;
 use crate::Result;
@@ -16,6 +16,27 @@ fn groups(n: usize) -> (u32, u32) {
         (n as u32, 1)
     } else {
         (32768, n.div_ceil(32768) as u32)
+    }
+}
+
+/// How matrix products are spread over invocations (see `MatVec`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MatVecMode {
+    /// One invocation per weight row (CPU-emulated adapters).
+    Rows,
+    /// Workgroups of 64 invocations on 1 to 4 rows; `subgroup`: reduce with subgroup operations.
+    Coop { subgroup: bool },
+}
+
+/// Weight rows per matvec workgroup for a matrix (part) of `n` rows: up to 4 (sharing each
+/// activation load between rows), but at least ~1024 workgroups where the matrix allows, so
+/// that a large GPU (an H100 has 132 SMs, 16 or more workgroups of 64 resident on each) has
+/// enough of them in flight to cover memory latency.
+fn coop_rows(n: usize) -> usize {
+    match n {
+        0..2048 => 1,
+        2048..4096 => 2,
+        _ => 4,
     }
 }
 
@@ -67,6 +88,8 @@ pub struct Plan {
     argmax_out: wgpu::Buffer,
     pub argmax_read: wgpu::Buffer,
     pub logits_read: wgpu::Buffer,
+    /// Bytes of logits (the readback buffer may be longer).
+    pub logits_bytes: u64,
     /// Rows of the embedding table (token ids must be below), if the graph embeds.
     pub embed_rows: Option<u64>,
 }
@@ -113,7 +136,7 @@ pub fn compile(
     weights: &[GpuWeight],
     dummy: &wgpu::Buffer,
     limits: &wgpu::Limits,
-    coop: bool,
+    coop: MatVecMode,
     g: &Graph,
 ) -> Result<Plan> {
     let w_ok = |w: crate::exec::WeightId| (w.0 as usize) < weights.len();
@@ -219,51 +242,63 @@ pub fn compile(
                     None => Res::Dummy,
                 };
                 let aq = ActQuant::for_type(wt.dtype);
-                let src = match aq {
-                    None => Res::Act(x),
+                let tv = task_values(wt.dtype);
+                check(k % tv == 0, || {
+                    format!("'{}' ({}): row length {k} is not a multiple of {tv}", wt.name, wt.dtype)
+                })?;
+                let (src, meta, nb) = match aq {
+                    None => (Res::Act(x), 0, 0),
                     Some(q) => {
                         check(k % q.block() == 0, || {
                             format!("'{}': row length {k} is not a whole number of blocks", wt.name)
                         })?;
                         let nblk = rows * k / q.block();
-                        let need = (nblk * q.words() * 4) as u64;
+                        // Quants (one byte per value), then the block records.
+                        let meta_words = rows * k / 4;
+                        let need = 4 * (meta_words + nblk * q.meta_words()) as u64;
                         let e = qsize.entry(q).or_insert(0);
                         *e = (*e).max(need);
                         let cur = Some((x, version[x.0 as usize]));
                         if qstate.get(&q).copied().flatten() != cur {
-                            let off = push(&[nblk as u32]);
+                            let off = push(&[nblk as u32, meta_words as u32]);
                             items.push(Item::Run(Pending {
                                 kernel: Kernel::Quantize(q),
                                 params: off,
                                 bufs: vec![Res::Act(x), Res::Quant(q)],
-                                groups: groups(nblk.div_ceil(64)),
+                                groups: groups(nblk.div_ceil(q.blocks_per_group())),
                             }));
                             qstate.insert(q, cur);
                         }
-                        Res::Quant(q)
+                        (Res::Quant(q), meta_words / 4, k / q.block())
                     }
                 };
+                let avec = if aq.is_some() { k / 16 } else { k / 4 };
                 for p in 0..wt.parts.len() {
                     let (start, count) = wt.part_rows(p);
-                    let words = match aq {
-                        None => [count as u32, rows as u32, k as u32, 0],
-                        Some(q) => [count as u32, rows as u32, wt.row_bytes as u32, (k / q.block()) as u32],
-                    };
                     let off = push(&[
-                        words[0],
-                        words[1],
-                        words[2],
-                        words[3],
+                        count as u32,
+                        rows as u32,
+                        wt.row_bytes as u32,
+                        (k / tv) as u32,
                         start as u32,
                         nn as u32,
                         bias.is_some() as u32,
-                        aq.map_or(0, |q| q.words() as u32),
+                        meta as u32,
+                        avec as u32,
+                        nb as u32,
                     ]);
+                    let (mv, n_groups) = match coop {
+                        MatVecMode::Rows => (MatVec::Rows, (count as usize).div_ceil(64)),
+                        MatVecMode::Coop { subgroup } => {
+                            let r = coop_rows(count as usize);
+                            (MatVec::Coop { rows: r as u8, subgroup }, (count as usize).div_ceil(r))
+                        }
+                    };
                     items.push(Item::Run(Pending {
-                        kernel: Kernel::MatMul(wt.dtype, coop),
+                        kernel: Kernel::MatMul(wt.dtype, mv),
                         params: off,
                         bufs: vec![Res::Weight(w.0 as usize, p), src, Res::Act(dst), bias_res],
-                        groups: groups(if coop { count as usize } else { (count as usize).div_ceil(64) }),
+                        groups: groups(n_groups),
                     }));
                 }
                 version[dst.0 as usize] += 1;
@@ -400,10 +435,11 @@ pub fn compile(
 
     // Buffers.
     let usage = wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_SRC | wgpu::BufferUsages::COPY_DST;
+    // Sizes rounded to 16 bytes: kernels bind buffers as arrays of 16-byte vectors.
     let buffer = |label: &str, size: u64, usage| {
         device.create_buffer(&wgpu::BufferDescriptor {
             label: Some(label),
-            size: size.max(4).div_ceil(4) * 4,
+            size: size.max(16).div_ceil(16) * 16,
             usage,
             mapped_at_creation: false,
         })
@@ -499,6 +535,7 @@ pub fn compile(
         argmax_out,
         argmax_read,
         logits_read,
+        logits_bytes: 4 * n(g.logits) as u64,
         embed_rows,
     })
 }
@@ -611,7 +648,7 @@ impl Plan {
             drop(pass);
             enc.copy_buffer_to_buffer(&self.argmax_out, 0, &self.argmax_read, 0, 4);
         } else {
-            enc.copy_buffer_to_buffer(logits, 0, &self.logits_read, 0, self.logits_read.size());
+            enc.copy_buffer_to_buffer(logits, 0, &self.logits_read, 0, self.logits_bytes);
         }
     }
 }
