@@ -9,6 +9,8 @@ const HALF_F16: &str = include_str!("shaders/half_f16.wgsl");
 const HALF_F32: &str = include_str!("shaders/half_f32.wgsl");
 const COMMON: &str = include_str!("shaders/common.wgsl");
 const WEIGHTS: &str = include_str!("shaders/weights.wgsl");
+const WVIEW_F16: &str = include_str!("shaders/wview_f16.wgsl");
+const WVIEW_F32: &str = include_str!("shaders/wview_f32.wgsl");
 const DEQUANT: &str = include_str!("shaders/dequant.wgsl");
 const EMBED: &str = include_str!("shaders/embed.wgsl");
 const QUANTIZE: &str = include_str!("shaders/quantize.wgsl");
@@ -160,7 +162,7 @@ fn act_fn(t: GgmlType) -> &'static str {
 
 /// matvec.wgsl specialized for type `t` and `mv`: the loops over a workgroup's rows are
 /// written out (constant register indices, no local arrays).
-fn matvec_source(t: GgmlType, mv: MatVec) -> String {
+fn matvec_source(t: GgmlType, mv: MatVec, f16: bool) -> String {
     let (rows, subgroup) = match mv {
         MatVec::Rows => (1, false),
         MatVec::Coop { rows, subgroup } => (rows as usize, subgroup),
@@ -185,28 +187,56 @@ fn matvec_source(t: GgmlType, mv: MatVec) -> String {
     } else {
         src = src.replace("SG_ARGS", "").replace("REDUCE", "reduce_wg(acc, lid)");
     }
-    [WEIGHTS, &src, MATVEC_LEGACY, MATVEC_KQUANT, MATVEC_FLOAT].concat()
+    [&weights(f16, MATVEC_WH_BINDING), &src, MATVEC_LEGACY, MATVEC_KQUANT, MATVEC_FLOAT].concat()
+}
+
+/// The binding of the f16 view of the weights (with `shader-f16`) in matvec.wgsl, embed.wgsl.
+const MATVEC_WH_BINDING: u32 = 5;
+const EMBED_WH_BINDING: u32 = 4;
+
+/// The weight access helpers: weights.wgsl and the f16 reads of one path.
+fn weights(f16: bool, binding: u32) -> String {
+    if f16 {
+        [WEIGHTS, &WVIEW_F16.replace("WH_BINDING", &binding.to_string())].concat()
+    } else {
+        [WEIGHTS, WVIEW_F32].concat()
+    }
 }
 
 impl Kernel {
-    /// WGSL source (without the f16 helpers, which `Pipelines` prepends) and entry point.
-    fn source(self) -> (String, &'static str) {
+    /// WGSL source and entry point; `f16`: for a device with `shader-f16`.
+    fn source(self, f16: bool) -> (String, &'static str) {
+        let (body, entry) = self.body(f16);
+        // `enable f16;` must come first in a module.
+        ([if f16 { HALF_F16 } else { HALF_F32 }, &body].concat(), entry)
+    }
+
+    fn body(self, f16: bool) -> (String, &'static str) {
         match self {
             Kernel::Embed(t) => (
-                [COMMON, WEIGHTS, DEQUANT, &EMBED.replace("DEQ(", &format!("deq_{}(", type_fn(t)))].concat(),
+                [
+                    COMMON,
+                    &weights(f16, EMBED_WH_BINDING),
+                    DEQUANT,
+                    &EMBED.replace("DEQ(", &format!("deq_{}(", type_fn(t))),
+                ]
+                .concat(),
                 "main",
             ),
             Kernel::Quantize(q) => {
                 ([COMMON, QUANTIZE].concat(), if q == ActQuant::Q8_1 { "quant_q8_1" } else { "quant_q8_k" })
             }
             Kernel::MatMul(t, mv) => (
-                [COMMON, &matvec_source(t, mv)].concat(),
+                [COMMON, &matvec_source(t, mv, f16)].concat(),
                 if mv == MatVec::Rows { "main_rows" } else { "main" },
             ),
             Kernel::RmsNorm => ([COMMON, RMS_NORM].concat(), "rms_norm"),
             Kernel::Rope => ([COMMON, ROPE].concat(), "rope"),
             Kernel::KvStore => ([COMMON, KV_STORE].concat(), "kv_store"),
-            Kernel::Attention => ([COMMON, ATTENTION].concat(), "attention"),
+            Kernel::Attention => {
+                let (elem, read) = if f16 { ("vec2<f16>", "vec2<f32>(") } else { ("u32", "half2(") };
+                ([COMMON, &ATTENTION.replace("KV2", elem).replace("KVF(", read)].concat(), "attention")
+            }
             Kernel::GatedSilu => ([COMMON, GATED_ACT].concat(), "gated_silu"),
             Kernel::GatedGelu => ([COMMON, GATED_ACT].concat(), "gated_gelu"),
             Kernel::Add => ([COMMON, ADD].concat(), "add"),
@@ -228,15 +258,18 @@ impl Pipelines {
         Pipelines { cache: HashMap::new(), f16 }
     }
 
+    /// Whether the kernels are built for `shader-f16` (they then bind weights a second time).
+    pub fn f16(&self) -> bool {
+        self.f16
+    }
+
     /// The pipeline of `k`, built on first use (its bind group layout is derived from the shader).
     pub fn get(&mut self, device: &wgpu::Device, k: Kernel) -> wgpu::ComputePipeline {
         let f16 = self.f16;
         self.cache
             .entry(k)
             .or_insert_with(|| {
-                let (body, entry) = k.source();
-                // `enable f16;` must come first in a module.
-                let src = [if f16 { HALF_F16 } else { HALF_F32 }, &body].concat();
+                let (src, entry) = k.source(f16);
                 let label = format!("{k:?}");
                 let module = device.create_shader_module(wgpu::ShaderModuleDescriptor {
                     label: Some(&label),

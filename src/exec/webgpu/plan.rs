@@ -40,6 +40,12 @@ fn coop_rows(n: usize) -> usize {
     }
 }
 
+/// Whether kernels for weights of type `t` read f16 values of the weights (then, with
+/// `shader-f16`, through a second, f16-typed binding of the same buffer).
+fn reads_f16(t: GgmlType) -> bool {
+    !matches!(t, GgmlType::F32 | GgmlType::BF16)
+}
+
 /// One recorded command.
 enum Cmd {
     Dispatch {
@@ -110,6 +116,8 @@ enum Res {
     Weight(usize, usize),
     Step,
     Dummy,
+    /// No buffer at this binding (the kernel does not use it).
+    Unused,
     Quant(ActQuant),
 }
 
@@ -159,6 +167,7 @@ pub fn compile(
     let mut qstate: HashMap<ActQuant, Option<(ActId, u64)>> = HashMap::new();
     let mut qsize: HashMap<ActQuant, u64> = HashMap::new();
     let mut embed_rows = None;
+    let f16 = pipes.f16();
     let n = |a: ActId| g.rows(a) * g.cols(a);
 
     for op in &g.ops {
@@ -179,10 +188,18 @@ pub fn compile(
                         (start + count) as u32,
                         scale.to_bits(),
                     ]);
+                    let mut bufs = vec![Res::Weight(table.0 as usize, p), Res::Step, Res::Act(dst)];
+                    if f16 && reads_f16(t.dtype) {
+                        // The f16 view of the table (binding EMBED_WH_BINDING); F16 reads only it.
+                        bufs.push(bufs[0]);
+                        if t.dtype == GgmlType::F16 {
+                            bufs[0] = Res::Unused;
+                        }
+                    }
                     items.push(Item::Run(Pending {
                         kernel: Kernel::Embed(t.dtype),
                         params: off,
-                        bufs: vec![Res::Weight(table.0 as usize, p), Res::Step, Res::Act(dst)],
+                        bufs,
                         groups: groups((rows * t.k()).div_ceil(64)),
                     }));
                 }
@@ -294,10 +311,18 @@ pub fn compile(
                             (MatVec::Coop { rows: r as u8, subgroup }, (count as usize).div_ceil(r))
                         }
                     };
+                    let mut bufs = vec![Res::Weight(w.0 as usize, p), src, Res::Act(dst), bias_res];
+                    if f16 && reads_f16(wt.dtype) {
+                        // The f16 view of the weights (binding MATVEC_WH_BINDING); F16 reads only it.
+                        bufs.push(bufs[0]);
+                        if wt.dtype == GgmlType::F16 {
+                            bufs[0] = Res::Unused;
+                        }
+                    }
                     items.push(Item::Run(Pending {
                         kernel: Kernel::MatMul(wt.dtype, mv),
                         params: off,
-                        bufs: vec![Res::Weight(w.0 as usize, p), src, Res::Act(dst), bias_res],
+                        bufs,
                         groups: groups(n_groups),
                     }));
                 }
@@ -469,7 +494,7 @@ pub fn compile(
     queue.write_buffer(&params_buf, 0, &params);
 
     // Bind groups.
-    let bind = |pipes: &mut Pipelines, kernel: Kernel, params: u64, bufs: &[&wgpu::Buffer]| {
+    let bind = |pipes: &mut Pipelines, kernel: Kernel, params: u64, bufs: &[Option<&wgpu::Buffer>]| {
         let pipe = pipes.get(device, kernel);
         let mut entries = vec![wgpu::BindGroupEntry {
             binding: 0,
@@ -479,7 +504,7 @@ pub fn compile(
                 size: NonZeroU64::new(64),
             }),
         }];
-        for (i, b) in bufs.iter().enumerate() {
+        for (i, b) in bufs.iter().enumerate().filter_map(|(i, b)| Some((i, (*b)?))) {
             entries.push(wgpu::BindGroupEntry { binding: i as u32 + 1, resource: b.as_entire_binding() });
         }
         let bg = device.create_bind_group(&wgpu::BindGroupDescriptor {
@@ -489,20 +514,21 @@ pub fn compile(
         });
         (pipe, bg)
     };
-    let resolve = |r: Res| -> &wgpu::Buffer {
-        match r {
+    let resolve = |r: Res| -> Option<&wgpu::Buffer> {
+        Some(match r {
             Res::Act(a) => &acts[a.0 as usize],
             Res::Weight(w, p) => &weights[w].parts[p],
             Res::Step => &step,
             Res::Dummy => dummy,
             Res::Quant(q) => &quant[&q],
-        }
+            Res::Unused => return None,
+        })
     };
     let mut cmds = Vec::new();
     for item in items {
         cmds.push(match item {
             Item::Run(p) => {
-                let bufs: Vec<&wgpu::Buffer> = p.bufs.iter().map(|&r| resolve(r)).collect();
+                let bufs: Vec<Option<&wgpu::Buffer>> = p.bufs.iter().map(|&r| resolve(r)).collect();
                 let (pipe, bind) = bind(pipes, p.kernel, p.params, &bufs);
                 Cmd::Dispatch { pipe, bind, groups: p.groups }
             }
@@ -514,7 +540,8 @@ pub fn compile(
             }
         });
     }
-    let argmax = bind(pipes, Kernel::Argmax, argmax_params, &[resolve(Res::Act(g.logits)), &argmax_out]);
+    let argmax =
+        bind(pipes, Kernel::Argmax, argmax_params, &[resolve(Res::Act(g.logits)), Some(&argmax_out)]);
     let kv_binds = kv_uses
         .into_iter()
         .map(|(what, kernel, params)| KvBind {

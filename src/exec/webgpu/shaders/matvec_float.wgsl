@@ -24,10 +24,8 @@ fn act_f16(r: u32, t: u32) -> Act {
 }
 
 fn dot_f16(ro: u32, t: u32, x: Act) -> f32 {
-    let v = w[ro / 16u + t];
-    let w0 = vec4<f32>(half2(v.x), half2(v.y));
-    let w1 = vec4<f32>(half2(v.z), half2(v.w));
-    return dot(w0, bitcast<vec4<f32>>(x.q0)) + dot(w1, bitcast<vec4<f32>>(x.q1));
+    let u = ro / 16u + t;
+    return dot(wf16_lo(u), bitcast<vec4<f32>>(x.q0)) + dot(wf16_hi(u), bitcast<vec4<f32>>(x.q1));
 }
 
 fn act_bf16(r: u32, t: u32) -> Act {

@@ -36,8 +36,9 @@ fn act_q4_k(r: u32, t: u32) -> Act {
     return x;
 }
 
-fn k4_finish(hd: vec4<u32>, j: u32, lo: vec4<u32>, hi: vec4<u32>, x: Act) -> f32 {
-    let dm = half2(hd.x);
+fn k4_finish(v: u32, j: u32, lo: vec4<u32>, hi: vec4<u32>, x: Act) -> f32 {
+    let hd = w[v];
+    let dm = whalf2(16u * v);
     let sm0 = vec2<i32>(k4_scale_min(2u * j, hd.y, hd.z, hd.w));
     let sm1 = vec2<i32>(k4_scale_min(2u * j + 1u, hd.y, hd.z, hd.w));
     let isum = sm0.x * dot16(lo, x.q0) + sm1.x * dot16(hi, x.q1);
@@ -51,7 +52,7 @@ fn dot_q4_k(ro: u32, t: u32, x: Act) -> f32 {
     let q = w[v + 1u + s];
     let lo = q & vec4<u32>(M4);
     let hi = (q >> vec4<u32>(4u)) & vec4<u32>(M4);
-    return k4_finish(w[v], s / 2u, lo, hi, x);
+    return k4_finish(v, s / 2u, lo, hi, x);
 }
 
 fn dot_q5_k(ro: u32, t: u32, x: Act) -> f32 {
@@ -62,7 +63,7 @@ fn dot_q5_k(ro: u32, t: u32, x: Act) -> f32 {
     let q = w[v + 3u + s];
     let lo = (q & vec4<u32>(M4)) | (((qh >> vec4<u32>(2u * j)) & vec4<u32>(M1)) << vec4<u32>(4u));
     let hi = ((q >> vec4<u32>(4u)) & vec4<u32>(M4)) | (((qh >> vec4<u32>(2u * j + 1u)) & vec4<u32>(M1)) << vec4<u32>(4u));
-    return k4_finish(w[v], j, lo, hi, x);
+    return k4_finish(v, j, lo, hi, x);
 }
 
 // Q6_K task s = 4hh + 2cm + lh (0..8): values 16lh..16lh+16 of chunks cm and cm + 2 of half
@@ -128,7 +129,7 @@ fn dot_q2_k(ro: u32, t: u32, x: Act) -> f32 {
         + i32(sc.z & 15u) * dot16((q >> vec4<u32>(4u)) & vec4<u32>(M2), x.q2)
         + i32(sc.w & 15u) * dot16((q >> vec4<u32>(6u)) & vec4<u32>(M2), x.q3);
     let msum = dot(vec4<i32>(sc >> vec4<u32>(4u)), x.s);
-    let dm = half2(wword(o + 80u));
+    let dm = whalf2(o + 80u);
     return x.d * (dm.x * f32(isum) - dm.y * f32(msum));
 }
 

@@ -52,7 +52,7 @@ fn dot_q4_0(ro: u32, t: u32, x: Act) -> f32 {
 
 fn dot_q4_1(ro: u32, t: u32, x: Act) -> f32 {
     let o = ro + t * 20u;
-    let dm = half2(wword(o));
+    let dm = vec2<f32>(whalf(o), whalf(o + 2u));
     let q = wvec(o + 4u);
     let s = dot16(q & vec4<u32>(M4), x.q0) + dot16((q >> vec4<u32>(4u)) & vec4<u32>(M4), x.q1);
     return dm.x * x.d * f32(s) + dm.y * x.m;
@@ -74,7 +74,7 @@ fn dot_q5_0(ro: u32, t: u32, x: Act) -> f32 {
 
 fn dot_q5_1(ro: u32, t: u32, x: Act) -> f32 {
     let o = ro + t * 24u;
-    let dm = half2(wword(o));
+    let dm = vec2<f32>(whalf(o), whalf(o + 2u));
     let s = q5_dot(wvec(o + 8u), wword(o + 4u), x);
     return dm.x * x.d * f32(s) + dm.y * x.m;
 }

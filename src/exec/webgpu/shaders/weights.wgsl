@@ -36,11 +36,6 @@ fn wbyte(off: u32) -> u32 {
     return (ww(off >> 2u) >> ((off & 3u) * 8u)) & 0xffu;
 }
 
-// The f16 at an even byte offset.
-fn whalf(off: u32) -> f32 {
-    return half_lo(ww(off >> 2u) >> ((off & 2u) * 8u));
-}
-
 // Byte k (0..16) of a 16-byte vector.
 fn vbyte(v: vec4<u32>, k: u32) -> u32 {
     return (v[k >> 2u] >> (8u * (k & 3u))) & 0xffu;
