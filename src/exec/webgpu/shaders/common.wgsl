@@ -1,4 +1,5 @@
-// Helpers prepended to every kernel of the WebGPU executor.
+// Helpers prepended to every kernel of the WebGPU executor (after half_f16.wgsl or
+// half_f32.wgsl, which define half_lo and half2 for the precision path in use).
 
 // The bits of the f16 nearest to x, ties to even: what the CPU reference (the `half` crate,
 // ggml's FP32_TO_FP16) gives. Done by hand because WGSL leaves pack2x16float's rounding to the
