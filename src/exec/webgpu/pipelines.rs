@@ -116,7 +116,8 @@ pub enum Kernel {
     Embed(GgmlType),
     Quantize(ActQuant),
     MatMul(GgmlType, MatVec),
-    RmsNorm,
+    /// `true`: reading another slot than the one it writes.
+    RmsNorm(bool),
     Rope,
     KvStore,
     Attention,
@@ -230,7 +231,18 @@ impl Kernel {
                 [COMMON, &matvec_source(t, mv, f16)].concat(),
                 if mv == MatVec::Rows { "main_rows" } else { "main" },
             ),
-            Kernel::RmsNorm => ([COMMON, RMS_NORM].concat(), "rms_norm"),
+            Kernel::RmsNorm(from) => {
+                let (decl, name) = if from {
+                    ("@group(0) @binding(3) var<storage, read> src: array<f32>;", "src")
+                } else {
+                    ("", "x")
+                };
+                (
+                    [COMMON, &RMS_NORM.replace("SRC_BINDING", decl).replace("SRC[", &format!("{name}["))]
+                        .concat(),
+                    "rms_norm",
+                )
+            }
             Kernel::Rope => ([COMMON, ROPE].concat(), "rope"),
             Kernel::KvStore => ([COMMON, KV_STORE].concat(), "kv_store"),
             Kernel::Attention => {

@@ -216,16 +216,17 @@ pub fn compile(
                         && n(x) == n(dst),
                     || format!("RMSNorm weight '{}' ({:?} {}) does not fit {op:?}", w.name, w.dims, w.dtype),
                 )?;
-                if x != dst {
-                    items.push(Item::Copy { src: x, src_off: 0, dst, size: 4 * n(x) as u64 });
-                }
                 let n_groups = n(dst) / group;
                 let off =
                     push(&[group as u32, n_groups as u32, eps.to_bits(), (w.dtype == GgmlType::F16) as u32]);
                 items.push(Item::Run(Pending {
-                    kernel: Kernel::RmsNorm,
+                    kernel: Kernel::RmsNorm(x != dst),
                     params: off,
-                    bufs: vec![Res::Weight(weight.0 as usize, 0), Res::Act(dst)],
+                    bufs: if x != dst {
+                        vec![Res::Weight(weight.0 as usize, 0), Res::Act(dst), Res::Act(x)]
+                    } else {
+                        vec![Res::Weight(weight.0 as usize, 0), Res::Act(dst)]
+                    },
                     groups: groups(n_groups),
                 }));
                 version[dst.0 as usize] += 1;
