@@ -45,6 +45,9 @@ fn random_weight(rng: &mut Rng, t: GgmlType, k: usize, n: usize) -> Vec<u8> {
         GgmlType::F16 => {
             return rng.vec(count, 1.0).iter().flat_map(|v| f16::from_f32(*v).to_le_bytes()).collect()
         }
+        GgmlType::BF16 => {
+            return rng.vec(count, 1.0).iter().flat_map(|v| half::bf16::from_f32(*v).to_le_bytes()).collect()
+        }
         _ => {}
     }
     let bytes = t.row_bytes(k as u64).unwrap() as usize * n;
@@ -52,7 +55,9 @@ fn random_weight(rng: &mut Rng, t: GgmlType, k: usize, n: usize) -> Vec<u8> {
     let (bs, scales): (usize, &[usize]) = match t {
         GgmlType::Q4_0 | GgmlType::Q5_0 | GgmlType::Q8_0 => (t.type_size(), &[0]),
         GgmlType::Q4_1 | GgmlType::Q5_1 => (t.type_size(), &[0, 2]),
-        GgmlType::Q4_K => (t.type_size(), &[0, 2]),
+        GgmlType::Q4_K | GgmlType::Q5_K => (t.type_size(), &[0, 2]),
+        GgmlType::Q2_K => (t.type_size(), &[80, 82]),
+        GgmlType::Q3_K => (t.type_size(), &[108]),
         GgmlType::Q6_K => (t.type_size(), &[208]),
         _ => panic!("no generator for {t}"),
     };
@@ -166,18 +171,26 @@ fn matmul_every_type() {
     let types = [
         GgmlType::F32,
         GgmlType::F16,
+        GgmlType::BF16,
         GgmlType::Q4_0,
         GgmlType::Q4_1,
         GgmlType::Q5_0,
         GgmlType::Q5_1,
         GgmlType::Q8_0,
+        GgmlType::Q2_K,
+        GgmlType::Q3_K,
         GgmlType::Q4_K,
+        GgmlType::Q5_K,
         GgmlType::Q6_K,
     ];
     let mut p = Pair::new(1);
-    for (t, coop) in types.iter().flat_map(|&t| [(t, true), (t, false)]) {
+    // Cooperative kernels reducing with and without subgroup operations, and one row per invocation.
+    let modes = [(true, true), (true, false), (false, false)];
+    for (t, (coop, sg)) in types.iter().flat_map(|&t| modes.map(|m| (t, m))) {
         p.gpu.set_cooperative_matmul(coop);
-        for (k, n, rows) in [(256, 40, 1), (512, 67, 3), (768, 9, 2)] {
+        let sg = p.gpu.set_subgroup_reduce(sg);
+        // n = 2050 and 4099: two and four rows per cooperative workgroup, with a ragged end.
+        for (k, n, rows) in [(256, 40, 1), (512, 67, 3), (768, 9, 2), (512, 2050, 1), (256, 4099, 2)] {
             let x = p.table(k, VOCAB, 1.0);
             let w = p.weight(t, k, n);
             let g = graph(rows, &[(x, k)], |g, s| {
@@ -189,7 +202,7 @@ fn matmul_every_type() {
             let kv = p.kv(8, 2);
             let toks = p.tokens(rows, VOCAB);
             let (a, b) = p.run(id, kv, &toks, 0);
-            assert_close(&format!("matmul {t} k={k} n={n} rows={rows} coop={coop}"), &a, &b, 1e-4);
+            assert_close(&format!("matmul {t} k={k} n={n} rows={rows} coop={coop} sg={sg}"), &a, &b, 1e-4);
         }
     }
 }
@@ -226,12 +239,16 @@ fn embed_every_type() {
     for t in [
         GgmlType::F32,
         GgmlType::F16,
+        GgmlType::BF16,
         GgmlType::Q4_0,
         GgmlType::Q4_1,
         GgmlType::Q5_0,
         GgmlType::Q5_1,
         GgmlType::Q8_0,
+        GgmlType::Q2_K,
+        GgmlType::Q3_K,
         GgmlType::Q4_K,
+        GgmlType::Q5_K,
         GgmlType::Q6_K,
     ] {
         let k = 512;

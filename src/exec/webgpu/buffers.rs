@@ -37,8 +37,8 @@ impl GpuWeight {
     ) -> Result<GpuWeight> {
         let n_rows: u64 = dims[1..].iter().product();
         let row_bytes = dtype.row_bytes(dims[0])?;
-        // 8 bytes of slack: kernels read whole words, one past an unaligned end.
-        let fit = (max_binding.saturating_sub(8) / row_bytes.max(1)) & !3;
+        // 16 bytes of slack: kernels read 16 bytes at unaligned offsets as five words.
+        let fit = (max_binding.saturating_sub(32) / row_bytes.max(1)) & !3;
         if fit == 0 {
             return Err(err(format!(
                 "a row of '{name}' ({row_bytes} bytes) exceeds the device's binding size ({max_binding})"
@@ -49,7 +49,8 @@ impl GpuWeight {
         let mut start = 0;
         while start < n_rows.max(1) {
             let rows = rows_per_part.min(n_rows.max(1) - start);
-            let size = (rows * row_bytes).div_ceil(4) * 4 + 8;
+            // A multiple of 16: kernels bind weights as arrays of 16-byte vectors.
+            let size = (rows * row_bytes).div_ceil(16) * 16 + 16;
             parts.push(device.create_buffer(&wgpu::BufferDescriptor {
                 label: Some(name),
                 size,

@@ -6,16 +6,54 @@
 //!   registers. A tensor larger than the device's storage binding limit is split at row
 //!   boundaries into parts, and the ops that read it dispatch once per part.
 //! - Matrix products first quantize the activations (q8_1 or q8_K blocks, rounding as the CPU
-//!   reference and llama.cpp do) and use integer dot products inside blocks, so the GPU agrees
-//!   with the CPU reference up to float summation order, not up to quantization noise.
+//!   reference and llama.cpp do, plus per-block sums) and use integer dot products
+//!   (`dot4I8Packed`: one DP4A on GPUs) inside blocks, so the GPU agrees with the CPU reference
+//!   up to float summation order, not up to quantization noise. Quantizing is one small
+//!   dispatch per distinct input (8 blocks or one K block per workgroup), shared by the
+//!   products that read the same activations (Q, K, V; gate, up).
+//! - Decode is bound by weight bandwidth, so the matrix-vector kernel (shaders/matvec.wgsl) is
+//!   shaped for it. A weight row is cut into tasks of 16 weight bytes (32 values of Q4_K, Q5_K,
+//!   Q6_K and the legacy formats, 16 of Q8_0, 64 of Q2_K/Q3_K, 4 or 8 floats); a workgroup of
+//!   64 invocations owns up to 4 rows and invocation i takes tasks i, i + 64, ... of each, so
+//!   a subgroup reads consecutive 16-byte pieces (whole cache lines) and each task's
+//!   activations (q8 bytes, scale, sums) are loaded once for all the rows. Formats whose
+//!   blocks are 16-byte aligned (Q4_K 144 B, Q5_K 176 B, floats) load `vec4<u32>`s directly;
+//!   the others (Q8_0 34 B, Q6_K 210 B, ...) read four words at any offset (five aligned
+//!   loads, funnel-shifted). The 64 partial sums per row are reduced through workgroup memory
+//!   (two barriers) or, where the device has `Features::SUBGROUP` (natively only: wgpu never
+//!   reports it in browsers, and naga rejects `enable subgroups;`), one `subgroupAdd` and one
+//!   barrier. Rows per workgroup (1, 2 or 4) leave at least ~1024 workgroups where the matrix
+//!   has 2048 rows or more: an H100 (132 SMs) then has ~8 workgroups of 64 per SM.
+//!   Per 16 bytes of Q4_K: one 16-byte weight load (plus the block header, a cache hit),
+//!   32 activation bytes (shared by the rows), 8 DP4As and ~30 integer and 6 float operations:
+//!   ~2.5 operations per weight byte, far below what an H100 issues per byte of HBM bandwidth.
+//!   Prefill (several token rows) loops over the rows inside the workgroup, re-reading the
+//!   weight rows from cache. On CPU-emulated adapters one invocation takes a whole row (no
+//!   barriers, which are slow there).
+//! - Expected on an H100 (3.35 TB/s) for Llama 3.1 8B Q4_K_M: ~4.6 GB of weights per token
+//!   (all but the embedding table) → 1.4 ms at peak bandwidth, ~1.7-2 ms at the 70-85% these
+//!   kernels should reach on the large matrices; plus ~680 dependent dispatches per token
+//!   (about 21 per layer), each costing a few µs of pipeline barrier on Vulkan: ~5-6 ms per
+//!   token, 150-220 tokens/s. Llama 3.2 1B Q8_0: ~1.3 GB per token (0.4 ms) plus ~340
+//!   dispatches: ~2 ms, ~400-550 tokens/s. If measurements fall short, the dispatch count
+//!   (fusing quantize into RMSNorm, rope into the KV store) is the next lever.
+//! - Two precision paths: with `Features::SHADER_F16` (unless `WICK_WEBGPU_F16=0`) kernels
+//!   read bulk f16 data through f16-typed bindings and hardware conversion: the f16 KV cache
+//!   in attention, F16 weights, and the f16 block scales (the weight buffer is bound a second
+//!   time as `array<vec4<f16>>`). Arithmetic stays f32 (products of f16 values are exact in
+//!   f32; f16 sums would not meet the CPU tolerance). Without the feature (SwiftShader in
+//!   browsers) f16 bits are converted by hand, exactly.
 //! - `compile` builds everything a step needs once: activation buffers, one uniform buffer
 //!   holding every dispatch's parameters, pipelines (cached per kernel), bind groups. Bind
 //!   groups that name a KV cache are made at the first step with that cache and kept.
 //! - `run` writes the position and token ids into a small storage buffer, records all
 //!   dispatches into one command encoder, submits once, and reads back the argmax id
 //!   (computed on the device) or the logits.
-//! - Activations are f32; the KV cache is f16 packed two per u32 (no `shader-f16` needed, so
-//!   the same kernels run on SwiftShader in browsers).
+//! - Activations are f32; the KV cache is f16, two per 32-bit word (read as `vec2<f16>` with
+//!   `shader-f16`, by hand without).
+//! - Environment: `WICK_WEBGPU_F16=0` forces the f32 path, `WICK_WEBGPU_SUBGROUPS=0` the
+//!   workgroup-memory reduction; `WICK_WEBGPU_COOP=1` forces the cooperative matrix kernels
+//!   and `0` the one-row-per-invocation ones, whatever the adapter type.
 
 mod buffers;
 mod pipelines;
@@ -25,7 +63,7 @@ use std::sync::{Arc, Mutex};
 
 use buffers::{err, GpuKv, GpuWeight, KvLayer};
 use pipelines::Pipelines;
-use plan::Plan;
+use plan::{MatVecMode, Plan};
 
 use super::{Executor, Graph, GraphId, KvId, KvSpec, LocalFuture, Readback, StepOutput, WeightId};
 use crate::quant::GgmlType;
@@ -46,9 +84,15 @@ pub struct WebGpuExecutor {
     pipes: Pipelines,
     dummy: wgpu::Buffer,
     unflushed: u64,
-    /// Matrix products with a workgroup per weight row (GPUs) rather than an invocation per
-    /// row (CPU-emulated adapters).
+    /// Matrix products with workgroups cooperating on a few weight rows (GPUs) rather than an
+    /// invocation per row (CPU-emulated adapters).
     coop_matmul: bool,
+    /// The device has `Features::SUBGROUP` enabled (natively only; see the module docs).
+    subgroups: bool,
+    /// Reduce the cooperative matmul's partial sums with subgroup operations (if `subgroups`).
+    subgroup_reduce: bool,
+    /// The device has `Features::SHADER_F16` enabled and the kernels use it.
+    f16: bool,
     /// A cap on the binding size for new weights (tests of the split path).
     binding_cap: Option<u64>,
     /// The first validation or device error wgpu reported (it reports them out of band).
@@ -84,9 +128,22 @@ impl WebGpuExecutor {
             return Err(err(format!("only a software adapter was found ({})", info.name)));
         }
         let limits = adapter.limits();
+        let have = adapter.features();
+        let f16 = have.contains(wgpu::Features::SHADER_F16)
+            && std::env::var("WICK_WEBGPU_F16").map_or(true, |v| v != "0");
+        let subgroups = have.contains(wgpu::Features::SUBGROUP)
+            && std::env::var("WICK_WEBGPU_SUBGROUPS").map_or(true, |v| v != "0");
+        let mut features = wgpu::Features::empty();
+        if f16 {
+            features |= wgpu::Features::SHADER_F16;
+        }
+        if subgroups {
+            features |= wgpu::Features::SUBGROUP;
+        }
         let (device, queue) = adapter
             .request_device(&wgpu::DeviceDescriptor {
                 label: Some("wick"),
+                required_features: features,
                 required_limits: limits.clone(),
                 memory_hints: wgpu::MemoryHints::Performance,
                 ..Default::default()
@@ -111,20 +168,41 @@ impl WebGpuExecutor {
             device,
             queue,
             limits,
-            adapter: format!("{} ({:?}, {:?})", info.name, info.backend, info.device_type),
+            adapter: format!(
+                "{} ({:?}, {:?}, {})",
+                info.name,
+                info.backend,
+                info.device_type,
+                match (f16, subgroups) {
+                    (true, true) => "f16, subgroups",
+                    (true, false) => "f16",
+                    (false, true) => "f32, subgroups",
+                    (false, false) => "f32",
+                }
+            ),
             weights: Vec::new(),
             kvs: Vec::new(),
             plans: Vec::new(),
-            pipes: Pipelines::default(),
+            pipes: Pipelines::new(f16),
             dummy,
             unflushed: 0,
             binding_cap: None,
-            coop_matmul: info.device_type != wgpu::DeviceType::Cpu,
+            // WICK_WEBGPU_COOP=1 (0) forces the cooperative (per-row) kernels, e.g. to test the
+            // GPU kernels on lavapipe.
+            coop_matmul: match std::env::var("WICK_WEBGPU_COOP").as_deref() {
+                Ok("1") => true,
+                Ok("0") => false,
+                _ => info.device_type != wgpu::DeviceType::Cpu,
+            },
+            subgroups,
+            subgroup_reduce: subgroups,
+            f16,
             error,
         })
     }
 
-    /// The adapter in use, e.g. `llvmpipe (LLVM 15.0.6, 256 bits) (Vulkan, Cpu)`.
+    /// The adapter in use and the precision path, e.g.
+    /// `llvmpipe (LLVM 15.0.6, 256 bits) (Vulkan, Cpu, f16, subgroups)`.
     pub fn adapter_name(&self) -> &str {
         &self.adapter
     }
@@ -135,11 +213,32 @@ impl WebGpuExecutor {
         self.binding_cap = Some(bytes);
     }
 
-    /// Choose the matrix-product kernels of graphs compiled from now on: `true` for one
-    /// workgroup per weight row (the default on GPUs), `false` for one invocation per row (the
-    /// default on CPU-emulated adapters such as lavapipe).
+    /// Choose the matrix-product kernels of graphs compiled from now on: `true` for workgroups
+    /// cooperating on a few weight rows (the default on GPUs), `false` for one invocation per
+    /// row (the default on CPU-emulated adapters such as lavapipe).
     pub fn set_cooperative_matmul(&mut self, coop: bool) {
         self.coop_matmul = coop;
+    }
+
+    /// Whether the kernels use `shader-f16` (the adapter has it and `WICK_WEBGPU_F16` is not `0`).
+    pub fn uses_f16(&self) -> bool {
+        self.f16
+    }
+
+    /// Choose how the cooperative matrix products of graphs compiled from now on reduce their
+    /// partial sums: with subgroup operations (`true`, the default where the device has them)
+    /// or through workgroup memory only. Returns whether subgroup operations will be used.
+    pub fn set_subgroup_reduce(&mut self, on: bool) -> bool {
+        self.subgroup_reduce = on && self.subgroups;
+        self.subgroup_reduce
+    }
+
+    fn matvec_mode(&self) -> MatVecMode {
+        if self.coop_matmul {
+            MatVecMode::Coop { subgroup: self.subgroup_reduce }
+        } else {
+            MatVecMode::Rows
+        }
     }
 
     fn max_binding(&self) -> u64 {
@@ -251,6 +350,7 @@ impl Executor for WebGpuExecutor {
     }
 
     fn compile(&mut self, graph: &Graph) -> Result<GraphId> {
+        let mode = self.matvec_mode();
         let plan = plan::compile(
             &self.device,
             &self.queue,
@@ -258,7 +358,7 @@ impl Executor for WebGpuExecutor {
             &self.weights,
             &self.dummy,
             &self.limits,
-            self.coop_matmul,
+            mode,
             graph,
         )?;
         self.take_error()?;
@@ -287,7 +387,7 @@ impl Executor for WebGpuExecutor {
                     }
                 }
                 Readback::LastLogits | Readback::AllLogits => {
-                    let b = buffers::read(&self.device, &plan.logits_read, plan.logits_read.size()).await?;
+                    let b = buffers::read(&self.device, &plan.logits_read, plan.logits_bytes).await?;
                     let mut logits: Vec<f32> =
                         b.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect();
                     if readback == Readback::LastLogits {

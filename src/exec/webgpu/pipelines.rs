@@ -5,15 +5,20 @@ use std::collections::HashMap;
 
 use crate::quant::GgmlType;
 
+const HALF_F16: &str = include_str!("shaders/half_f16.wgsl");
+const HALF_F32: &str = include_str!("shaders/half_f32.wgsl");
 const COMMON: &str = include_str!("shaders/common.wgsl");
 const WEIGHTS: &str = include_str!("shaders/weights.wgsl");
+const WVIEW_F16: &str = include_str!("shaders/wview_f16.wgsl");
+const WVIEW_F32: &str = include_str!("shaders/wview_f32.wgsl");
 const DEQUANT: &str = include_str!("shaders/dequant.wgsl");
 const EMBED: &str = include_str!("shaders/embed.wgsl");
 const QUANTIZE: &str = include_str!("shaders/quantize.wgsl");
-const MATMUL_QUANT: &str = include_str!("shaders/matmul_quant.wgsl");
-const MATMUL_LEGACY: &str = include_str!("shaders/matmul_legacy.wgsl");
-const MATMUL_KQUANT: &str = include_str!("shaders/matmul_kquant.wgsl");
-const MATMUL_FLOAT: &str = include_str!("shaders/matmul_float.wgsl");
+const MATVEC: &str = include_str!("shaders/matvec.wgsl");
+const MATVEC_SUBGROUP: &str = include_str!("shaders/matvec_subgroup.wgsl");
+const MATVEC_LEGACY: &str = include_str!("shaders/matvec_legacy.wgsl");
+const MATVEC_KQUANT: &str = include_str!("shaders/matvec_kquant.wgsl");
+const MATVEC_FLOAT: &str = include_str!("shaders/matvec_float.wgsl");
 const RMS_NORM: &str = include_str!("shaders/rms_norm.wgsl");
 const ROPE: &str = include_str!("shaders/rope.wgsl");
 const KV_STORE: &str = include_str!("shaders/kv_store.wgsl");
@@ -23,24 +28,28 @@ const ADD: &str = include_str!("shaders/add.wgsl");
 const ARGMAX: &str = include_str!("shaders/argmax.wgsl");
 
 /// Weight types the WebGPU executor runs (matrix products and embeddings).
-pub const SUPPORTED: [GgmlType; 9] = [
+pub const SUPPORTED: [GgmlType; 13] = [
     GgmlType::F32,
     GgmlType::F16,
+    GgmlType::BF16,
     GgmlType::Q4_0,
     GgmlType::Q4_1,
     GgmlType::Q5_0,
     GgmlType::Q5_1,
     GgmlType::Q8_0,
+    GgmlType::Q2_K,
+    GgmlType::Q3_K,
     GgmlType::Q4_K,
+    GgmlType::Q5_K,
     GgmlType::Q6_K,
 ];
 
-/// The activation format a quantized weight type's matrix product reads.
+/// The activation format a quantized weight type's matrix product reads (quantize.wgsl).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum ActQuant {
-    /// 32-value blocks, d and s (quantize.wgsl `quant_q8_1`): for the legacy types.
+    /// 32-value blocks with d, s and Σq: for the legacy types.
     Q8_1,
-    /// 256-value blocks (quantize.wgsl `quant_q8_k`): for the K-quants.
+    /// 256-value blocks with d and the sums of each 16 values: for the K-quants.
     Q8K,
 }
 
@@ -48,8 +57,10 @@ impl ActQuant {
     /// For weights of type `t`; None for the float types.
     pub fn for_type(t: GgmlType) -> Option<ActQuant> {
         match t {
-            GgmlType::F32 | GgmlType::F16 => None,
-            GgmlType::Q4_K | GgmlType::Q6_K => Some(ActQuant::Q8K),
+            GgmlType::F32 | GgmlType::F16 | GgmlType::BF16 => None,
+            GgmlType::Q2_K | GgmlType::Q3_K | GgmlType::Q4_K | GgmlType::Q5_K | GgmlType::Q6_K => {
+                Some(ActQuant::Q8K)
+            }
             _ => Some(ActQuant::Q8_1),
         }
     }
@@ -60,13 +71,43 @@ impl ActQuant {
             ActQuant::Q8K => 256,
         }
     }
-    /// u32 words per block.
-    pub fn words(self) -> usize {
+    /// u32 words of a block's record (after all the quants).
+    pub fn meta_words(self) -> usize {
         match self {
-            ActQuant::Q8_1 => 10,
-            ActQuant::Q8K => 65,
+            ActQuant::Q8_1 => 4,
+            ActQuant::Q8K => 20,
         }
     }
+    /// Blocks one quantize workgroup covers.
+    pub fn blocks_per_group(self) -> usize {
+        match self {
+            ActQuant::Q8_1 => 8,
+            ActQuant::Q8K => 1,
+        }
+    }
+}
+
+/// Values of a weight row of type `t` one matvec task covers (matvec.wgsl): 16 weight
+/// bytes of quants for most types. A row of `k` values has `k / task_values(t)` tasks.
+pub fn task_values(t: GgmlType) -> usize {
+    match t {
+        GgmlType::F32 => 4,
+        GgmlType::F16 | GgmlType::BF16 => 8,
+        GgmlType::Q8_0 => 16,
+        GgmlType::Q4_0 | GgmlType::Q4_1 | GgmlType::Q5_0 | GgmlType::Q5_1 => 32,
+        GgmlType::Q4_K | GgmlType::Q5_K | GgmlType::Q6_K => 32,
+        _ => 64,
+    }
+}
+
+/// How a matrix product is spread over invocations.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum MatVec {
+    /// One invocation per weight row (CPU-emulated adapters).
+    Rows,
+    /// 64 invocations cooperate on `rows` (1 to 4) weight rows, reducing through workgroup
+    /// memory or, with `subgroup`, subgroup operations (GPUs).
+    Coop { rows: u8, subgroup: bool },
 }
 
 /// One compute kernel.
@@ -74,10 +115,9 @@ impl ActQuant {
 pub enum Kernel {
     Embed(GgmlType),
     Quantize(ActQuant),
-    /// A matrix product with weights of a type; `true`: one workgroup cooperates on each
-    /// weight row (GPUs), `false`: one invocation per row (CPU-emulated adapters).
-    MatMul(GgmlType, bool),
-    RmsNorm,
+    MatMul(GgmlType, MatVec),
+    /// `true`: reading another slot than the one it writes.
+    RmsNorm(bool),
     Rope,
     KvStore,
     Attention,
@@ -87,54 +127,128 @@ pub enum Kernel {
     Argmax,
 }
 
+/// The WGSL name of a weight type's functions (dequant.wgsl, matvec_*.wgsl).
 fn type_fn(t: GgmlType) -> &'static str {
     match t {
         GgmlType::F32 => "f32",
         GgmlType::F16 => "f16",
+        GgmlType::BF16 => "bf16",
         GgmlType::Q4_0 => "q4_0",
         GgmlType::Q4_1 => "q4_1",
         GgmlType::Q5_0 => "q5_0",
         GgmlType::Q5_1 => "q5_1",
         GgmlType::Q8_0 => "q8_0",
+        GgmlType::Q2_K => "q2_k",
+        GgmlType::Q3_K => "q3_k",
         GgmlType::Q4_K => "q4_k",
+        GgmlType::Q5_K => "q5_k",
         GgmlType::Q6_K => "q6_k",
         _ => unreachable!("kernel for unsupported type {t}"),
     }
 }
 
+/// The activation loader of a weight type's matvec tasks.
+fn act_fn(t: GgmlType) -> &'static str {
+    match t {
+        GgmlType::F32 => "act_f32",
+        GgmlType::F16 => "act_f16",
+        GgmlType::BF16 => "act_bf16",
+        GgmlType::Q8_0 => "act_q8_0",
+        GgmlType::Q4_K | GgmlType::Q5_K => "act_q4_k",
+        GgmlType::Q6_K => "act_q6_k",
+        GgmlType::Q2_K | GgmlType::Q3_K => "act_q2_k",
+        _ => "act_q8_1",
+    }
+}
+
+/// matvec.wgsl specialized for type `t` and `mv`: the loops over a workgroup's rows are
+/// written out (constant register indices, no local arrays).
+fn matvec_source(t: GgmlType, mv: MatVec, f16: bool) -> String {
+    let (rows, subgroup) = match mv {
+        MatVec::Rows => (1, false),
+        MatVec::Coop { rows, subgroup } => (rows as usize, subgroup),
+    };
+    let lines = |f: &dyn Fn(usize) -> String| (0..rows).map(f).collect::<Vec<_>>().join("\n    ");
+    let mut src = MATVEC
+        .replace("ROW_OFFSETS", &lines(&|i| format!("let o{i} = min(j0 + {i}u, last) * p.row_bytes;")))
+        .replace("ACCUMULATE", &lines(&|i| format!("acc[{i}] += DOT(o{i}, t, act);")))
+        .replace("STORES", &lines(&|i| format!("store(r, j0 + {i}u, tot[{i}]);")))
+        .replace("ROWS", &format!("{rows}u"))
+        .replace("ACT(", &format!("{}(", act_fn(t)))
+        .replace("DOT(", &format!("dot_{}(", type_fn(t)));
+    if subgroup {
+        src = src
+            .replace(
+                "SG_ARGS",
+                ", @builtin(subgroup_invocation_id) sg_lane: u32, @builtin(subgroup_id) sg_id: u32, \
+                 @builtin(num_subgroups) n_sg: u32",
+            )
+            .replace("REDUCE", "reduce_sg(acc, lid, sg_lane, sg_id, n_sg)");
+        src.push_str(MATVEC_SUBGROUP);
+    } else {
+        src = src.replace("SG_ARGS", "").replace("REDUCE", "reduce_wg(acc, lid)");
+    }
+    [&weights(f16, MATVEC_WH_BINDING), &src, MATVEC_LEGACY, MATVEC_KQUANT, MATVEC_FLOAT].concat()
+}
+
+/// The binding of the f16 view of the weights (with `shader-f16`) in matvec.wgsl, embed.wgsl.
+const MATVEC_WH_BINDING: u32 = 5;
+const EMBED_WH_BINDING: u32 = 4;
+
+/// The weight access helpers: weights.wgsl and the f16 reads of one path.
+fn weights(f16: bool, binding: u32) -> String {
+    if f16 {
+        [WEIGHTS, &WVIEW_F16.replace("WH_BINDING", &binding.to_string())].concat()
+    } else {
+        [WEIGHTS, WVIEW_F32].concat()
+    }
+}
+
 impl Kernel {
-    /// WGSL source and entry point.
-    fn source(self) -> (String, &'static str) {
+    /// WGSL source and entry point; `f16`: for a device with `shader-f16`.
+    fn source(self, f16: bool) -> (String, &'static str) {
+        let (body, entry) = self.body(f16);
+        // `enable f16;` must come first in a module.
+        ([if f16 { HALF_F16 } else { HALF_F32 }, &body].concat(), entry)
+    }
+
+    fn body(self, f16: bool) -> (String, &'static str) {
         match self {
             Kernel::Embed(t) => (
-                [COMMON, WEIGHTS, DEQUANT, &EMBED.replace("DEQ(", &format!("deq_{}(", type_fn(t)))].concat(),
+                [
+                    COMMON,
+                    &weights(f16, EMBED_WH_BINDING),
+                    DEQUANT,
+                    &EMBED.replace("DEQ(", &format!("deq_{}(", type_fn(t))),
+                ]
+                .concat(),
                 "main",
             ),
             Kernel::Quantize(q) => {
                 ([COMMON, QUANTIZE].concat(), if q == ActQuant::Q8_1 { "quant_q8_1" } else { "quant_q8_k" })
             }
-            Kernel::MatMul(t @ (GgmlType::F32 | GgmlType::F16), coop) => {
-                let (wv, xv) = if t == GgmlType::F32 { ("w_f32(", "(") } else { ("w_f16(", "f16_round(") };
+            Kernel::MatMul(t, mv) => (
+                [COMMON, &matvec_source(t, mv, f16)].concat(),
+                if mv == MatVec::Rows { "main_rows" } else { "main" },
+            ),
+            Kernel::RmsNorm(from) => {
+                let (decl, name) = if from {
+                    ("@group(0) @binding(3) var<storage, read> src: array<f32>;", "src")
+                } else {
+                    ("", "x")
+                };
                 (
-                    [COMMON, &MATMUL_FLOAT.replace("WV(", wv).replace("XV(", xv)].concat(),
-                    if coop { "main" } else { "main_rows" },
+                    [COMMON, &RMS_NORM.replace("SRC_BINDING", decl).replace("SRC[", &format!("{name}["))]
+                        .concat(),
+                    "rms_norm",
                 )
             }
-            Kernel::MatMul(t, coop) => (
-                [
-                    COMMON,
-                    WEIGHTS,
-                    MATMUL_LEGACY,
-                    MATMUL_KQUANT,
-                    &MATMUL_QUANT.replace("DOT(", &format!("dot_{}(", type_fn(t))),
-                ]
-                .concat(),
-                if coop { "main" } else { "main_rows" },
-            ),
-            Kernel::RmsNorm => ([COMMON, RMS_NORM].concat(), "rms_norm"),
             Kernel::Rope => ([COMMON, ROPE].concat(), "rope"),
             Kernel::KvStore => ([COMMON, KV_STORE].concat(), "kv_store"),
-            Kernel::Attention => ([COMMON, ATTENTION].concat(), "attention"),
+            Kernel::Attention => {
+                let (elem, read) = if f16 { ("vec2<f16>", "vec2<f32>(") } else { ("u32", "half2(") };
+                ([COMMON, &ATTENTION.replace("KV2", elem).replace("KVF(", read)].concat(), "attention")
+            }
             Kernel::GatedSilu => ([COMMON, GATED_ACT].concat(), "gated_silu"),
             Kernel::GatedGelu => ([COMMON, GATED_ACT].concat(), "gated_gelu"),
             Kernel::Add => ([COMMON, ADD].concat(), "add"),
@@ -144,18 +258,30 @@ impl Kernel {
 }
 
 /// Pipelines built so far.
-#[derive(Default)]
 pub struct Pipelines {
     cache: HashMap<Kernel, wgpu::ComputePipeline>,
+    /// Read f16 values with `shader-f16` (half_f16.wgsl) rather than by hand (half_f32.wgsl).
+    f16: bool,
 }
 
 impl Pipelines {
+    /// An empty cache; `f16`: the device has `shader-f16` enabled and the kernels may use it.
+    pub fn new(f16: bool) -> Pipelines {
+        Pipelines { cache: HashMap::new(), f16 }
+    }
+
+    /// Whether the kernels are built for `shader-f16` (they then bind weights a second time).
+    pub fn f16(&self) -> bool {
+        self.f16
+    }
+
     /// The pipeline of `k`, built on first use (its bind group layout is derived from the shader).
     pub fn get(&mut self, device: &wgpu::Device, k: Kernel) -> wgpu::ComputePipeline {
+        let f16 = self.f16;
         self.cache
             .entry(k)
             .or_insert_with(|| {
-                let (src, entry) = k.source();
+                let (src, entry) = k.source(f16);
                 let label = format!("{k:?}");
                 let module = device.create_shader_module(wgpu::ShaderModuleDescriptor {
                     label: Some(&label),

@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use std::num::NonZeroU64;
 
 use super::buffers::{err, GpuKv, GpuWeight};
-use super::pipelines::{ActQuant, Kernel, Pipelines, SUPPORTED};
+use super::pipelines::{task_values, ActQuant, Kernel, MatVec, Pipelines, SUPPORTED};
 use crate::exec::{ActId, Gate, Graph, Op, RopeMode};
 use crate::quant::GgmlType;
 use crate::Result;
@@ -17,6 +17,33 @@ fn groups(n: usize) -> (u32, u32) {
     } else {
         (32768, n.div_ceil(32768) as u32)
     }
+}
+
+/// How matrix products are spread over invocations (see `MatVec`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MatVecMode {
+    /// One invocation per weight row (CPU-emulated adapters).
+    Rows,
+    /// Workgroups of 64 invocations on 1 to 4 rows; `subgroup`: reduce with subgroup operations.
+    Coop { subgroup: bool },
+}
+
+/// Weight rows per matvec workgroup for a matrix (part) of `n` rows: up to 4 (sharing each
+/// activation load between rows), but at least ~1024 workgroups where the matrix allows, so
+/// that a large GPU (an H100 has 132 SMs, 16 or more workgroups of 64 resident on each) has
+/// enough of them in flight to cover memory latency.
+fn coop_rows(n: usize) -> usize {
+    match n {
+        0..2048 => 1,
+        2048..4096 => 2,
+        _ => 4,
+    }
+}
+
+/// Whether kernels for weights of type `t` read f16 values of the weights (then, with
+/// `shader-f16`, through a second, f16-typed binding of the same buffer).
+fn reads_f16(t: GgmlType) -> bool {
+    !matches!(t, GgmlType::F32 | GgmlType::BF16)
 }
 
 /// One recorded command.
@@ -67,6 +94,8 @@ pub struct Plan {
     argmax_out: wgpu::Buffer,
     pub argmax_read: wgpu::Buffer,
     pub logits_read: wgpu::Buffer,
+    /// Bytes of logits (the readback buffer may be longer).
+    pub logits_bytes: u64,
     /// Rows of the embedding table (token ids must be below), if the graph embeds.
     pub embed_rows: Option<u64>,
 }
@@ -87,6 +116,8 @@ enum Res {
     Weight(usize, usize),
     Step,
     Dummy,
+    /// No buffer at this binding (the kernel does not use it).
+    Unused,
     Quant(ActQuant),
 }
 
@@ -113,7 +144,7 @@ pub fn compile(
     weights: &[GpuWeight],
     dummy: &wgpu::Buffer,
     limits: &wgpu::Limits,
-    coop: bool,
+    coop: MatVecMode,
     g: &Graph,
 ) -> Result<Plan> {
     let w_ok = |w: crate::exec::WeightId| (w.0 as usize) < weights.len();
@@ -136,6 +167,7 @@ pub fn compile(
     let mut qstate: HashMap<ActQuant, Option<(ActId, u64)>> = HashMap::new();
     let mut qsize: HashMap<ActQuant, u64> = HashMap::new();
     let mut embed_rows = None;
+    let f16 = pipes.f16();
     let n = |a: ActId| g.rows(a) * g.cols(a);
 
     for op in &g.ops {
@@ -156,10 +188,18 @@ pub fn compile(
                         (start + count) as u32,
                         scale.to_bits(),
                     ]);
+                    let mut bufs = vec![Res::Weight(table.0 as usize, p), Res::Step, Res::Act(dst)];
+                    if f16 && reads_f16(t.dtype) {
+                        // The f16 view of the table (binding EMBED_WH_BINDING); F16 reads only it.
+                        bufs.push(bufs[0]);
+                        if t.dtype == GgmlType::F16 {
+                            bufs[0] = Res::Unused;
+                        }
+                    }
                     items.push(Item::Run(Pending {
                         kernel: Kernel::Embed(t.dtype),
                         params: off,
-                        bufs: vec![Res::Weight(table.0 as usize, p), Res::Step, Res::Act(dst)],
+                        bufs,
                         groups: groups((rows * t.k()).div_ceil(64)),
                     }));
                 }
@@ -176,16 +216,17 @@ pub fn compile(
                         && n(x) == n(dst),
                     || format!("RMSNorm weight '{}' ({:?} {}) does not fit {op:?}", w.name, w.dims, w.dtype),
                 )?;
-                if x != dst {
-                    items.push(Item::Copy { src: x, src_off: 0, dst, size: 4 * n(x) as u64 });
-                }
                 let n_groups = n(dst) / group;
                 let off =
                     push(&[group as u32, n_groups as u32, eps.to_bits(), (w.dtype == GgmlType::F16) as u32]);
                 items.push(Item::Run(Pending {
-                    kernel: Kernel::RmsNorm,
+                    kernel: Kernel::RmsNorm(x != dst),
                     params: off,
-                    bufs: vec![Res::Weight(weight.0 as usize, 0), Res::Act(dst)],
+                    bufs: if x != dst {
+                        vec![Res::Weight(weight.0 as usize, 0), Res::Act(dst), Res::Act(x)]
+                    } else {
+                        vec![Res::Weight(weight.0 as usize, 0), Res::Act(dst)]
+                    },
                     groups: groups(n_groups),
                 }));
                 version[dst.0 as usize] += 1;
@@ -219,51 +260,71 @@ pub fn compile(
                     None => Res::Dummy,
                 };
                 let aq = ActQuant::for_type(wt.dtype);
-                let src = match aq {
-                    None => Res::Act(x),
+                let tv = task_values(wt.dtype);
+                check(k % tv == 0, || {
+                    format!("'{}' ({}): row length {k} is not a multiple of {tv}", wt.name, wt.dtype)
+                })?;
+                let (src, meta, nb) = match aq {
+                    None => (Res::Act(x), 0, 0),
                     Some(q) => {
                         check(k % q.block() == 0, || {
                             format!("'{}': row length {k} is not a whole number of blocks", wt.name)
                         })?;
                         let nblk = rows * k / q.block();
-                        let need = (nblk * q.words() * 4) as u64;
+                        // Quants (one byte per value), then the block records.
+                        let meta_words = rows * k / 4;
+                        let need = 4 * (meta_words + nblk * q.meta_words()) as u64;
                         let e = qsize.entry(q).or_insert(0);
                         *e = (*e).max(need);
                         let cur = Some((x, version[x.0 as usize]));
                         if qstate.get(&q).copied().flatten() != cur {
-                            let off = push(&[nblk as u32]);
+                            let off = push(&[nblk as u32, meta_words as u32]);
                             items.push(Item::Run(Pending {
                                 kernel: Kernel::Quantize(q),
                                 params: off,
                                 bufs: vec![Res::Act(x), Res::Quant(q)],
-                                groups: groups(nblk.div_ceil(64)),
+                                groups: groups(nblk.div_ceil(q.blocks_per_group())),
                             }));
                             qstate.insert(q, cur);
                         }
-                        Res::Quant(q)
+                        (Res::Quant(q), meta_words / 4, k / q.block())
                     }
                 };
+                let avec = if aq.is_some() { k / 16 } else { k / 4 };
                 for p in 0..wt.parts.len() {
                     let (start, count) = wt.part_rows(p);
-                    let words = match aq {
-                        None => [count as u32, rows as u32, k as u32, 0],
-                        Some(q) => [count as u32, rows as u32, wt.row_bytes as u32, (k / q.block()) as u32],
-                    };
                     let off = push(&[
-                        words[0],
-                        words[1],
-                        words[2],
-                        words[3],
+                        count as u32,
+                        rows as u32,
+                        wt.row_bytes as u32,
+                        (k / tv) as u32,
                         start as u32,
                         nn as u32,
                         bias.is_some() as u32,
-                        aq.map_or(0, |q| q.words() as u32),
+                        meta as u32,
+                        avec as u32,
+                        nb as u32,
                     ]);
+                    let (mv, n_groups) = match coop {
+                        MatVecMode::Rows => (MatVec::Rows, (count as usize).div_ceil(64)),
+                        MatVecMode::Coop { subgroup } => {
+                            let r = coop_rows(count as usize);
+                            (MatVec::Coop { rows: r as u8, subgroup }, (count as usize).div_ceil(r))
+                        }
+                    };
+                    let mut bufs = vec![Res::Weight(w.0 as usize, p), src, Res::Act(dst), bias_res];
+                    if f16 && reads_f16(wt.dtype) {
+                        // The f16 view of the weights (binding MATVEC_WH_BINDING); F16 reads only it.
+                        bufs.push(bufs[0]);
+                        if wt.dtype == GgmlType::F16 {
+                            bufs[0] = Res::Unused;
+                        }
+                    }
                     items.push(Item::Run(Pending {
-                        kernel: Kernel::MatMul(wt.dtype, coop),
+                        kernel: Kernel::MatMul(wt.dtype, mv),
                         params: off,
-                        bufs: vec![Res::Weight(w.0 as usize, p), src, Res::Act(dst), bias_res],
-                        groups: groups(if coop { count as usize } else { (count as usize).div_ceil(64) }),
+                        bufs,
+                        groups: groups(n_groups),
                     }));
                 }
                 version[dst.0 as usize] += 1;
@@ -400,10 +461,11 @@ pub fn compile(
 
     // Buffers.
     let usage = wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_SRC | wgpu::BufferUsages::COPY_DST;
+    // Sizes rounded to 16 bytes: kernels bind buffers as arrays of 16-byte vectors.
     let buffer = |label: &str, size: u64, usage| {
         device.create_buffer(&wgpu::BufferDescriptor {
             label: Some(label),
-            size: size.max(4).div_ceil(4) * 4,
+            size: size.max(16).div_ceil(16) * 16,
             usage,
             mapped_at_creation: false,
         })
@@ -433,7 +495,7 @@ pub fn compile(
     queue.write_buffer(&params_buf, 0, &params);
 
     // Bind groups.
-    let bind = |pipes: &mut Pipelines, kernel: Kernel, params: u64, bufs: &[&wgpu::Buffer]| {
+    let bind = |pipes: &mut Pipelines, kernel: Kernel, params: u64, bufs: &[Option<&wgpu::Buffer>]| {
         let pipe = pipes.get(device, kernel);
         let mut entries = vec![wgpu::BindGroupEntry {
             binding: 0,
@@ -443,7 +505,7 @@ pub fn compile(
                 size: NonZeroU64::new(64),
             }),
         }];
-        for (i, b) in bufs.iter().enumerate() {
+        for (i, b) in bufs.iter().enumerate().filter_map(|(i, b)| Some((i, (*b)?))) {
             entries.push(wgpu::BindGroupEntry { binding: i as u32 + 1, resource: b.as_entire_binding() });
         }
         let bg = device.create_bind_group(&wgpu::BindGroupDescriptor {
@@ -453,20 +515,21 @@ pub fn compile(
         });
         (pipe, bg)
     };
-    let resolve = |r: Res| -> &wgpu::Buffer {
-        match r {
+    let resolve = |r: Res| -> Option<&wgpu::Buffer> {
+        Some(match r {
             Res::Act(a) => &acts[a.0 as usize],
             Res::Weight(w, p) => &weights[w].parts[p],
             Res::Step => &step,
             Res::Dummy => dummy,
             Res::Quant(q) => &quant[&q],
-        }
+            Res::Unused => return None,
+        })
     };
     let mut cmds = Vec::new();
     for item in items {
         cmds.push(match item {
             Item::Run(p) => {
-                let bufs: Vec<&wgpu::Buffer> = p.bufs.iter().map(|&r| resolve(r)).collect();
+                let bufs: Vec<Option<&wgpu::Buffer>> = p.bufs.iter().map(|&r| resolve(r)).collect();
                 let (pipe, bind) = bind(pipes, p.kernel, p.params, &bufs);
                 Cmd::Dispatch { pipe, bind, groups: p.groups }
             }
@@ -478,7 +541,8 @@ pub fn compile(
             }
         });
     }
-    let argmax = bind(pipes, Kernel::Argmax, argmax_params, &[resolve(Res::Act(g.logits)), &argmax_out]);
+    let argmax =
+        bind(pipes, Kernel::Argmax, argmax_params, &[resolve(Res::Act(g.logits)), Some(&argmax_out)]);
     let kv_binds = kv_uses
         .into_iter()
         .map(|(what, kernel, params)| KvBind {
@@ -499,6 +563,7 @@ pub fn compile(
         argmax_out,
         argmax_read,
         logits_read,
+        logits_bytes: 4 * n(g.logits) as u64,
         embed_rows,
     })
 }
@@ -611,7 +676,7 @@ impl Plan {
             drop(pass);
             enc.copy_buffer_to_buffer(&self.argmax_out, 0, &self.argmax_read, 0, 4);
         } else {
-            enc.copy_buffer_to_buffer(logits, 0, &self.logits_read, 0, self.logits_read.size());
+            enc.copy_buffer_to_buffer(logits, 0, &self.logits_read, 0, self.logits_bytes);
         }
     }
 }

@@ -1,7 +1,8 @@
 // Causal attention of one query row and head over the f16 KV cache (one workgroup each),
 // with ggml's numerics: the query rounded to f16, max-subtracted softmax, probabilities
 // rounded to f16 before the product with the values. Scores are recomputed rather than
-// stored, so any context length fits.
+// stored, so any context length fits. KV2/KVF: the cache's element type (two f16) and its
+// conversion to vec2<f32>: vec2<f16> and the hardware with `shader-f16`, else u32 and half2.
 
 struct Params {
     n_heads: u32,
@@ -19,8 +20,8 @@ struct Params {
 @group(0) @binding(0) var<uniform> p: Params;
 @group(0) @binding(1) var<storage, read> step: array<u32>;
 @group(0) @binding(2) var<storage, read> q: array<f32>;
-@group(0) @binding(3) var<storage, read> kc: array<u32>;
-@group(0) @binding(4) var<storage, read> vc: array<u32>;
+@group(0) @binding(3) var<storage, read> kc: array<KV2>;
+@group(0) @binding(4) var<storage, read> vc: array<KV2>;
 @group(0) @binding(5) var<storage, read_write> dst: array<f32>;
 
 const WG: u32 = 64u;
@@ -32,7 +33,7 @@ fn score(j: u32, kvh: u32) -> f32 {
     let kb = (j * p.k_dim + kvh * p.head_dim) / 2u;
     var d = 0.0;
     for (var t = 0u; t < p.head_dim / 2u; t++) {
-        let kv = half2(kc[kb + t]);
+        let kv = KVF(kc[kb + t]);
         d += kv.x * qh[2u * t];
         d += kv.y * qh[2u * t + 1u];
     }
@@ -109,7 +110,7 @@ fn attention(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_in
                 var av = acc[c];
                 for (var jj = 0u; jj < cnt; jj++) {
                     let vi = (t0 + jj) * p.v_dim + kvh * p.head_dim + dd;
-                    let pair = half2(vc[vi >> 1u]);
+                    let pair = KVF(vc[vi >> 1u]);
                     av += pw[jj] * select(pair.x, pair.y, (vi & 1u) == 1u);
                 }
                 acc[c] = av;

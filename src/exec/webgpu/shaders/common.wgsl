@@ -1,4 +1,5 @@
-// Helpers prepended to every kernel of the WebGPU executor.
+// Helpers prepended to every kernel of the WebGPU executor (after half_f16.wgsl or
+// half_f32.wgsl, which define half_lo and half2 for the precision path in use).
 
 // The bits of the f16 nearest to x, ties to even: what the CPU reference (the `half` crate,
 // ggml's FP32_TO_FP16) gives. Done by hand because WGSL leaves pack2x16float's rounding to the
@@ -58,36 +59,16 @@ fn f16_round(x: f32) -> f32 {
     return f16_to_f32(f16_bits(x));
 }
 
-// The f16 in the low 16 bits of `word`.
-fn half_lo(word: u32) -> f32 {
-    return f16_to_f32(word & 0xffffu);
-}
-
-// The two f16 of `word` (low half first).
-fn half2(word: u32) -> vec2<f32> {
-    return vec2<f32>(f16_to_f32(word & 0xffffu), f16_to_f32(word >> 16u));
+// bf16 bits of x rounded to nearest even (the `half` crate's bf16::from_f32; no NaNs here),
+// as the f32 whose top 16 bits they are.
+fn bf16_round(x: f32) -> f32 {
+    let b = bitcast<u32>(x);
+    return bitcast<f32>((b + 0x7fffu + ((b >> 16u) & 1u)) & 0xffff0000u);
 }
 
 // Signed byte k (0..4) of w.
 fn sext8(w: u32, k: u32) -> i32 {
     return bitcast<i32>(w << (24u - 8u * k)) >> 24u;
-}
-
-// Dot product of four signed bytes with four signed bytes.
-fn dot_i8(x: u32, y: u32) -> i32 {
-    return sext8(x, 0u) * sext8(y, 0u) + sext8(x, 1u) * sext8(y, 1u) + sext8(x, 2u) * sext8(y, 2u)
-        + sext8(x, 3u) * sext8(y, 3u);
-}
-
-// Dot product of four unsigned bytes (x) with four signed bytes (y).
-fn dot_u8(x: u32, y: u32) -> i32 {
-    return i32(x & 0xffu) * sext8(y, 0u) + i32((x >> 8u) & 0xffu) * sext8(y, 1u)
-        + i32((x >> 16u) & 0xffu) * sext8(y, 2u) + i32(x >> 24u) * sext8(y, 3u);
-}
-
-// Sum of four signed bytes.
-fn sum_i8(y: u32) -> i32 {
-    return sext8(y, 0u) + sext8(y, 1u) + sext8(y, 2u) + sext8(y, 3u);
 }
 
 // Workgroup index of a 2-D dispatch whose x extent is at most 32768 (see `groups` in Rust).

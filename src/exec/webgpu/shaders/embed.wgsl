@@ -12,7 +12,7 @@ struct Params {
 }
 
 @group(0) @binding(0) var<uniform> p: Params;
-@group(0) @binding(1) var<storage, read> w: array<u32>;
+@group(0) @binding(1) var<storage, read> w: array<vec4<u32>>;
 @group(0) @binding(2) var<storage, read> step: array<u32>;
 @group(0) @binding(3) var<storage, read_write> dst: array<f32>;
 

@@ -1,30 +1,44 @@
-// Byte access to raw GGUF blocks held in `w: array<u32>` (the including kernel binds `w`).
-// GGUF blocks are not 4-byte aligned (Q8_0 is 34 bytes), so words are read at any byte offset.
+// Access to raw GGUF blocks held in `w: array<vec4<u32>>` (the including kernel binds `w`).
+// Kernels whose blocks are 16-byte aligned (Q4_K, Q5_K, F32, F16, BF16) index `w` directly,
+// one 16-byte load per access; the others read words at any byte offset through these helpers
+// (Q8_0 blocks are 34 bytes, Q6_K 210, Q3_K 110: only 2-byte aligned).
+
+// Word i (4-byte units).
+fn ww(i: u32) -> u32 {
+    return w[i >> 2u][i & 3u];
+}
 
 // The 4 bytes at byte offset `off`, little-endian.
 fn wword(off: u32) -> u32 {
     let i = off >> 2u;
     let s = (off & 3u) * 8u;
+    let lo = ww(i);
     if (s == 0u) {
-        return w[i];
+        return lo;
     }
-    return (w[i] >> s) | (w[i + 1u] << (32u - s));
+    return (lo >> s) | (ww(i + 1u) << (32u - s));
+}
+
+// The 16 bytes at byte offset `off`: four aligned words, or five funnel-shifted.
+fn wvec(off: u32) -> vec4<u32> {
+    let i = off >> 2u;
+    let s = (off & 3u) * 8u;
+    let v = vec4<u32>(ww(i), ww(i + 1u), ww(i + 2u), ww(i + 3u));
+    if (s == 0u) {
+        return v;
+    }
+    let next = vec4<u32>(v.yzw, ww(i + 4u));
+    return (v >> vec4<u32>(s)) | (next << vec4<u32>(32u - s));
 }
 
 // The byte at `off`.
 fn wbyte(off: u32) -> u32 {
-    return (w[off >> 2u] >> ((off & 3u) * 8u)) & 0xffu;
+    return (ww(off >> 2u) >> ((off & 3u) * 8u)) & 0xffu;
 }
 
-// The f16 at an even byte offset.
-fn whalf(off: u32) -> f32 {
-    return half_lo(w[off >> 2u] >> ((off & 2u) * 8u));
-}
-
-// Element (4 low bits) and 5th bit spread: bit k of h goes to bit 4 of byte k.
-fn spread4(h: u32) -> u32 {
-    return ((h & 1u) << 4u) | (((h >> 1u) & 1u) << 12u) | (((h >> 2u) & 1u) << 20u)
-        | (((h >> 3u) & 1u) << 28u);
+// Byte k (0..16) of a 16-byte vector.
+fn vbyte(v: vec4<u32>, k: u32) -> u32 {
+    return (v[k >> 2u] >> (8u * (k & 3u))) & 0xffu;
 }
 
 // Scale and min of sub-block j (0..8) of Q4_K/Q5_K from the 12 scale bytes (three words).
@@ -37,4 +51,12 @@ fn k4_scale_min(j: u32, s0: u32, s1: u32, s2: u32) -> vec2<u32> {
     let b0 = (s0 >> t) & 0xffu;
     let b1 = (s1 >> t) & 0xffu;
     return vec2<u32>((b2 & 0xfu) | ((b0 >> 6u) << 4u), (b2 >> 4u) | ((b1 >> 6u) << 4u));
+}
+
+// Signed scale i (0..16) of Q3_K from its 12 packed bytes (x, y, z of `s`): low 4 bits are
+// nibble i / 8 of byte i % 8, top 2 bits are bits 2 (i / 4) of byte 8 + i % 4; minus 32.
+fn q3k_scale(i: u32, s: vec4<u32>) -> i32 {
+    let lo = (vbyte(s, i % 8u) >> (4u * (i / 8u))) & 15u;
+    let hi = (vbyte(s, 8u + i % 4u) >> (2u * (i / 4u))) & 3u;
+    return i32(lo | (hi << 4u)) - 32;
 }
