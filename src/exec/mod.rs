@@ -139,17 +139,25 @@ impl std::str::FromStr for ExecutorKind {
 /// Create an executor of the given kind.
 pub async fn create(kind: ExecutorKind) -> Result<Box<dyn Executor>> {
     match kind {
-        // Auto: CUDA when this build has it and it works here, then a hardware WebGPU adapter (a
-        // software one such as lavapipe is slower than the CPU executor), else the CPU.
+        // Auto: CUDA when this build has it and it works here, then WebGPU, else the CPU.
+        // Natively only a hardware WebGPU adapter will do (a software one such as lavapipe is
+        // slower than the multi-threaded CPU executor); in the browser any adapter will (the CPU
+        // executor runs single-threaded there, SwiftShader on all cores).
         ExecutorKind::Auto => {
             #[cfg(all(feature = "cuda", not(target_arch = "wasm32")))]
             if let Ok(e) = cuda::CudaExecutor::new() {
                 return Ok(Box::new(e));
             }
             #[cfg(feature = "webgpu")]
-            if let Ok(e) = webgpu::WebGpuExecutor::acquire(false).await {
-                return Ok(Box::new(e));
+            match webgpu::WebGpuExecutor::acquire(cfg!(target_arch = "wasm32")).await {
+                Ok(e) => return Ok(Box::new(e)),
+                Err(_e) => {
+                    #[cfg(target_arch = "wasm32")]
+                    browser_warning(&format!("{_e}; running on the CPU executor instead (much slower)"));
+                }
             }
+            #[cfg(all(target_arch = "wasm32", not(feature = "webgpu")))]
+            browser_warning("this build has no WebGPU executor; running on the CPU executor (much slower)");
             Ok(Box::new(cpu::CpuExecutor::new()))
         }
         ExecutorKind::Cpu => Ok(Box::new(cpu::CpuExecutor::new())),
@@ -162,4 +170,11 @@ pub async fn create(kind: ExecutorKind) -> Result<Box<dyn Executor>> {
         #[cfg(not(all(feature = "cuda", not(target_arch = "wasm32"))))]
         ExecutorKind::Cuda => Err(crate::Error::NotCompiledWith("the CUDA executor")),
     }
+}
+
+/// In the browser, say on the console why `Auto` fell back to the CPU: a page that is suddenly
+/// ten times slower deserves a reason a developer can find.
+#[cfg(target_arch = "wasm32")]
+fn browser_warning(msg: &str) {
+    web_sys::console::warn_1(&format!("wick: {msg}").into());
 }

@@ -203,7 +203,10 @@ fn tensors(s: &SynthSpec, n_vocab: usize) -> Vec<Gen> {
     v
 }
 
-fn metadata(s: &SynthSpec, donor: &Metadata) -> Result<Metadata> {
+/// The metadata [`write`] gives a synthetic model: the spec's hyperparameters and the donor's
+/// `tokenizer.*` keys. With [`SynthSpec::tensor_specs`] it describes the file without making
+/// its weights (the browser tests stream a large model of zeros made on the fly from it).
+pub fn metadata(s: &SynthSpec, donor: &Metadata) -> Result<Metadata> {
     let mut md = Metadata::new();
     let a = s.arch.name();
     md.insert(keys::ARCHITECTURE, MetaValue::Str(a.into()));

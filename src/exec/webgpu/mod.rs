@@ -115,6 +115,15 @@ impl WebGpuExecutor {
         } else {
             wgpu::Backends::VULKAN
         };
+        // wgpu's Instance::new panics where `navigator.gpu` cannot be reached (a shared or
+        // service worker): ask first, and make a missing WebGPU an error the caller can act on.
+        #[cfg(target_arch = "wasm32")]
+        if !wgpu::util::is_browser_webgpu_supported().await {
+            return Err(err(
+                "this browser offers no WebGPU adapter (navigator.gpu is missing, gives no adapter, \
+                 or cannot be reached from this kind of worker)",
+            ));
+        }
         let instance = wgpu::Instance::new(desc.with_env());
         let adapter = instance
             .request_adapter(&wgpu::RequestAdapterOptions {

@@ -64,7 +64,9 @@ fn attention(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_in
     }
     workgroupBarrier();
 
-    var m = -3.4028235e38;
+    // Just below -f32::MAX as written: Chrome's Tint rejects -3.4028235e38 (as an abstract
+    // float it exceeds f32's range before rounding); this literal rounds to -f32::MAX.
+    var m = -3.40282346e38;
     for (var j = start + lid; j <= pos; j += WG) {
         m = max(m, score(j, kvh));
     }

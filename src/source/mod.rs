@@ -7,7 +7,10 @@
 //! - [`MemorySource`]: bytes already in memory (an owned `Vec<u8>`, a borrowed `&[u8]`, anything
 //!   `AsRef<[u8]>`).
 //! - [`FileSource`]: a native file (not on wasm).
-//! - [`StreamSource`]: any `futures_core::Stream` of byte chunks; the browser sources wrap one.
+//! - [`StreamSource`]: any `futures_core::Stream` of byte chunks.
+//! - In the browser (wasm32 only, module `web`): `ReadableStreamSource` (a JS `ReadableStream`),
+//!   `BlobSource` (a `Blob` or `File`, read in bounded slices) and `UrlSource` (`fetch`, resuming
+//!   a broken download with `Range` requests).
 
 use std::future::Future;
 use std::pin::Pin;
@@ -17,6 +20,11 @@ use futures_core::Stream;
 #[cfg(not(target_arch = "wasm32"))]
 use crate::Error;
 use crate::Result;
+
+#[cfg(target_arch = "wasm32")]
+pub mod web;
+#[cfg(target_arch = "wasm32")]
+pub use web::{BlobSource, ReadableStreamSource, UrlOptions, UrlSource};
 
 /// An ordered, forward-only byte source.
 pub trait ByteSource {
