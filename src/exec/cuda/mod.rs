@@ -69,6 +69,9 @@ const TYPES: &[GgmlType] = &[
     GgmlType::Q6_K,
 ];
 
+/// Outputs per block of the decode matrix kernels (`MMV_WARPS` in kernels/matvec.cuh).
+const MMV_WARPS: usize = 4;
+
 /// A device buffer and its raw address (kernel arguments take the address).
 struct Buf<T> {
     _mem: CudaSlice<T>,
@@ -328,7 +331,7 @@ impl CudaExecutor {
                 args.extend([Arg::P(c.qact.ptr), Arg::P(scales(k)), Arg::I(k as i32)]);
                 let rows: usize = ws.iter().map(|w| w.n_rows()).sum();
                 let name = ws[0].dtype.name().to_ascii_lowercase();
-                self.launch(&format!("mmv3_{name}"), (rows as u32, 1), 128, &args)
+                self.launch(&format!("mmv3_{name}"), (rows.div_ceil(MMV_WARPS) as u32, 1), 128, &args)
             }
             Step::RopeKv { op } => {
                 let (
@@ -382,7 +385,7 @@ impl CudaExecutor {
                             Arg::I(k as i32),
                             Arg::I(n as i32),
                         ];
-                        self.launch(&format!("mmv2_{name}"), (n as u32, 1), 128, &args)
+                        self.launch(&format!("mmv2_{name}"), (n.div_ceil(MMV_WARPS) as u32, 1), 128, &args)
                     }
                     None => {
                         let (bp, bt) = match bias {
@@ -416,7 +419,7 @@ impl CudaExecutor {
                             }
                             .map_err(drv("zeroing the argmax"))?;
                         }
-                        self.launch(&format!("mmv_{name}"), (n as u32, 1), 128, &args)
+                        self.launch(&format!("mmv_{name}"), (n.div_ceil(MMV_WARPS) as u32, 1), 128, &args)
                     }
                 }
             }

@@ -1,4 +1,4 @@
-// Causal attention over the f16 KV cache: one block per (query row, head).
+// Causal attention over the f16 KV cache: one block of 128 threads (4 warps) per (query row, head).
 // As ggml does: the query is rounded to f16 before the K·Q products, the softmax
 // probabilities are rounded to f16 before the product with V. Scores go through `scores`
 // (n_ctx floats per (row, head)) so the softmax sees them all, in the CPU's order.
@@ -39,10 +39,31 @@ extern "C" __global__ void attention(const float* q, float* dst, const u16* kc, 
     sum = block_sum_d(sum);
     float inv = (float)(1.0 / sum);
     __syncthreads();
+    // Values: each warp takes positions in turn (as for the scores), its lanes the dimensions
+    // (coalesced reads of the value row); the warps' partial sums meet in shared memory.
+    __shared__ float part[4][512];
+    float acc[16];
+#pragma unroll
+    for (int m = 0; m < 16; m++) acc[m] = 0.0f;
+    for (int j = start + warp; j <= p; j += nw) {
+        float pr = f16r(sc[j] * inv);
+        const u16* vr = vc + (long long)j * v_dim + kvh * head_dim;
+#pragma unroll
+        for (int m = 0; m < 16; m++) {
+            int d = lane + 32 * m;
+            if (d < head_dim) acc[m] += pr * h2f(vr[d]);
+        }
+    }
+#pragma unroll
+    for (int m = 0; m < 16; m++) {
+        int d = lane + 32 * m;
+        if (d < head_dim) part[warp][d] = acc[m];
+    }
+    __syncthreads();
     float* o = dst + ((long long)r * n_heads + h) * head_dim;
     for (int d = threadIdx.x; d < head_dim; d += blockDim.x) {
-        float acc = 0.0f;
-        for (int j = start; j <= p; j++) acc += f16r(sc[j] * inv) * h2f(vc[(long long)j * v_dim + kvh * head_dim + d]);
-        o[d] = acc;
+        float v = 0.0f;
+        for (int w = 0; w < nw; w++) v += part[w][d];
+        o[d] = v;
     }
 }

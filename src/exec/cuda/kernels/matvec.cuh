@@ -46,27 +46,35 @@ __device__ __forceinline__ void matvec_blocks(const u8* W, const u8* A, float* o
         matvec_blocks<8, QB_##T, Q_##T, H_##T, AB, DOT>(W, A, out, bias, btype, k, n, rows);                  \
     }
 
-// Decode (one activation row): a block of MMV_THREADS threads per output. TPB threads share
-// each weight block, thread s of them reading its 8 (or 16) bytes of the block's quants with
-// one aligned vector load, so a warp reads 32 consecutive 8-byte pieces: 256 bytes a load
-// instruction, against 64 with the 2-byte loads the file layout allows. The activation is in
-// the split q8 layout of quantize.cu: qs (k bytes, 16-byte aligned) and AF floats a block
-// (q8_0/q8_1: d and s; q8_K: d). PART returns a thread's share of its block's product.
-#define MMV_THREADS 128
+// Decode (one activation row): a warp per output (MMV_WARPS outputs a block, no block-level
+// synchronization). A weight block is cut into TPB parts of 16 (Q6_K: 8) bytes of quants; the
+// warp's lanes take the row's parts in turn, so a warp-wide load reads 32 consecutive 8-byte
+// pieces (512 bytes for 16-byte parts, against 64 with the 2-byte loads the file layout allows) and, unrolled,
+// each lane has several loads in flight: at 1B-model sizes a whole matrix is requested at
+// once. The activation is in the split q8 layout of quantize.cu: qs (k bytes, 16-byte
+// aligned) and AF floats a block (q8_0/q8_1: d and s; q8_K: d). PART returns one part's
+// share of its block's product.
+#define MMV_WARPS 4
+#define MMV_THREADS (32 * MMV_WARPS)
 
 typedef float (*mmv_part)(const u8* q, const u8* h, const i8* a, const float* ad, int s);
 
 template <int TPB, int QB, int Q, int H, int AF, mmv_part PART>
 __device__ __forceinline__ float mmv_row(const u8* W, const i8* aq, const float* ad, int k, int n, int row) {
-    int nb = k / QB;
+    int nb = k / QB, parts = nb * TPB;
     const u8* q = W + (long long)row * nb * Q;
     const u8* h = W + header_offset((long long)n * nb, Q) + (long long)row * nb * H;
-    int s = threadIdx.x % TPB;
     float acc = 0.0f;
-    for (int b = threadIdx.x / TPB; b < nb; b += MMV_THREADS / TPB)
+#pragma unroll 4
+    for (int p = threadIdx.x % 32; p < parts; p += 32) {
+        int b = p / TPB, s = p % TPB;
         acc += PART(q + b * Q, h + b * H, aq + b * QB, ad + b * AF, s);
-    return block_sum_f(acc);
+    }
+    return warp_sum(acc);
 }
+
+// The output row of this warp.
+__device__ __forceinline__ int mmv_out_row() { return blockIdx.x * MMV_WARPS + threadIdx.x / 32; }
 
 // act 0 = SiLU, 1 = GELU (as gated_act in elementwise.cu).
 __device__ float gelu_f16(float x);
@@ -95,9 +103,10 @@ __device__ __forceinline__ void argmax_update(u64* best, float v, int row) {
     extern "C" __global__ void __launch_bounds__(MMV_THREADS)                                                 \
         mmv_##T(const u8* W, const i8* aq, const float* ad, float* out, const u8* bias, int btype,            \
                 const float* add, int k, int n, u64* best) {                                                  \
-        int row = blockIdx.x;                                                                                 \
+        int row = mmv_out_row();                                                                              \
+        if (row >= n) return;                                                                                 \
         float v = mmv_row<TPB, QB_##T, Q_##T, H_##T, AF, PART>(W, aq, ad, k, n, row);                         \
-        if (threadIdx.x == 0) {                                                                               \
+        if (threadIdx.x % 32 == 0) {                                                                          \
             if (bias) v += deq(btype, bias, n, row);                                                          \
             if (add) v += add[row];                                                                           \
             out[row] = v;                                                                                     \
@@ -107,16 +116,18 @@ __device__ __forceinline__ void argmax_update(u64* best, float v, int row) {
     extern "C" __global__ void __launch_bounds__(MMV_THREADS)                                                 \
         mmv2_##T(const u8* W1, const u8* W2, const i8* aq, const float* ad, float* out, int act, int k,       \
                  int n) {                                                                                     \
-        int row = blockIdx.x;                                                                                 \
+        int row = mmv_out_row();                                                                              \
+        if (row >= n) return;                                                                                 \
         float g = mmv_row<TPB, QB_##T, Q_##T, H_##T, AF, PART>(W1, aq, ad, k, n, row);                        \
         float u = mmv_row<TPB, QB_##T, Q_##T, H_##T, AF, PART>(W2, aq, ad, k, n, row);                        \
-        if (threadIdx.x == 0) out[row] = gate_act(g, u, act);                                                 \
+        if (threadIdx.x % 32 == 0) out[row] = gate_act(g, u, act);                                            \
     }                                                                                                         \
     extern "C" __global__ void __launch_bounds__(MMV_THREADS)                                                 \
         mmv3_##T(const u8* W0, const u8* W1, const u8* W2, float* o0, float* o1, float* o2, const u8* b0,     \
                  const u8* b1, const u8* b2, int bt0, int bt1, int bt2, int n0, int n1, int n2, const i8* aq,  \
                  const float* ad, int k) {                                                                    \
-        int row = blockIdx.x;                                                                                 \
+        int row = mmv_out_row();                                                                              \
+        if (row >= n0 + n1 + n2) return;                                                                      \
         const u8 *W = W0, *bias = b0;                                                                         \
         float* out = o0;                                                                                      \
         int n = n0, bt = bt0;                                                                                 \
@@ -126,8 +137,29 @@ __device__ __forceinline__ void argmax_update(u64* best, float v, int row) {
             row -= n0; W = W1; out = o1; bias = b1; n = n1; bt = bt1;                                         \
         }                                                                                                     \
         float v = mmv_row<TPB, QB_##T, Q_##T, H_##T, AF, PART>(W, aq, ad, k, n, row);                         \
-        if (threadIdx.x == 0) out[row] = bias ? v + deq(bt, bias, n, row) : v;                                \
+        if (threadIdx.x % 32 == 0) out[row] = bias ? v + deq(bt, bias, n, row) : v;                           \
     }
+
+// 16-byte loads (16-byte aligned addresses) and dot products of 16 int8 pairs.
+__device__ __forceinline__ uint4 ld16(const void* p) { return *(const uint4*)p; }
+__device__ __forceinline__ int dot16(uint4 w, uint4 a, int c) {
+    return dp4a((int)w.x, (int)a.x, dp4a((int)w.y, (int)a.y, dp4a((int)w.z, (int)a.z, dp4a((int)w.w, (int)a.w, c))));
+}
+__device__ __forceinline__ int sum16(uint4 a, int c) {
+    return dp4a(0x01010101, (int)a.x, dp4a(0x01010101, (int)a.y, dp4a(0x01010101, (int)a.z, dp4a(0x01010101, (int)a.w, c))));
+}
+__device__ __forceinline__ uint4 nib_lo16(uint4 w) {
+    return make_uint4(w.x & 0x0f0f0f0fu, w.y & 0x0f0f0f0fu, w.z & 0x0f0f0f0fu, w.w & 0x0f0f0f0fu);
+}
+__device__ __forceinline__ uint4 nib_hi16(uint4 w) {
+    return make_uint4((w.x >> 4) & 0x0f0f0f0fu, (w.y >> 4) & 0x0f0f0f0fu, (w.z >> 4) & 0x0f0f0f0fu, (w.w >> 4) & 0x0f0f0f0fu);
+}
+// Bit `bit` of each byte of the 16 bytes of qh, moved to bit 4.
+__device__ __forceinline__ uint4 bit4_16(uint4 qh, int bit) {
+    return make_uint4(((qh.x >> bit) & 0x01010101u) << 4, ((qh.y >> bit) & 0x01010101u) << 4,
+                      ((qh.z >> bit) & 0x01010101u) << 4, ((qh.w >> bit) & 0x01010101u) << 4);
+}
+__device__ __forceinline__ uint4 or16(uint4 a, uint4 b) { return make_uint4(a.x | b.x, a.y | b.y, a.z | b.z, a.w | b.w); }
 
 // 8-byte loads (the address must be 8-byte aligned) and dot products of 8 int8 pairs.
 __device__ __forceinline__ uint2 ld8(const void* p) { return *(const uint2*)p; }

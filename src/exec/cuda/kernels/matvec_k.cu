@@ -54,28 +54,26 @@ MATVEC(q4_k, 292, dot_q4_k)
 MATVEC(q5_k, 292, dot_q5_k)
 MATVEC(q6_k, 292, dot_q6_k)
 
-// ---- decode: 16 threads a super-block against the split q8_K activation (ad: d). The mins
+// ---- decode: parts of a super-block against the split q8_K activation (ad: d). The mins
 // are taken with the thread's own activation sums: their total is the per-16 sums' total.
 
-// Q4_K/Q5_K: thread s takes quant bytes 32p + l0 .. +8 (p = s / 4, l0 = 8 (s % 4)): low
-// nibbles are elements l0.. of chunk 2p, high nibbles of chunk 2p + 1.
+// Q4_K/Q5_K: eight parts a super-block; part s takes quant bytes 32p + l0 .. +16 (p = s / 2,
+// l0 = 16 (s % 2)): low nibbles are elements l0.. of chunk 2p, high nibbles of chunk 2p + 1.
 template <bool Q5>
 __device__ __forceinline__ float part_q45_k(const u8* q, const u8* h, const i8* a, const float* ad, int s) {
-    int p = s / 4, l0 = 8 * (s % 4), c0 = 2 * p, c1 = c0 + 1;
-    uint2 w = ld8(q + (Q5 ? 32 : 0) + 32 * p + l0), lo = nib_lo(w), hi = nib_hi(w);
+    int p = s / 2, l0 = 16 * (s % 2), c0 = 2 * p, c1 = c0 + 1;
+    uint4 w = ld16(q + (Q5 ? 32 : 0) + 32 * p + l0), lo = nib_lo16(w), hi = nib_hi16(w);
     if (Q5) {
-        uint2 qh = ld8(q + l0);
-        lo.x |= ((qh.x >> c0) & 0x01010101u) << 4;
-        lo.y |= ((qh.y >> c0) & 0x01010101u) << 4;
-        hi.x |= ((qh.x >> c1) & 0x01010101u) << 4;
-        hi.y |= ((qh.y >> c1) & 0x01010101u) << 4;
+        uint4 qh = ld16(q + l0);
+        lo = or16(lo, bit4_16(qh, c0));
+        hi = or16(hi, bit4_16(qh, c1));
     }
-    uint2 a0 = ld8(a + 32 * c0 + l0), a1 = ld8(a + 32 * c1 + l0);
+    uint4 a0 = ld16(a + 32 * c0 + l0), a1 = ld16(a + 32 * c1 + l0);
     int sc0, mn0, sc1, mn1;
     k4_scale_min(c0, h + 4, &sc0, &mn0);
     k4_scale_min(c1, h + 4, &sc1, &mn1);
-    int isum = sc0 * dot8(lo, a0, 0) + sc1 * dot8(hi, a1, 0);
-    int msum = mn0 * sum8(a0, 0) + mn1 * sum8(a1, 0);
+    int isum = sc0 * dot16(lo, a0, 0) + sc1 * dot16(hi, a1, 0);
+    int msum = mn0 * sum16(a0, 0) + mn1 * sum16(a1, 0);
     return ad[0] * (ld_f16(h) * (float)isum - ld_f16(h + 2) * (float)msum);
 }
 __device__ float part_q4_k(const u8* q, const u8* h, const i8* a, const float* ad, int s) {
@@ -104,6 +102,6 @@ __device__ float part_q6_k(const u8* q, const u8* h, const i8* a, const float* a
     return ad[0] * (ld_f16(h + 16) * (float)isum);
 }
 
-MMV(q4_k, 16, 1, part_q4_k)
-MMV(q5_k, 16, 1, part_q5_k)
+MMV(q4_k, 8, 1, part_q4_k)
+MMV(q5_k, 8, 1, part_q5_k)
 MMV(q6_k, 16, 1, part_q6_k)

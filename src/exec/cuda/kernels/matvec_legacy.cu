@@ -62,49 +62,51 @@ MATVEC(q5_0, 34, dot_q5_0)
 MATVEC(q5_1, 36, dot_q5_1)
 MATVEC(q8_0, 34, dot_q8_0)
 
-// ---- decode: thread s of a block's threads against the split q8 activation (ad: d, s)
+// ---- decode: part s of a block against the split q8 activation (ad: d, s)
 
-// Q4/Q5: two threads a block; thread s takes quant bytes 8s..8s+8, whose low nibbles are
-// elements 8s..8s+8 and high nibbles elements 16+8s..16+8s+8. Returns Σw·a and Σa.
+// Q4/Q5: one lane a block: its 16 quant bytes in one load; low nibbles are elements 0..16,
+// high nibbles 16..32. Returns Σw·a and Σa.
 template <bool Q5>
-__device__ __forceinline__ int part_nibbles(const u8* q, u32 qh, const i8* a, int s, int* asum) {
-    uint2 w = ld8(q + 8 * s), lo = nib_lo(w), hi = nib_hi(w);
+__device__ __forceinline__ int part_nibbles(const u8* q, u32 qh, const i8* a, int* asum) {
+    uint4 w = ld16(q), lo = nib_lo16(w), hi = nib_hi16(w);
     if (Q5) {
-        lo.x |= high_bits(qh, 8 * s);
-        lo.y |= high_bits(qh, 8 * s + 4);
-        hi.x |= high_bits(qh, 16 + 8 * s);
-        hi.y |= high_bits(qh, 20 + 8 * s);
+        lo.x |= high_bits(qh, 0);
+        lo.y |= high_bits(qh, 4);
+        lo.z |= high_bits(qh, 8);
+        lo.w |= high_bits(qh, 12);
+        hi.x |= high_bits(qh, 16);
+        hi.y |= high_bits(qh, 20);
+        hi.z |= high_bits(qh, 24);
+        hi.w |= high_bits(qh, 28);
     }
-    uint2 a0 = ld8(a + 8 * s), a1 = ld8(a + 16 + 8 * s);
-    *asum = sum8(a1, sum8(a0, 0));
-    return dot8(hi, a1, dot8(lo, a0, 0));
+    uint4 a0 = ld16(a), a1 = ld16(a + 16);
+    *asum = sum16(a1, sum16(a0, 0));
+    return dot16(hi, a1, dot16(lo, a0, 0));
 }
 
 __device__ float part_q4_0(const u8* q, const u8* h, const i8* a, const float* ad, int s) {
-    int as, v = part_nibbles<false>(q, 0, a, s, &as);
+    int as, v = part_nibbles<false>(q, 0, a, &as);
     return ld_f16(h) * ad[0] * (float)(v - 8 * as);
 }
 __device__ float part_q4_1(const u8* q, const u8* h, const i8* a, const float* ad, int s) {
-    int as, v = part_nibbles<false>(q, 0, a, s, &as);
-    float r = ld_f16(h) * ad[0] * (float)v;
-    return s == 0 ? r + ld_f16(h + 2) * ad[1] : r;
+    int as, v = part_nibbles<false>(q, 0, a, &as);
+    return ld_f16(h) * ad[0] * (float)v + ld_f16(h + 2) * ad[1];
 }
 __device__ float part_q5_0(const u8* q, const u8* h, const i8* a, const float* ad, int s) {
-    int as, v = part_nibbles<true>(q, ld_u32(h + 2), a, s, &as);
+    int as, v = part_nibbles<true>(q, ld_u32(h + 2), a, &as);
     return ld_f16(h) * ad[0] * (float)(v - 16 * as);
 }
 __device__ float part_q5_1(const u8* q, const u8* h, const i8* a, const float* ad, int s) {
-    int as, v = part_nibbles<true>(q, ld_u32(h + 4), a, s, &as);
-    float r = ld_f16(h) * ad[0] * (float)v;
-    return s == 0 ? r + ld_f16(h + 2) * ad[1] : r;
+    int as, v = part_nibbles<true>(q, ld_u32(h + 4), a, &as);
+    return ld_f16(h) * ad[0] * (float)v + ld_f16(h + 2) * ad[1];
 }
-// Q8_0: four threads a block, 8 quants each.
+// Q8_0: two lanes a block, 16 quants each.
 __device__ float part_q8_0(const u8* q, const u8* h, const i8* a, const float* ad, int s) {
-    return ld_f16(h) * ad[0] * (float)dot8(ld8(q + 8 * s), ld8(a + 8 * s), 0);
+    return ld_f16(h) * ad[0] * (float)dot16(ld16(q + 16 * s), ld16(a + 16 * s), 0);
 }
 
-MMV(q4_0, 2, 2, part_q4_0)
-MMV(q4_1, 2, 2, part_q4_1)
-MMV(q5_0, 2, 2, part_q5_0)
-MMV(q5_1, 2, 2, part_q5_1)
-MMV(q8_0, 4, 2, part_q8_0)
+MMV(q4_0, 1, 2, part_q4_0)
+MMV(q4_1, 1, 2, part_q4_1)
+MMV(q5_0, 1, 2, part_q5_0)
+MMV(q5_1, 1, 2, part_q5_1)
+MMV(q8_0, 2, 2, part_q8_0)
