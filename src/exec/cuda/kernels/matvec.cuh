@@ -47,7 +47,7 @@ __device__ __forceinline__ void matvec_blocks(const u8* W, const u8* A, float* o
     }
 
 // Decode (one activation row): a warp per output (MMV_WARPS outputs a block, no block-level
-// synchronization). A weight block is cut into TPB parts of 16 (Q6_K: 8) bytes of quants; the
+// synchronization). A weight block is cut into TPB parts of 16 bytes of quants (Q6_K: 16 of ql, 16 of qh); the
 // warp's lanes take the row's parts in turn, so a warp-wide load reads 32 consecutive 8-byte
 // pieces (512 bytes for 16-byte parts, against 64 with the 2-byte loads the file layout allows) and, unrolled,
 // each lane has several loads in flight: at 1B-model sizes a whole matrix is requested at

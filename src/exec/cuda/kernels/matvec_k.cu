@@ -83,25 +83,28 @@ __device__ float part_q5_k(const u8* q, const u8* h, const i8* a, const float* a
     return part_q45_k<true>(q, h, a, ad, s);
 }
 
-// Q6_K: thread s takes ql bytes 64hh + 32m + l0 .. +8 (hh = s / 8, m = s / 4 % 2, l0 =
-// 8 (s % 4)): low nibbles are elements l0.. of chunk m of half hh, high nibbles of chunk m + 2;
-// their high bits are bits 2c of qh bytes 32hh + l0 .. +8.
+// Q6_K: eight parts a super-block; part s takes ql bytes 64hh + 32m + l0 .. +16 (hh = s / 4,
+// m = s / 2 % 2, l0 = 16 (s % 2)): low nibbles are elements l0.. of chunk m of half hh, high
+// nibbles of chunk m + 2; their high bits are bits 2c of qh bytes 32hh + l0 .. +16. Each
+// 16 elements share one scale.
 __device__ float part_q6_k(const u8* q, const u8* h, const i8* a, const float* ad, int s) {
-    int hh = s / 8, m = (s / 4) % 2, l0 = 8 * (s % 4);
-    uint2 ql = ld8(q + 64 * hh + 32 * m + l0), qh = ld8(q + 128 + 32 * hh + l0);
+    int hh = s / 4, m = (s / 2) % 2, l0 = 16 * (s % 2);
+    uint4 ql = ld16(q + 64 * hh + 32 * m + l0), qh = ld16(q + 128 + 32 * hh + l0);
     int isum = 0;
 #pragma unroll
     for (int t = 0; t < 2; t++) {
         int c = m + 2 * t;
-        uint2 v = t == 0 ? nib_lo(ql) : nib_hi(ql);
+        uint4 v = t == 0 ? nib_lo16(ql) : nib_hi16(ql);
         v.x |= ((qh.x >> (2 * c)) & 0x03030303u) << 4;
         v.y |= ((qh.y >> (2 * c)) & 0x03030303u) << 4;
-        uint2 av = ld8(a + 128 * hh + 32 * c + l0);
-        isum += (int)(i8)h[8 * hh + 2 * c + l0 / 16] * (dot8(v, av, 0) - 32 * sum8(av, 0));
+        v.z |= ((qh.z >> (2 * c)) & 0x03030303u) << 4;
+        v.w |= ((qh.w >> (2 * c)) & 0x03030303u) << 4;
+        uint4 av = ld16(a + 128 * hh + 32 * c + l0);
+        isum += (int)(i8)h[8 * hh + 2 * c + l0 / 16] * (dot16(v, av, 0) - 32 * sum16(av, 0));
     }
     return ad[0] * (ld_f16(h + 16) * (float)isum);
 }
 
 MMV(q4_k, 8, 1, part_q4_k)
 MMV(q5_k, 8, 1, part_q5_k)
-MMV(q6_k, 16, 1, part_q6_k)
+MMV(q6_k, 8, 1, part_q6_k)

@@ -142,12 +142,14 @@ extern "C" __global__ void quantize_q8ks(const float* x, i8* qs, float* ds) {
 extern "C" __global__ void __launch_bounds__(1024) rms_norm_q8s(const float* x, float* dst, const u8* w, int wtype,
                                                               int k, float eps, i8* qs, float* ds, int kind) {
     int t = threadIdx.x;
-    float v[NORM_VALUES];
+    // The norm's weights are read with the values, before the reduction needs them.
+    float v[NORM_VALUES], wv[NORM_VALUES];
     double s = 0.0;
 #pragma unroll
     for (int m = 0; m < NORM_VALUES; m++) {
         int i = 1024 * m + t;
         v[m] = i < k ? x[i] : 0.0f;
+        wv[m] = i >= k ? 0.0f : wtype == T_F32 ? ((const float*)w)[i] : deq(wtype, w, k, i);
         s += (double)(v[m] * v[m]);
     }
     s = block_sum_d(s);
@@ -157,7 +159,7 @@ extern "C" __global__ void __launch_bounds__(1024) rms_norm_q8s(const float* x, 
     for (int m = 0; m < NORM_VALUES; m++) {
         int base = 1024 * m, i = base + t;
         if (base >= k) break;
-        float y = i < k ? (v[m] * scale) * deq(wtype, w, k, i) : 0.0f;
+        float y = i < k ? (v[m] * scale) * wv[m] : 0.0f;
         if (i < k) dst[i] = y;
         if (kind == 2) {
             q8_k_store(y, i / 256, qs, ds, base + (t & ~255) < k);
