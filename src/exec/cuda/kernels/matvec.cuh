@@ -55,6 +55,10 @@ __device__ __forceinline__ void matvec_blocks(const u8* W, const u8* A, float* o
 // aligned) and AF floats a block (q8_0/q8_1: d and s; q8_K: d). PART returns one part's
 // share of its block's product.
 #define MMV_WARPS 4
+// Blocks per SM the compiler must leave registers for (NVRTC option -DMMV_MIN_BLOCKS=n).
+#ifndef MMV_MIN_BLOCKS
+#define MMV_MIN_BLOCKS 1
+#endif
 #define MMV_THREADS (32 * MMV_WARPS)
 
 typedef float (*mmv_part)(const u8* q, const u8* h, const i8* a, const float* ad, int s);
@@ -138,7 +142,7 @@ __device__ __forceinline__ void argmax_update(u64* best, float v, int row) {
 // residual add of the next op fused, and the running argmax kept in *best when best is set; `mmv2_T`: out[row] = act(W1·a) · (W2·a), the gate and
 // up projections and their gated activation in one pass over the activations.
 #define MMV(T, TPB, AF, PART)                                                                                 \
-    extern "C" __global__ void __launch_bounds__(MMV_THREADS)                                                 \
+    extern "C" __global__ void __launch_bounds__(MMV_THREADS, MMV_MIN_BLOCKS)                                 \
         mmv_##T(const u8* W, const i8* aq, const float* ad, float* out, const u8* bias, int btype,            \
                 const float* add, int k, int n, u64* best) {                                                  \
         pdl_trigger();                                                                                        \
@@ -154,7 +158,7 @@ __device__ __forceinline__ void argmax_update(u64* best, float v, int row) {
             if (best) argmax_update(best, v, row);                                                            \
         }                                                                                                     \
     }                                                                                                         \
-    extern "C" __global__ void __launch_bounds__(MMV_THREADS)                                                 \
+    extern "C" __global__ void __launch_bounds__(MMV_THREADS, MMV_MIN_BLOCKS)                                 \
         mmv2_##T(const u8* W1, const u8* W2, const i8* aq, const float* ad, float* out, int act, int k,       \
                  int n) {                                                                                     \
         pdl_trigger();                                                                                        \
@@ -166,9 +170,9 @@ __device__ __forceinline__ void argmax_update(u64* best, float v, int row) {
         float2 gu = mmv_row2<TPB, QB_##T, Q_##T, H_##T, AF, PART>(W1, W2, aq, ad, k, n, row);                 \
         if (threadIdx.x % 32 == 0) out[row] = gate_act(gu.x, gu.y, act);                                      \
     }                                                                                                         \
-    extern "C" __global__ void __launch_bounds__(MMV_THREADS)                                                 \
+    extern "C" __global__ void __launch_bounds__(MMV_THREADS, MMV_MIN_BLOCKS)                                 \
         mmv3_##T(const u8* W0, const u8* W1, const u8* W2, float* o0, float* o1, float* o2, const u8* b0,     \
-                 const u8* b1, const u8* b2, int bt0, int bt1, int bt2, int n0, int n1, int n2, const i8* aq,  \
+                 const u8* b1, const u8* b2, int bt0, int bt1, int bt2, int n0, int n1, int n2, const i8* aq, \
                  const float* ad, int k) {                                                                    \
         pdl_trigger();                                                                                        \
         int row = mmv_out_row();                                                                              \

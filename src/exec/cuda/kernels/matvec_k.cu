@@ -123,7 +123,7 @@ __device__ __forceinline__ void mmv_prefetch_k(const u8* W, int k, int n, int ro
     else if (T == T_Q5_K) mmv_prefetch<256, Q_q5_k, H_q5_k>(W, k, n, row);
     else mmv_prefetch<256, Q_q6_k, H_q6_k>(W, k, n, row);
 }
-extern "C" __global__ void __launch_bounds__(MMV_THREADS)
+extern "C" __global__ void __launch_bounds__(MMV_THREADS, MMV_MIN_BLOCKS)
     mmv3_kmix(const u8* W0, const u8* W1, const u8* W2, float* o0, float* o1, float* o2, const u8* b0, const u8* b1,
               const u8* b2, int bt0, int bt1, int bt2, int n0, int n1, int n2, const i8* aq, const float* ad, int k,
               int t0, int t1, int t2) {
