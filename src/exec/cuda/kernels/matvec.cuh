@@ -141,9 +141,9 @@ __device__ __forceinline__ void argmax_update(u64* best, float v, int row) {
 // V) in one launch, blocks taking the rows of W0, then W1, then W2; `mmv_T`: out[row] = W·a (+ bias[row]) (+ add[row]), the
 // residual add of the next op fused, and the running argmax kept in *best when best is set; `mmv2_T`: out[row] = act(W1·a) · (W2·a), the gate and
 // up projections and their gated activation in one pass over the activations.
-#define MMV(T, TPB, AF, PART)                                                                                 \
-    extern "C" __global__ void __launch_bounds__(MMV_THREADS, MMV_MIN_BLOCKS)                                 \
-        mmv_##T(const u8* W, const i8* aq, const float* ad, float* out, const u8* bias, int btype,            \
+#define MMV_VARIANT(T, TPB, AF, PART, SUF, MINB)                                                                                 \
+    extern "C" __global__ void __launch_bounds__(MMV_THREADS, MINB)                                 \
+        mmv_##T##SUF(const u8* W, const i8* aq, const float* ad, float* out, const u8* bias, int btype,            \
                 const float* add, int k, int n, u64* best) {                                                  \
         pdl_trigger();                                                                                        \
         int row = mmv_out_row();                                                                              \
@@ -158,8 +158,8 @@ __device__ __forceinline__ void argmax_update(u64* best, float v, int row) {
             if (best) argmax_update(best, v, row);                                                            \
         }                                                                                                     \
     }                                                                                                         \
-    extern "C" __global__ void __launch_bounds__(MMV_THREADS, MMV_MIN_BLOCKS)                                 \
-        mmv2_##T(const u8* W1, const u8* W2, const i8* aq, const float* ad, float* out, int act, int k,       \
+    extern "C" __global__ void __launch_bounds__(MMV_THREADS, MINB)                                 \
+        mmv2_##T##SUF(const u8* W1, const u8* W2, const i8* aq, const float* ad, float* out, int act, int k,       \
                  int n) {                                                                                     \
         pdl_trigger();                                                                                        \
         int row = mmv_out_row();                                                                              \
@@ -170,8 +170,8 @@ __device__ __forceinline__ void argmax_update(u64* best, float v, int row) {
         float2 gu = mmv_row2<TPB, QB_##T, Q_##T, H_##T, AF, PART>(W1, W2, aq, ad, k, n, row);                 \
         if (threadIdx.x % 32 == 0) out[row] = gate_act(gu.x, gu.y, act);                                      \
     }                                                                                                         \
-    extern "C" __global__ void __launch_bounds__(MMV_THREADS, MMV_MIN_BLOCKS)                                 \
-        mmv3_##T(const u8* W0, const u8* W1, const u8* W2, float* o0, float* o1, float* o2, const u8* b0,     \
+    extern "C" __global__ void __launch_bounds__(MMV_THREADS, MINB)                                 \
+        mmv3_##T##SUF(const u8* W0, const u8* W1, const u8* W2, float* o0, float* o1, float* o2, const u8* b0,     \
                  const u8* b1, const u8* b2, int bt0, int bt1, int bt2, int n0, int n1, int n2, const i8* aq, \
                  const float* ad, int k) {                                                                    \
         pdl_trigger();                                                                                        \
@@ -190,6 +190,13 @@ __device__ __forceinline__ void argmax_update(u64* best, float v, int row) {
         float v = mmv_row<TPB, QB_##T, Q_##T, H_##T, AF, PART>(W, aq, ad, k, n, row);                         \
         if (threadIdx.x % 32 == 0) out[row] = bias ? v + deq(bt, bias, n, row) : v;                           \
     }
+
+// Each decode entry point twice: as many registers as the compiler likes (the better choice
+// where a launch has several waves of blocks anyway, e.g. 8b matrices), and `_o`, limited to
+// MMV_OCC_BLOCKS blocks' worth per SM, for launches that then fit in one wave (the executor
+// picks by row length, see mmv_variant in mod.rs).
+#define MMV_OCC_BLOCKS 6
+#define MMV(T, TPB, AF, PART) MMV_VARIANT(T, TPB, AF, PART, , MMV_MIN_BLOCKS) MMV_VARIANT(T, TPB, AF, PART, _o, MMV_OCC_BLOCKS)
 
 // 16-byte loads (16-byte aligned addresses) and dot products of 16 int8 pairs.
 __device__ __forceinline__ uint4 ld16(const void* p) { return *(const uint4*)p; }

@@ -123,10 +123,10 @@ __device__ __forceinline__ void mmv_prefetch_k(const u8* W, int k, int n, int ro
     else if (T == T_Q5_K) mmv_prefetch<256, Q_q5_k, H_q5_k>(W, k, n, row);
     else mmv_prefetch<256, Q_q6_k, H_q6_k>(W, k, n, row);
 }
-extern "C" __global__ void __launch_bounds__(MMV_THREADS, MMV_MIN_BLOCKS)
-    mmv3_kmix(const u8* W0, const u8* W1, const u8* W2, float* o0, float* o1, float* o2, const u8* b0, const u8* b1,
-              const u8* b2, int bt0, int bt1, int bt2, int n0, int n1, int n2, const i8* aq, const float* ad, int k,
-              int t0, int t1, int t2) {
+__device__ __forceinline__ void mmv3_kmix_body(const u8* W0, const u8* W1, const u8* W2, float* o0, float* o1,
+                                               float* o2, const u8* b0, const u8* b1,
+                                               const u8* b2, int bt0, int bt1, int bt2, int n0, int n1, int n2,
+                                               const i8* aq, const float* ad, int k, int t0, int t1, int t2) {
     pdl_trigger();
     int row = mmv_out_row();
     if (row >= n0 + n1 + n2) return;
@@ -154,3 +154,12 @@ extern "C" __global__ void __launch_bounds__(MMV_THREADS, MMV_MIN_BLOCKS)
     }
     if (threadIdx.x % 32 == 0) out[row] = bias ? v + deq(bt, bias, n, row) : v;
 }
+#define MMV3_KMIX(SUF, MINB)                                                                                  \
+    extern "C" __global__ void __launch_bounds__(MMV_THREADS, MINB)                                           \
+        mmv3_kmix##SUF(const u8* W0, const u8* W1, const u8* W2, float* o0, float* o1, float* o2, const u8* b0, \
+                       const u8* b1, const u8* b2, int bt0, int bt1, int bt2, int n0, int n1, int n2,         \
+                       const i8* aq, const float* ad, int k, int t0, int t1, int t2) {                        \
+        mmv3_kmix_body(W0, W1, W2, o0, o1, o2, b0, b1, b2, bt0, bt1, bt2, n0, n1, n2, aq, ad, k, t0, t1, t2); \
+    }
+MMV3_KMIX(, MMV_MIN_BLOCKS)
+MMV3_KMIX(_o, MMV_OCC_BLOCKS)
