@@ -402,6 +402,8 @@ fn kernels_compile_with_nvrtc() {
     for arch in [(8, 0), (9, 0)] {
         let ptx = wick::exec::cuda::compile_kernels(arch).expect("NVRTC compiles the kernels");
         assert!(ptx.contains(".entry matvec_q4_k"), "sm_{}{}: entry points missing", arch.0, arch.1);
+        assert!(ptx.contains(".entry mmq_q6_k"), "sm_{}{}: tensor-core entry points missing", arch.0, arch.1);
+        assert!(ptx.contains("mma.sync.aligned.m16n8k32"), "sm_{}{}: no int8 mma", arch.0, arch.1);
     }
 }
 
@@ -441,6 +443,57 @@ fn matmul_side_by_side() {
             let mut gpu = cuda();
             let got = gpu.as_mut().map(|g| run_on(g.as_mut(), &c).logits);
             eprintln!("{t} k {k} n {n}\n  cpu {:?}\n  gpu {:?}", want.logits, got);
+        }
+    }
+}
+
+/// The tensor-core prefill products (kernels/mmq.cu, used from 16 token rows on sm_80 and
+/// later) against the CPU: every covered type, token counts and weight rows that are not
+/// multiples of the 64 × 64 tile, k of one to several 256-value stages (and, for the 32-value
+/// types, k that ends in a partial stage), with and without bias. Tolerance 1e-4 of the largest
+/// value, as for the other products: the integer dot product of every (row, token, sub-block)
+/// is the CPU's; only the float sums are grouped per sub-block (32 values, Q6_K 16) instead of
+/// per block.
+#[test]
+fn matmul_tensor_cores() {
+    let types = [
+        GgmlType::Q4_0,
+        GgmlType::Q4_1,
+        GgmlType::Q5_0,
+        GgmlType::Q5_1,
+        GgmlType::Q8_0,
+        GgmlType::Q4_K,
+        GgmlType::Q5_K,
+        GgmlType::Q6_K,
+    ];
+    for t in types {
+        let legacy = t.block_size() == 32;
+        let mut shapes =
+            vec![(16, 256, 64, false), (77, 768, 200, true), (64, 1024, 130, false), (130, 512, 72, false)];
+        if legacy {
+            shapes.push((40, 800, 96, true));
+            shapes.push((19, 96, 33, false));
+        }
+        for (rows, k, n, bias) in shapes {
+            let mut rng = Rng(k as u64 * 7 + rows as u64 + n as u64);
+            let mut weights = tables(&[k], &mut rng);
+            weights.push(weight(t, &[k as u64, n as u64], &mut rng));
+            if bias {
+                weights.push(weight(GgmlType::F32, &[n as u64], &mut rng));
+            }
+            let g = graph(rows, &[k], &[(Rows::All, n)], |s| {
+                let op = Op::MatMul { w: WeightId(1), x: s[0], dst: s[1], bias: bias.then_some(WeightId(2)) };
+                (vec![op], 1)
+            });
+            let c = Case {
+                weights,
+                kv: None,
+                graph: g,
+                steps: vec![(tokens(rows, &mut rng), 0)],
+                early: None,
+                readback: Readback::AllLogits,
+            };
+            check(&format!("tensor-core matmul {t} rows {rows} k {k} n {n} bias {bias}"), &c, 1e-4);
         }
     }
 }

@@ -27,6 +27,7 @@
 mod fuse;
 mod layout;
 mod module;
+mod prefill;
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -167,6 +168,8 @@ pub struct CudaExecutor {
     use_graphs: bool,
     /// Fuse one-token steps (unless `WICK_CUDA_FUSE=0`).
     use_fusion: bool,
+    /// Prefill products on the tensor cores (`prefill.rs`).
+    mmq: bool,
 }
 
 impl CudaExecutor {
@@ -192,6 +195,7 @@ impl CudaExecutor {
         let stream = ctx.new_stream().map_err(drv("creating a CUDA stream"))?;
         let fns = module::load(&ctx)?;
         let device = ctx.name().unwrap_or_else(|_| "unknown".into());
+        let mmq = prefill::enabled(ctx.compute_capability().unwrap_or((0, 0)));
         Ok(CudaExecutor {
             _ctx: ctx,
             stream,
@@ -205,6 +209,7 @@ impl CudaExecutor {
             use_graphs: std::env::var("WICK_CUDA_GRAPHS").as_deref() != Ok("0")
                 && std::env::var_os("WICK_CUDA_DEBUG").is_none(),
             use_fusion: std::env::var("WICK_CUDA_FUSE").as_deref() != Ok("0"),
+            mmq,
         })
     }
 
@@ -245,7 +250,7 @@ impl CudaExecutor {
         };
         // The decode kernels' split layout: k bytes, then up to two floats per 32 values.
         let split = w.k().div_ceil(16) * 16 + w.k() / 4;
-        Ok((per_row as usize * rows).max(split))
+        Ok((per_row as usize * rows).max(split).max(prefill::qact_bytes(w.k(), rows)))
     }
 
     /// The q8 format of `w`'s decode kernel (`mmv_*`), None for float weights.
@@ -592,6 +597,9 @@ impl CudaExecutor {
                 self.launch("rms_norm", (groups as u32, 1), 128, &args)
             }
             Op::MatMul { w, x, dst, bias } => {
+                if self.matmul_mmq(c, w, x, dst, bias)? {
+                    return Ok(());
+                }
                 let wt = self.weight(w)?;
                 let (k, n, rows) = (wt.k(), wt.n_rows(), g.rows(x));
                 let vt = quant::vec_dot_type(wt.dtype);
