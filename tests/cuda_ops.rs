@@ -497,3 +497,57 @@ fn matmul_tensor_cores() {
         }
     }
 }
+
+/// The many-row attention kernel (attention_rows.cu: 16 query rows a block, keys in chunks of
+/// 16) over several tiles and chunks: a prefill of 40 rows at position 0, then 37 rows at 40,
+/// GQA, with and without window and softcap, head sizes 64 to 256. Tolerance as above.
+#[test]
+fn attention_many_rows() {
+    let cases = [
+        (4, 2, 64, None, None),
+        (8, 2, 128, Some(21), Some(50.0f32)),
+        (2, 1, 256, None, None),
+        (3, 3, 80, Some(7), None),
+    ];
+    for (n_heads, n_kv, hd, window, softcap) in cases {
+        let mut rng = Rng(hd as u64 * 17 + n_heads as u64);
+        let (qd, kd) = (n_heads * hd, n_kv * hd);
+        let weights = tables(&[qd, kd, kd], &mut rng);
+        let build = |n: usize| {
+            graph(n, &[qd, kd, kd], &[(Rows::All, qd)], |s| {
+                let ops = vec![
+                    Op::KvStore { layer: 0, k: s[1], v: s[2] },
+                    Op::Attention {
+                        layer: 0,
+                        q: s[0],
+                        dst: s[3],
+                        n_heads,
+                        n_kv_heads: n_kv,
+                        head_dim: hd,
+                        scale: 1.0 / (hd as f32).sqrt(),
+                        window,
+                        softcap,
+                    },
+                ];
+                (ops, 3)
+            })
+        };
+        let kv = KvSpec { n_ctx: 128, k_dims: vec![kd], v_dims: vec![kd] };
+        let steps = vec![(tokens(40, &mut rng), 0), (tokens(37, &mut rng), 40)];
+        let c = Case {
+            weights,
+            kv: Some(kv),
+            graph: build(37),
+            early: Some(build(40)),
+            steps,
+            readback: Readback::AllLogits,
+        };
+        check(
+            &format!(
+                "attention rows 40+37 heads {n_heads}/{n_kv} hd {hd} window {window:?} softcap {softcap:?}"
+            ),
+            &c,
+            1e-4,
+        );
+    }
+}

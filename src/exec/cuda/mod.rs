@@ -267,6 +267,9 @@ impl CudaExecutor {
     /// Enqueue a whole step: the decode plan if there is one, else op by op.
     fn record_all(&self, c: &Compiled, kv: KvId) -> Result<()> {
         if c.plan.is_empty() {
+            if c.g.n_tokens > 1 && prefill::profiling() {
+                return self.record_profiled(c, kv);
+            }
             return c.g.ops.iter().try_for_each(|op| self.record(c, kv, op));
         }
         c.plan.iter().try_for_each(|s| self.record_step(c, kv, s))
@@ -597,7 +600,7 @@ impl CudaExecutor {
                 self.launch("rms_norm", (groups as u32, 1), 128, &args)
             }
             Op::MatMul { w, x, dst, bias } => {
-                if self.matmul_mmq(c, w, x, dst, bias)? {
+                if self.matmul_mmq(c, op, w, x, dst, bias)? {
                     return Ok(());
                 }
                 let wt = self.weight(w)?;
@@ -719,6 +722,9 @@ impl CudaExecutor {
                     Arg::I(window.map_or(0, |w| w.min(i32::MAX as usize) as i32)),
                     Arg::F(softcap.unwrap_or(0.0)),
                 ];
+                if g.rows(q) > 1 && head_dim <= prefill::ATTENTION_ROWS_MAX_DIM {
+                    return self.attention_rows(&args, g.rows(q), n_heads);
+                }
                 self.launch("attention", ((g.rows(q) * n_heads) as u32, 1), 128, &args)
             }
             Op::GatedAct { gate, up, act: a } => {

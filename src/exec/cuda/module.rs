@@ -28,6 +28,7 @@ const SOURCES: &[(&str, &str)] = &[
     ("matvec_k.cu", include_str!("kernels/matvec_k.cu")),
     ("matvec_float.cu", include_str!("kernels/matvec_float.cu")),
     ("mmq.cu", include_str!("kernels/mmq.cu")),
+    ("attention_rows.cu", include_str!("kernels/attention_rows.cu")),
 ];
 
 /// Every entry point the executor launches.
@@ -100,6 +101,7 @@ const FUNCTIONS: &[&str] = &[
     "mmq_q4_k",
     "mmq_q5_k",
     "mmq_q6_k",
+    "attention_rows",
 ];
 
 /// NVRTC options. No FMA contraction: the CPU reference rounds every product, and token-exact

@@ -4,7 +4,7 @@
 //! tokens. Used on sm_80 and later for at least [`MMQ_MIN_ROWS`] token rows of the covered
 //! types; `WICK_CUDA_MMQ=0` turns it off (the dp4a kernels of matvec.cuh then run).
 
-use super::{drv, err, ActId, Arg, Compiled, CudaExecutor, WeightId};
+use super::{drv, err, ActId, Arg, Compiled, CudaExecutor, Op, WeightId};
 use crate::quant::{self, GgmlType};
 use crate::Result;
 
@@ -50,6 +50,7 @@ impl CudaExecutor {
     pub(super) fn matmul_mmq(
         &self,
         c: &Compiled,
+        op: &Op,
         w: WeightId,
         x: ActId,
         dst: ActId,
@@ -64,8 +65,20 @@ impl CudaExecutor {
         let act = |a: ActId| c.acts[a.0 as usize].ptr;
         let qs = c.qact.ptr;
         let ds = qs + (rows * k) as u64;
+        // The op before this one took the same input to the same q8 format on this path (the
+        // Q, K, V and the gate, up products): its conversion is still in the scratch.
+        let before = c.g.ops.iter().position(|o| std::ptr::eq(o, op)).and_then(|i| i.checked_sub(1));
+        let reuse = match before.map(|i| &c.g.ops[i]) {
+            Some(Op::MatMul { w: pw, x: px, dst: pd, .. }) if *px == x && *pd != x => {
+                self.weight(*pw).is_ok_and(|p| {
+                    kernel(p.dtype).is_some() && quant::vec_dot_type(p.dtype) == quant::vec_dot_type(wt.dtype)
+                })
+            }
+            _ => false,
+        };
         let blocks = |per: usize| u32::try_from(rows * k / per).map_err(|_| err("activation too large"));
         match quant::vec_dot_type(wt.dtype) {
+            _ if reuse => {}
             GgmlType::Q8_K => {
                 let args = [Arg::P(act(x)), Arg::P(qs), Arg::P(ds)];
                 self.launch("quantize_q8ks", (blocks(256)?, 1), 256, &args)?;
@@ -99,5 +112,72 @@ impl CudaExecutor {
             self.stream.synchronize().map_err(drv("debug"))?;
         }
         Ok(true)
+    }
+}
+
+/// Largest head dimension of `attention_rows` (`ATR_MAXD` in attention_rows.cu).
+pub(super) const ATTENTION_ROWS_MAX_DIM: usize = 256;
+/// Query rows a block of `attention_rows` (`ATR_Q`).
+const ATTENTION_ROWS_Q: usize = 16;
+
+impl CudaExecutor {
+    /// Enqueue the many-row attention kernel: `args` are those of the one-row `attention`
+    /// kernel, for `rows` query rows of `n_heads` heads.
+    pub(super) fn attention_rows(&self, args: &[Arg], rows: usize, n_heads: usize) -> Result<()> {
+        let mut all: Vec<Arg> = args
+            .iter()
+            .map(|a| match *a {
+                Arg::P(p) => Arg::P(p),
+                Arg::I(i) => Arg::I(i),
+                Arg::L(l) => Arg::L(l),
+                Arg::F(f) => Arg::F(f),
+            })
+            .collect();
+        all.push(Arg::I(i32::try_from(rows).map_err(|_| err("too many rows"))?));
+        let grid = (rows.div_ceil(ATTENTION_ROWS_Q) as u32, n_heads as u32);
+        self.launch("attention_rows", grid, 128, &all)
+    }
+}
+
+/// `WICK_CUDA_PROFILE=1`: many-token steps run op by op with a synchronization around each,
+/// and the time per kind of op is printed to stderr (a diagnostic: slower than a plain run).
+pub(super) fn profiling() -> bool {
+    std::env::var("WICK_CUDA_PROFILE").as_deref() == Ok("1")
+}
+
+impl CudaExecutor {
+    /// Enqueue graph `c` op by op, timing each (see [`profiling`]).
+    pub(super) fn record_profiled(&self, c: &Compiled, kv: super::KvId) -> Result<()> {
+        let mut times: Vec<(String, f64, usize)> = Vec::new();
+        let sync = || self.stream.synchronize().map_err(drv("profiling"));
+        for op in &c.g.ops {
+            sync()?;
+            let t = std::time::Instant::now();
+            self.record(c, kv, op)?;
+            sync()?;
+            let dt = t.elapsed().as_secs_f64();
+            let label = match op {
+                Op::MatMul { w, x, .. } => {
+                    let wt = self.weight(*w)?;
+                    format!("MatMul {} {}x{}", wt.dtype, wt.k(), wt.n_rows())
+                        + &format!(" rows {}", c.g.rows(*x))
+                }
+                other => format!("{other:?}").split([' ', '{']).next().unwrap_or("?").to_string(),
+            };
+            match times.iter_mut().find(|e| e.0 == label) {
+                Some(e) => {
+                    e.1 += dt;
+                    e.2 += 1;
+                }
+                None => times.push((label, dt, 1)),
+            }
+        }
+        times.sort_by(|a, b| b.1.total_cmp(&a.1));
+        let total: f64 = times.iter().map(|e| e.1).sum();
+        eprintln!("profile: {} tokens, {:.3} ms", c.g.n_tokens, total * 1e3);
+        for (label, t, n) in times {
+            eprintln!("  {:8.3} ms {n:4}x {label}", t * 1e3);
+        }
+        Ok(())
     }
 }
