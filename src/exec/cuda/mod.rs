@@ -723,7 +723,7 @@ impl CudaExecutor {
                     Arg::F(softcap.unwrap_or(0.0)),
                 ];
                 if g.rows(q) > 1 && head_dim <= prefill::ATTENTION_ROWS_MAX_DIM {
-                    return self.attention_rows(&args, g.rows(q), n_heads);
+                    return self.attention_rows(&args, g.rows(q), n_heads, head_dim);
                 }
                 self.launch("attention", ((g.rows(q) * n_heads) as u32, 1), 128, &args)
             }

@@ -101,7 +101,9 @@ const FUNCTIONS: &[&str] = &[
     "mmq_q4_k",
     "mmq_q5_k",
     "mmq_q6_k",
-    "attention_rows",
+    "attention_rows_64",
+    "attention_rows_128",
+    "attention_rows_256",
 ];
 
 /// NVRTC options. No FMA contraction: the CPU reference rounds every product, and token-exact

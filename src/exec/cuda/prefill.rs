@@ -115,15 +115,21 @@ impl CudaExecutor {
     }
 }
 
-/// Largest head dimension of `attention_rows` (`ATR_MAXD` in attention_rows.cu).
+/// Largest head dimension of `attention_rows_*` (attention_rows.cu).
 pub(super) const ATTENTION_ROWS_MAX_DIM: usize = 256;
 /// Query rows a block of `attention_rows` (`ATR_Q`).
 const ATTENTION_ROWS_Q: usize = 16;
 
 impl CudaExecutor {
     /// Enqueue the many-row attention kernel: `args` are those of the one-row `attention`
-    /// kernel, for `rows` query rows of `n_heads` heads.
-    pub(super) fn attention_rows(&self, args: &[Arg], rows: usize, n_heads: usize) -> Result<()> {
+    /// kernel, for `rows` query rows of `n_heads` heads of `head_dim` values.
+    pub(super) fn attention_rows(
+        &self,
+        args: &[Arg],
+        rows: usize,
+        n_heads: usize,
+        head_dim: usize,
+    ) -> Result<()> {
         let mut all: Vec<Arg> = args
             .iter()
             .map(|a| match *a {
@@ -135,7 +141,12 @@ impl CudaExecutor {
             .collect();
         all.push(Arg::I(i32::try_from(rows).map_err(|_| err("too many rows"))?));
         let grid = (rows.div_ceil(ATTENTION_ROWS_Q) as u32, n_heads as u32);
-        self.launch("attention_rows", grid, 128, &all)
+        let name = match head_dim {
+            ..=64 => "attention_rows_64",
+            65..=128 => "attention_rows_128",
+            _ => "attention_rows_256",
+        };
+        self.launch(name, grid, 128, &all)
     }
 }
 
