@@ -448,8 +448,8 @@ fn matmul_side_by_side() {
 }
 
 /// The tensor-core prefill products (kernels/mmq.cu, used from 16 token rows on sm_80 and
-/// later) against the CPU: every covered type, token counts and weight rows that are not
-/// multiples of the 64 × 64 tile, k of one to several 256-value stages (and, for the 32-value
+/// later) against the CPU: every covered type, both tile shapes, token counts and weight rows
+/// that are not multiples of the tile, k of one to several 256-value stages (and, for the 32-value
 /// types, k that ends in a partial stage), with and without bias. Tolerance 1e-4 of the largest
 /// value, as for the other products: the integer dot product of every (row, token, sub-block)
 /// is the CPU's; only the float sums are grouped per sub-block (32 values, Q6_K 16) instead of
@@ -468,8 +468,15 @@ fn matmul_tensor_cores() {
     ];
     for t in types {
         let legacy = t.block_size() == 32;
-        let mut shapes =
-            vec![(16, 256, 64, false), (77, 768, 200, true), (64, 1024, 130, false), (130, 512, 72, false)];
+        // The last shape has 204 tiles of 64 × 64: the 64-token kernel (`MMQ_SMALL_GRID` in
+        // src/exec/cuda/prefill.rs); the others take the 32-token one.
+        let mut shapes = vec![
+            (16, 256, 64, false),
+            (77, 768, 200, true),
+            (64, 1024, 130, false),
+            (130, 512, 72, false),
+            (200, 256, 3264, true),
+        ];
         if legacy {
             shapes.push((40, 800, 96, true));
             shapes.push((19, 96, 33, false));

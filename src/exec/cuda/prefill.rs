@@ -11,9 +11,12 @@ use crate::Result;
 /// Fewest token rows for the tensor-core kernels: a tile takes 64 tokens, and below this the
 /// dp4a kernels (8 tokens a warp) waste less.
 pub(super) const MMQ_MIN_ROWS: usize = 16;
-/// Weight rows and tokens of one block's tile (`MMQ_BM`, `MMQ_BN` in mmq.cu).
+/// Weight rows and tokens of one block's tile (`MMQ_BM` in mmq.cu; tokens 64, or 32 in `_n32`).
 const MMQ_BM: usize = 64;
 const MMQ_BN: usize = 64;
+/// Below this many 64 × 64 tiles (about one and a half per SM of an H100), the 32-token tiles
+/// of the `_n32` kernels are used instead (the K and V products of 1B/8B models).
+const MMQ_SMALL_GRID: usize = 200;
 /// Threads a block (`MMQ_THREADS`).
 const MMQ_THREADS: u32 = 128;
 
@@ -106,8 +109,15 @@ impl CudaExecutor {
             Arg::I(n as i32),
             Arg::I(rows as i32),
         ];
-        let grid = (n.div_ceil(MMQ_BM) as u32, rows.div_ceil(MMQ_BN) as u32);
-        self.launch(name, grid, MMQ_THREADS, &args)?;
+        // Products too small to give the device a few blocks per SM take 32-token tiles.
+        let tiles64 = n.div_ceil(MMQ_BM) * rows.div_ceil(MMQ_BN);
+        if tiles64 < MMQ_SMALL_GRID {
+            let grid = (n.div_ceil(MMQ_BM) as u32, rows.div_ceil(MMQ_BN / 2) as u32);
+            self.launch(&format!("{name}_n32"), grid, MMQ_THREADS, &args)?;
+        } else {
+            let grid = (n.div_ceil(MMQ_BM) as u32, rows.div_ceil(MMQ_BN) as u32);
+            self.launch(name, grid, MMQ_THREADS, &args)?;
+        }
         if self.debug {
             self.stream.synchronize().map_err(drv("debug"))?;
         }

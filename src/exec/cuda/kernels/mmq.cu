@@ -3,7 +3,7 @@
 // activations in the split q8 layout of quantize.cu (`quantize_q8s` / `quantize_q8ks` over all
 // rows: qs[rows][k] int8, then floats: q8_0/q8_1 (d, s) per 32 values, q8_K d per 256).
 //
-// A block of MMQ_THREADS computes MMQ_BM weight rows × MMQ_BN tokens. Per MMQ_KS values of k
+// A block of MMQ_THREADS computes MMQ_BM weight rows × 64 (or 32) tokens. Per MMQ_KS values of k
 // it stages both sides as int8 in shared memory (weights unpacked from their 4/5/6/8-bit
 // quants, with offsets applied: Q4_0 q − 8, Q5_0 q − 16, Q6_K q − 32) together with one float
 // scale per sub-block (32 values; Q6_K 16) and, for the types with a min, one min term. The
@@ -15,7 +15,6 @@
 // The integers are the CPU's; only the float sums are taken per sub-block instead of per block.
 
 #define MMQ_BM 64
-#define MMQ_BN 64
 #define MMQ_KS 256
 #define MMQ_THREADS 128
 // Bytes per row of a shared tile: 256 + 16, so the eight rows of a fragment load fall in
@@ -146,25 +145,28 @@ __device__ void unpack_q6_k(const u8* W, long long hoff, long long b, int c, u32
 
 // KSUB: values per scale (32, or 16 for Q6_K); MIN: the type has a min term; KACT: q8_K
 // activations (one d per 256 values) instead of q8_0/q8_1 (d, s per 32).
-template <int QB, int Q, int KSUB, bool MIN, bool KACT, mmq_unpack UNPACK>
+// BN: tokens a block, 64 (four warps of 32 rows × 32 tokens) or 32 (four warps of 16 rows × 32
+// tokens: twice the blocks, for products too small to fill the device otherwise).
+template <int QB, int Q, int KSUB, bool MIN, bool KACT, mmq_unpack UNPACK, int BN>
 __device__ __forceinline__ void mmq_tile(const u8* W, const i8* aq, const float* ad, float* out, const u8* bias,
                                          int btype, int k, int n, int rows) {
     constexpr int NSUB = MMQ_KS / KSUB;
     constexpr int CPB = QB / 32;
     __shared__ __align__(16) u8 sw[MMQ_BM * MMQ_STRIDE];
-    __shared__ __align__(16) u8 sa[MMQ_BN * MMQ_STRIDE];
+    constexpr int MT = BN == 64 ? 2 : 1;  // 16-row tiles a warp
+    __shared__ __align__(16) u8 sa[BN * MMQ_STRIDE];
     __shared__ float sws[MMQ_BM][NSUB + 1];
     __shared__ float swm[MIN ? MMQ_BM : 1][NSUB + 1];
-    __shared__ float sad[MMQ_BN][NSUB + 1];
-    __shared__ float sas[MIN ? MMQ_BN : 1][NSUB + 1];
+    __shared__ float sad[BN][NSUB + 1];
+    __shared__ float sas[MIN ? BN : 1][NSUB + 1];
     int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, g = lane / 4, t4 = lane % 4;
-    int r0 = blockIdx.x * MMQ_BM, c0 = blockIdx.y * MMQ_BN;
-    int wr = (warp % 2) * 32, wc = (warp / 2) * 32;
+    int r0 = blockIdx.x * MMQ_BM, c0 = blockIdx.y * BN;
+    int wr = BN == 64 ? (warp % 2) * 32 : warp * 16, wc = BN == 64 ? (warp / 2) * 32 : 0;
     int nb = k / QB, nbk = k / 32;
     long long hoff = header_offset((long long)n * nb, Q);
-    float acc[2][4][4];
+    float acc[MT][4][4];
 #pragma unroll
-    for (int i = 0; i < 2; i++)
+    for (int i = 0; i < MT; i++)
 #pragma unroll
         for (int j = 0; j < 4; j++)
 #pragma unroll
@@ -196,7 +198,7 @@ __device__ __forceinline__ void mmq_tile(const u8* W, const i8* aq, const float*
             if (MIN) swm[r][c] = wm;
         }
         // Activations: thread i takes (token i / 8, chunk i % 8).
-        for (int i = tid; i < MMQ_BN * 8; i += MMQ_THREADS) {
+        for (int i = tid; i < BN * 8; i += MMQ_THREADS) {
             int r = i / 8, c = i % 8, tok = c0 + r;
             uint4 x0 = make_uint4(0, 0, 0, 0), x1 = x0;
             float d = 0.0f, s = 0.0f;
@@ -227,17 +229,17 @@ __device__ __forceinline__ void mmq_tile(const u8* W, const i8* aq, const float*
         __syncthreads();
         int nsub = nch * (32 / KSUB);
         for (int s = 0; s < nsub; s++) {
-            int ci[2][4][4];
+            int ci[MT][4][4];
 #pragma unroll
-            for (int i = 0; i < 2; i++)
+            for (int i = 0; i < MT; i++)
 #pragma unroll
                 for (int j = 0; j < 4; j++)
 #pragma unroll
                     for (int e = 0; e < 4; e++) ci[i][j][e] = 0;
             if (KSUB == 32) {
-                u32 a[2][4], b[4][2];
+                u32 a[MT][4], b[4][2];
 #pragma unroll
-                for (int i = 0; i < 2; i++) {
+                for (int i = 0; i < MT; i++) {
                     const u8* p = sw + (wr + 16 * i + g) * MMQ_STRIDE + 32 * s + 4 * t4;
                     a[i][0] = *(const u32*)p;
                     a[i][1] = *(const u32*)(p + 8 * MMQ_STRIDE);
@@ -251,13 +253,13 @@ __device__ __forceinline__ void mmq_tile(const u8* W, const i8* aq, const float*
                     b[j][1] = *(const u32*)(p + 16);
                 }
 #pragma unroll
-                for (int i = 0; i < 2; i++)
+                for (int i = 0; i < MT; i++)
 #pragma unroll
                     for (int j = 0; j < 4; j++) mma_k32(ci[i][j], a[i], b[j]);
             } else {
-                u32 a[2][2], b[4];
+                u32 a[MT][2], b[4];
 #pragma unroll
-                for (int i = 0; i < 2; i++) {
+                for (int i = 0; i < MT; i++) {
                     const u8* p = sw + (wr + 16 * i + g) * MMQ_STRIDE + 16 * s + 4 * t4;
                     a[i][0] = *(const u32*)p;
                     a[i][1] = *(const u32*)(p + 8 * MMQ_STRIDE);
@@ -265,14 +267,14 @@ __device__ __forceinline__ void mmq_tile(const u8* W, const i8* aq, const float*
 #pragma unroll
                 for (int j = 0; j < 4; j++) b[j] = *(const u32*)(sa + (wc + 8 * j + g) * MMQ_STRIDE + 16 * s + 4 * t4);
 #pragma unroll
-                for (int i = 0; i < 2; i++)
+                for (int i = 0; i < MT; i++)
 #pragma unroll
                     for (int j = 0; j < 4; j++) mma_k16(ci[i][j], a[i], b[j]);
             }
             // Fold: c0, c1 are rows g, tokens 2·t4, 2·t4 + 1; c2, c3 the same tokens of row g + 8.
             int cs = KSUB == 32 ? s : s / 2;
 #pragma unroll
-            for (int i = 0; i < 2; i++) {
+            for (int i = 0; i < MT; i++) {
                 int ra = wr + 16 * i + g;
                 float w0 = sws[ra][s], w1 = sws[ra + 8][s];
                 float m0 = MIN ? swm[ra][cs] : 0.0f, m1 = MIN ? swm[ra + 8][cs] : 0.0f;
@@ -297,7 +299,7 @@ __device__ __forceinline__ void mmq_tile(const u8* W, const i8* aq, const float*
         __syncthreads();
     }
 #pragma unroll
-    for (int i = 0; i < 2; i++) {
+    for (int i = 0; i < MT; i++) {
 #pragma unroll
         for (int h = 0; h < 2; h++) {
             int row = r0 + wr + 16 * i + g + 8 * h;
@@ -315,13 +317,19 @@ __device__ __forceinline__ void mmq_tile(const u8* W, const i8* aq, const float*
     }
 }
 
-// One entry point per type: `mmq_T(W, qs, ds, out, bias, btype, k, n, rows)`, a grid of
-// (⌈n / MMQ_BM⌉, ⌈rows / MMQ_BN⌉) blocks of MMQ_THREADS.
+// Two entry points per type: `mmq_T(W, qs, ds, out, bias, btype, k, n, rows)`, a grid of
+// (⌈n / MMQ_BM⌉, ⌈rows / 64⌉) blocks of MMQ_THREADS, and `mmq_T_n32`, the same for
+// (⌈n / MMQ_BM⌉, ⌈rows / 32⌉).
 #define MMQ(T, KSUB, MIN, KACT)                                                                                \
     extern "C" __global__ void __launch_bounds__(MMQ_THREADS)                                                  \
         mmq_##T(const u8* W, const i8* aq, const float* ad, float* out, const u8* bias, int btype, int k, int n, \
                 int rows) {                                                                                    \
-        mmq_tile<QB_##T, Q_##T, KSUB, MIN, KACT, unpack_##T>(W, aq, ad, out, bias, btype, k, n, rows);          \
+        mmq_tile<QB_##T, Q_##T, KSUB, MIN, KACT, unpack_##T, 64>(W, aq, ad, out, bias, btype, k, n, rows);      \
+    }                                                                                                          \
+    extern "C" __global__ void __launch_bounds__(MMQ_THREADS)                                                  \
+        mmq_##T##_n32(const u8* W, const i8* aq, const float* ad, float* out, const u8* bias, int btype, int k,  \
+                      int n, int rows) {                                                                       \
+        mmq_tile<QB_##T, Q_##T, KSUB, MIN, KACT, unpack_##T, 32>(W, aq, ad, out, bias, btype, k, n, rows);      \
     }
 
 MMQ(q4_0, 32, false, false)
