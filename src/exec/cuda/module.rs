@@ -73,6 +73,7 @@ const FUNCTIONS: &[&str] = &[
     "mmv_q6_k",
     "mmv2_q6_k",
     "mmv3_q6_k",
+    "mmv3_kmix",
     "matvec_q4_0",
     "matvec_q4_0_r8",
     "matvec_q4_1",
@@ -117,11 +118,18 @@ const FUNCTIONS: &[&str] = &[
 /// NVRTC options. No FMA contraction: the CPU reference rounds every product, and token-exact
 /// agreement is worth more than the few percent contraction would buy in memory-bound kernels.
 fn options(arch: (i32, i32)) -> Vec<String> {
-    vec![
+    let mut o = vec![
         format!("--gpu-architecture=compute_{}{}", arch.0, arch.1),
         "--fmad=false".into(),
         "-std=c++17".into(),
-    ]
+    ];
+    // A tuning knob for experiments: registers of the decode kernels (see matvec.cuh).
+    if let Ok(n) = std::env::var("WICK_CUDA_MMV_MIN_BLOCKS") {
+        if let Ok(n) = n.parse::<u32>() {
+            o.push(format!("-DMMV_MIN_BLOCKS={n}"));
+        }
+    }
+    o
 }
 
 /// All sources as one translation unit.
