@@ -19,9 +19,10 @@
 //!   `WICK_CUDA_GRAPHS=0` turns the capture off.
 //!
 //! Not yet (first version): weights are read in their GGUF layout with 2-byte loads (no
-//! repacking for 16-byte loads); prefill is warp-per-output dp4a over 8 token rows, no tensor
-//! cores; attention keeps a score scratch of n_ctx floats per (row, head) instead of a flash
-//! kernel; no fusion (RMSNorm, q8 conversion and RoPE are separate launches); Q2_K, Q3_K and
+//! repacking for 16-byte loads); prefill products use the int8 tensor cores (`prefill.rs`) on
+//! sm_80+ for the eight quantized block types only (float weights, older GPUs and fewer than
+//! 16 rows: dp4a over 8 token rows); attention keeps a score scratch of n_ctx floats per (row,
+//! head) instead of a flash kernel, and its many-row kernel uses no tensor cores; no fusion (RMSNorm, q8 conversion and RoPE are separate launches); Q2_K, Q3_K and
 //! BF16 weights are refused (`supports_type`); one device (ordinal 0).
 
 mod fuse;
