@@ -404,6 +404,8 @@ fn kernels_compile_with_nvrtc() {
     for arch in [(8, 0), (9, 0)] {
         let ptx = wick::exec::cuda::compile_kernels(arch).expect("NVRTC compiles the kernels");
         assert!(ptx.contains(".entry matvec_q4_k"), "sm_{}{}: entry points missing", arch.0, arch.1);
+        assert!(ptx.contains(".entry mmq_q6_k"), "sm_{}{}: tensor-core entry points missing", arch.0, arch.1);
+        assert!(ptx.contains("mma.sync.aligned.m16n8k32"), "sm_{}{}: no int8 mma", arch.0, arch.1);
     }
 }
 
@@ -444,5 +446,117 @@ fn matmul_side_by_side() {
             let got = gpu.as_mut().map(|g| run_on(g.as_mut(), &c).logits);
             eprintln!("{t} k {k} n {n}\n  cpu {:?}\n  gpu {:?}", want.logits, got);
         }
+    }
+}
+
+/// The tensor-core prefill products (kernels/mmq.cu, used from 16 token rows on sm_80 and
+/// later) against the CPU: every covered type, both tile shapes, token counts and weight rows
+/// that are not multiples of the tile, k of one to several 256-value stages (and, for the 32-value
+/// types, k that ends in a partial stage), with and without bias. Tolerance 1e-4 of the largest
+/// value, as for the other products: the integer dot product of every (row, token, sub-block)
+/// is the CPU's; only the float sums are grouped per sub-block (32 values, Q6_K 16) instead of
+/// per block.
+#[test]
+fn matmul_tensor_cores() {
+    let types = [
+        GgmlType::Q4_0,
+        GgmlType::Q4_1,
+        GgmlType::Q5_0,
+        GgmlType::Q5_1,
+        GgmlType::Q8_0,
+        GgmlType::Q4_K,
+        GgmlType::Q5_K,
+        GgmlType::Q6_K,
+    ];
+    for t in types {
+        let legacy = t.block_size() == 32;
+        // The last shape has 204 tiles of 64 × 64: the 64-token kernel (`MMQ_SMALL_GRID` in
+        // src/exec/cuda/prefill.rs); the others take the 32-token one.
+        let mut shapes = vec![
+            (16, 256, 64, false),
+            (77, 768, 200, true),
+            (64, 1024, 130, false),
+            (130, 512, 72, false),
+            (200, 256, 3264, true),
+        ];
+        if legacy {
+            shapes.push((40, 800, 96, true));
+            shapes.push((19, 96, 33, false));
+        }
+        for (rows, k, n, bias) in shapes {
+            let mut rng = Rng(k as u64 * 7 + rows as u64 + n as u64);
+            let mut weights = tables(&[k], &mut rng);
+            weights.push(weight(t, &[k as u64, n as u64], &mut rng));
+            if bias {
+                weights.push(weight(GgmlType::F32, &[n as u64], &mut rng));
+            }
+            let g = graph(rows, &[k], &[(Rows::All, n)], |s| {
+                let op = Op::MatMul { w: WeightId(1), x: s[0], dst: s[1], bias: bias.then_some(WeightId(2)) };
+                (vec![op], 1)
+            });
+            let c = Case {
+                weights,
+                kv: None,
+                graph: g,
+                steps: vec![(tokens(rows, &mut rng), 0)],
+                early: None,
+                readback: Readback::AllLogits,
+            };
+            check(&format!("tensor-core matmul {t} rows {rows} k {k} n {n} bias {bias}"), &c, 1e-4);
+        }
+    }
+}
+
+/// The many-row attention kernel (attention_rows.cu: 16 query rows a block, keys in chunks of
+/// 16) over several tiles and chunks: a prefill of 40 rows at position 0, then 37 rows at 40,
+/// GQA, with and without window and softcap, head sizes 64 to 256. Tolerance as above.
+#[test]
+fn attention_many_rows() {
+    let cases = [
+        (4, 2, 64, None, None),
+        (8, 2, 128, Some(21), Some(50.0f32)),
+        (2, 1, 256, None, None),
+        (3, 3, 80, Some(7), None),
+    ];
+    for (n_heads, n_kv, hd, window, softcap) in cases {
+        let mut rng = Rng(hd as u64 * 17 + n_heads as u64);
+        let (qd, kd) = (n_heads * hd, n_kv * hd);
+        let weights = tables(&[qd, kd, kd], &mut rng);
+        let build = |n: usize| {
+            graph(n, &[qd, kd, kd], &[(Rows::All, qd)], |s| {
+                let ops = vec![
+                    Op::KvStore { layer: 0, k: s[1], v: s[2] },
+                    Op::Attention {
+                        layer: 0,
+                        q: s[0],
+                        dst: s[3],
+                        n_heads,
+                        n_kv_heads: n_kv,
+                        head_dim: hd,
+                        scale: 1.0 / (hd as f32).sqrt(),
+                        window,
+                        softcap,
+                    },
+                ];
+                (ops, 3)
+            })
+        };
+        let kv = KvSpec { n_ctx: 128, k_dims: vec![kd], v_dims: vec![kd] };
+        let steps = vec![(tokens(40, &mut rng), 0), (tokens(37, &mut rng), 40)];
+        let c = Case {
+            weights,
+            kv: Some(kv),
+            graph: build(37),
+            early: Some(build(40)),
+            steps,
+            readback: Readback::AllLogits,
+        };
+        check(
+            &format!(
+                "attention rows 40+37 heads {n_heads}/{n_kv} hd {hd} window {window:?} softcap {softcap:?}"
+            ),
+            &c,
+            1e-4,
+        );
     }
 }

@@ -19,14 +19,16 @@
 //!   `WICK_CUDA_GRAPHS=0` turns the capture off.
 //!
 //! Not yet (first version): weights are read in their GGUF layout with 2-byte loads (no
-//! repacking for 16-byte loads); prefill is warp-per-output dp4a over 8 token rows, no tensor
-//! cores; attention keeps a score scratch of n_ctx floats per (row, head) instead of a flash
-//! kernel; no fusion (RMSNorm, q8 conversion and RoPE are separate launches); Q2_K, Q3_K and
+//! repacking for 16-byte loads); prefill products use the int8 tensor cores (`prefill.rs`) on
+//! sm_80+ for the eight quantized block types only (float weights, older GPUs and fewer than
+//! 16 rows: dp4a over 8 token rows); attention keeps a score scratch of n_ctx floats per (row,
+//! head) instead of a flash kernel, and its many-row kernel uses no tensor cores; no fusion (RMSNorm, q8 conversion and RoPE are separate launches); Q2_K, Q3_K and
 //! BF16 weights are refused (`supports_type`); one device (ordinal 0).
 
 mod fuse;
 mod layout;
 mod module;
+mod prefill;
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -199,6 +201,8 @@ pub struct CudaExecutor {
     use_graphs: bool,
     /// Fuse one-token steps (unless `WICK_CUDA_FUSE=0`).
     use_fusion: bool,
+    /// Prefill products on the tensor cores (`prefill.rs`).
+    mmq: bool,
     /// The upload's pinned buffers, while an upload runs.
     staging: Option<Staging>,
     /// Launch the decode kernels with programmatic dependent launch (sm_90 and later, unless
@@ -236,6 +240,7 @@ impl CudaExecutor {
             Ok("1") => Some(true),
             _ => None,
         };
+        let mmq = prefill::enabled(ctx.compute_capability().unwrap_or((0, 0)));
         let pdl = ctx.compute_capability().is_ok_and(|c| c.0 >= 9)
             && std::env::var("WICK_CUDA_PDL").as_deref() != Ok("0");
         Ok(CudaExecutor {
@@ -251,6 +256,7 @@ impl CudaExecutor {
             use_graphs: std::env::var("WICK_CUDA_GRAPHS").as_deref() != Ok("0")
                 && std::env::var_os("WICK_CUDA_DEBUG").is_none(),
             use_fusion: std::env::var("WICK_CUDA_FUSE").as_deref() != Ok("0"),
+            mmq,
             staging: None,
             pdl,
             occ,
@@ -394,7 +400,7 @@ impl CudaExecutor {
         };
         // The decode kernels' split layout: k bytes, then up to two floats per 32 values.
         let split = w.k().div_ceil(16) * 16 + w.k() / 4;
-        Ok((per_row as usize * rows).max(split))
+        Ok((per_row as usize * rows).max(split).max(prefill::qact_bytes(w.k(), rows)))
     }
 
     /// The q8 format of `w`'s decode kernel (`mmv_*`), None for float weights.
@@ -417,6 +423,9 @@ impl CudaExecutor {
         unsafe { cudarc::driver::result::memcpy_htod_async(c.io_ptr, io, self.stream.cu_stream()) }
             .map_err(drv("uploading token ids"))?;
         if c.plan.is_empty() {
+            if c.g.n_tokens > 1 && prefill::profiling() {
+                return self.record_profiled(c, kv);
+            }
             return c.g.ops.iter().try_for_each(|op| self.record(c, kv, op));
         }
         let argmax = c.plan.iter().any(|s| matches!(s, Step::MatVec { argmax: true, .. }));
@@ -767,6 +776,9 @@ impl CudaExecutor {
                 self.launch("rms_norm", (groups as u32, 1), 128, &args)
             }
             Op::MatMul { w, x, dst, bias } => {
+                if self.matmul_mmq(c, op, w, x, dst, bias)? {
+                    return Ok(());
+                }
                 let wt = self.weight(w)?;
                 let (k, n, rows) = (wt.k(), wt.n_rows(), g.rows(x));
                 let vt = quant::vec_dot_type(wt.dtype);
@@ -886,6 +898,9 @@ impl CudaExecutor {
                     Arg::I(window.map_or(0, |w| w.min(i32::MAX as usize) as i32)),
                     Arg::F(softcap.unwrap_or(0.0)),
                 ];
+                if g.rows(q) > 1 && head_dim <= prefill::ATTENTION_ROWS_MAX_DIM {
+                    return self.attention_rows(&args, g.rows(q), n_heads, head_dim);
+                }
                 self.launch("attention", ((g.rows(q) * n_heads) as u32, 1), 128, &args)
             }
             Op::GatedAct { gate, up, act: a } => {

@@ -27,6 +27,8 @@ const SOURCES: &[(&str, &str)] = &[
     ("matvec_legacy.cu", include_str!("kernels/matvec_legacy.cu")),
     ("matvec_k.cu", include_str!("kernels/matvec_k.cu")),
     ("matvec_float.cu", include_str!("kernels/matvec_float.cu")),
+    ("mmq.cu", include_str!("kernels/mmq.cu")),
+    ("attention_rows.cu", include_str!("kernels/attention_rows.cu")),
 ];
 
 /// Every entry point the executor launches.
@@ -117,6 +119,25 @@ const FUNCTIONS: &[&str] = &[
     "matvec_f32_r8",
     "matvec_f16",
     "matvec_f16_r8",
+    "mmq_q4_0",
+    "mmq_q4_0_n32",
+    "mmq_q4_1",
+    "mmq_q4_1_n32",
+    "mmq_q5_0",
+    "mmq_q5_0_n32",
+    "mmq_q5_1",
+    "mmq_q5_1_n32",
+    "mmq_q8_0",
+    "mmq_q8_0_n32",
+    "mmq_q4_k",
+    "mmq_q4_k_n32",
+    "mmq_q5_k",
+    "mmq_q5_k_n32",
+    "mmq_q6_k",
+    "mmq_q6_k_n32",
+    "attention_rows_64",
+    "attention_rows_128",
+    "attention_rows_256",
 ];
 
 /// NVRTC options. No FMA contraction: the CPU reference rounds every product, and token-exact

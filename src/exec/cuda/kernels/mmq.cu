@@ -1,0 +1,342 @@
+// Prefill matrix products on the int8 tensor cores (mma.sync, sm_80 and later): out[t][r] =
+// W[r] · x[t] for many tokens t at once. Weights in the device layout of common.cuh;
+// activations in the split q8 layout of quantize.cu (`quantize_q8s` / `quantize_q8ks` over all
+// rows: qs[rows][k] int8, then floats: q8_0/q8_1 (d, s) per 32 values, q8_K d per 256).
+//
+// A block of MMQ_THREADS computes MMQ_BM weight rows × 64 (or 32) tokens. Per MMQ_KS values of k
+// it stages both sides as int8 in shared memory (weights unpacked from their 4/5/6/8-bit
+// quants, with offsets applied: Q4_0 q − 8, Q5_0 q − 16, Q6_K q − 32) together with one float
+// scale per sub-block (32 values; Q6_K 16) and, for the types with a min, one min term. The
+// tensor cores give each (row, token, sub-block) its exact integer dot product, which is
+// folded into a float accumulator: acc += ws·ad·isum (+ wm·as), where
+//   legacy types: ws = d, ad = d_act, wm = m (Q4_1/Q5_1), as = s_act (d_act·Σq, as stored);
+//   Q4_K/Q5_K: ws = d·sc, ad = d_act, wm = −dmin·mn, as = d_act·Σq (the sub-block's sum);
+//   Q6_K: ws = d·sc (per 16 values), ad = d_act.
+// The integers are the CPU's; only the float sums are taken per sub-block instead of per block.
+
+#define MMQ_BM 64
+#define MMQ_KS 256
+#define MMQ_THREADS 128
+// Bytes per row of a shared tile: 256 + 16, so the eight rows of a fragment load fall in
+// different banks.
+#define MMQ_STRIDE 272
+
+__device__ __forceinline__ void mma_k32(int* c, const u32* a, const u32* b) {
+#if __CUDA_ARCH__ >= 800
+    asm volatile("mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+                 "{%0,%1,%2,%3};"
+                 : "+r"(c[0]), "+r"(c[1]), "+r"(c[2]), "+r"(c[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+#endif
+}
+__device__ __forceinline__ void mma_k16(int* c, const u32* a, u32 b) {
+#if __CUDA_ARCH__ >= 800
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, {%4,%5}, {%6}, "
+                 "{%0,%1,%2,%3};"
+                 : "+r"(c[0]), "+r"(c[1]), "+r"(c[2]), "+r"(c[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(b));
+#endif
+}
+
+// Each byte of v (every byte below 128) minus c, as signed bytes.
+__device__ __forceinline__ u32 sub_bytes(u32 v, u32 c) { return ((v | 0x80808080u) - c * 0x01010101u) ^ 0x80808080u; }
+__device__ __forceinline__ void put4(u32* v, uint4 a) {
+    v[0] = a.x;
+    v[1] = a.y;
+    v[2] = a.z;
+    v[3] = a.w;
+}
+
+// Unpack 32 values (chunk c of block b) into v[8] as signed bytes; ws[0] (Q6_K: ws[0], ws[1])
+// and *wm as described above. hoff: byte offset of the header array.
+typedef void (*mmq_unpack)(const u8* W, long long hoff, long long b, int c, u32* v, float* ws, float* wm);
+
+__device__ void unpack_q4_0(const u8* W, long long hoff, long long b, int c, u32* v, float* ws, float* wm) {
+    uint4 w = ld16(W + b * Q_q4_0);
+    put4(v, nib_lo16(w));
+    put4(v + 4, nib_hi16(w));
+    for (int i = 0; i < 8; i++) v[i] = sub_bytes(v[i], 8);
+    ws[0] = ld_f16(W + hoff + b * H_q4_0);
+}
+__device__ void unpack_q4_1(const u8* W, long long hoff, long long b, int c, u32* v, float* ws, float* wm) {
+    uint4 w = ld16(W + b * Q_q4_1);
+    put4(v, nib_lo16(w));
+    put4(v + 4, nib_hi16(w));
+    const u8* h = W + hoff + b * H_q4_1;
+    ws[0] = ld_f16(h);
+    *wm = ld_f16(h + 2);
+}
+template <bool ONE>
+__device__ __forceinline__ void unpack_q5(const u8* W, long long hoff, long long b, u32* v, float* ws, float* wm) {
+    uint4 w = ld16(W + b * 16);
+    const u8* h = W + hoff + b * (ONE ? H_q5_1 : H_q5_0);
+    u32 qh = ld_u32(h + (ONE ? 4 : 2));
+    put4(v, nib_lo16(w));
+    put4(v + 4, nib_hi16(w));
+    for (int i = 0; i < 8; i++) {
+        v[i] |= high_bits(qh, 4 * i);
+        if (!ONE) v[i] = sub_bytes(v[i], 16);
+    }
+    ws[0] = ld_f16(h);
+    if (ONE) *wm = ld_f16(h + 2);
+}
+__device__ void unpack_q5_0(const u8* W, long long hoff, long long b, int c, u32* v, float* ws, float* wm) {
+    unpack_q5<false>(W, hoff, b, v, ws, wm);
+}
+__device__ void unpack_q5_1(const u8* W, long long hoff, long long b, int c, u32* v, float* ws, float* wm) {
+    unpack_q5<true>(W, hoff, b, v, ws, wm);
+}
+__device__ void unpack_q8_0(const u8* W, long long hoff, long long b, int c, u32* v, float* ws, float* wm) {
+    put4(v, ld16(W + b * Q_q8_0));
+    put4(v + 4, ld16(W + b * Q_q8_0 + 16));
+    ws[0] = ld_f16(W + hoff + b * H_q8_0);
+}
+template <bool Q5>
+__device__ __forceinline__ void unpack_q45_k(const u8* W, long long hoff, long long b, int c, u32* v, float* ws,
+                                             float* wm) {
+    const u8* q = W + b * (Q5 ? Q_q5_k : Q_q4_k);
+    const u8* qs = q + (Q5 ? 32 : 0) + 32 * (c / 2);
+    uint4 w0 = ld16(qs), w1 = ld16(qs + 16);
+    if (c % 2) {
+        put4(v, nib_hi16(w0));
+        put4(v + 4, nib_hi16(w1));
+    } else {
+        put4(v, nib_lo16(w0));
+        put4(v + 4, nib_lo16(w1));
+    }
+    if (Q5) {
+        uint4 h0 = bit4_16(ld16(q), c), h1 = bit4_16(ld16(q + 16), c);
+        v[0] |= h0.x; v[1] |= h0.y; v[2] |= h0.z; v[3] |= h0.w;
+        v[4] |= h1.x; v[5] |= h1.y; v[6] |= h1.z; v[7] |= h1.w;
+    }
+    const u8* h = W + hoff + b * H_q4_k;
+    int sc, mn;
+    k4_scale_min(c, h + 4, &sc, &mn);
+    ws[0] = ld_f16(h) * (float)sc;
+    *wm = -(ld_f16(h + 2) * (float)mn);
+}
+__device__ void unpack_q4_k(const u8* W, long long hoff, long long b, int c, u32* v, float* ws, float* wm) {
+    unpack_q45_k<false>(W, hoff, b, c, v, ws, wm);
+}
+__device__ void unpack_q5_k(const u8* W, long long hoff, long long b, int c, u32* v, float* ws, float* wm) {
+    unpack_q45_k<true>(W, hoff, b, c, v, ws, wm);
+}
+// Q6_K chunk c (0..8): half hh = c / 4, chunk cc = c % 4 of it (see matvec_k.cu).
+__device__ void unpack_q6_k(const u8* W, long long hoff, long long b, int c, u32* v, float* ws, float* wm) {
+    const u8* q = W + b * Q_q6_k;
+    int hh = c / 4, cc = c % 4;
+    const u8* ql = q + 64 * hh + 32 * (cc % 2);
+    const u8* qh = q + 128 + 32 * hh;
+    uint4 l0 = ld16(ql), l1 = ld16(ql + 16), h0 = ld16(qh), h1 = ld16(qh + 16);
+    u32 lo[8], hi[8];
+    put4(lo, l0);
+    put4(lo + 4, l1);
+    put4(hi, h0);
+    put4(hi + 4, h1);
+    for (int i = 0; i < 8; i++) {
+        u32 x = ((lo[i] >> (4 * (cc / 2))) & 0x0f0f0f0fu) | (((hi[i] >> (2 * cc)) & 0x03030303u) << 4);
+        v[i] = sub_bytes(x, 32);
+    }
+    const u8* h = W + hoff + b * H_q6_k;
+    float d = ld_f16(h + 16);
+    ws[0] = d * (float)(i8)h[2 * c];
+    ws[1] = d * (float)(i8)h[2 * c + 1];
+}
+
+// KSUB: values per scale (32, or 16 for Q6_K); MIN: the type has a min term; KACT: q8_K
+// activations (one d per 256 values) instead of q8_0/q8_1 (d, s per 32).
+// BN: tokens a block, 64 (four warps of 32 rows × 32 tokens) or 32 (four warps of 16 rows × 32
+// tokens: twice the blocks, for products too small to fill the device otherwise).
+template <int QB, int Q, int KSUB, bool MIN, bool KACT, mmq_unpack UNPACK, int BN>
+__device__ __forceinline__ void mmq_tile(const u8* W, const i8* aq, const float* ad, float* out, const u8* bias,
+                                         int btype, int k, int n, int rows) {
+    constexpr int NSUB = MMQ_KS / KSUB;
+    constexpr int CPB = QB / 32;
+    __shared__ __align__(16) u8 sw[MMQ_BM * MMQ_STRIDE];
+    constexpr int MT = BN == 64 ? 2 : 1;  // 16-row tiles a warp
+    __shared__ __align__(16) u8 sa[BN * MMQ_STRIDE];
+    __shared__ float sws[MMQ_BM][NSUB + 1];
+    __shared__ float swm[MIN ? MMQ_BM : 1][NSUB + 1];
+    __shared__ float sad[BN][NSUB + 1];
+    __shared__ float sas[MIN ? BN : 1][NSUB + 1];
+    int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, g = lane / 4, t4 = lane % 4;
+    int r0 = blockIdx.x * MMQ_BM, c0 = blockIdx.y * BN;
+    int wr = BN == 64 ? (warp % 2) * 32 : warp * 16, wc = BN == 64 ? (warp / 2) * 32 : 0;
+    int nb = k / QB, nbk = k / 32;
+    long long hoff = header_offset((long long)n * nb, Q);
+    float acc[MT][4][4];
+#pragma unroll
+    for (int i = 0; i < MT; i++)
+#pragma unroll
+        for (int j = 0; j < 4; j++)
+#pragma unroll
+            for (int e = 0; e < 4; e++) acc[i][j][e] = 0.0f;
+
+    for (int k0 = 0; k0 < k; k0 += MMQ_KS) {
+        int nch = min(MMQ_KS / 32, (k - k0) / 32);
+        // Weights: thread i takes (row i / 8, chunk i % 8): a row's chunks are neighbours.
+        for (int i = tid; i < MMQ_BM * 8; i += MMQ_THREADS) {
+            int r = i / 8, c = i % 8;
+            u32 v[8];
+            float ws[2] = {0.0f, 0.0f}, wm = 0.0f;
+            if (c < nch && r0 + r < n) {
+                int kc = k0 / 32 + c;
+                UNPACK(W, hoff, (long long)(r0 + r) * nb + kc / CPB, kc % CPB, v, ws, &wm);
+            } else {
+#pragma unroll
+                for (int e = 0; e < 8; e++) v[e] = 0;
+            }
+            uint4* dst = (uint4*)(sw + r * MMQ_STRIDE + 32 * c);
+            dst[0] = make_uint4(v[0], v[1], v[2], v[3]);
+            dst[1] = make_uint4(v[4], v[5], v[6], v[7]);
+            if (KSUB == 32) {
+                sws[r][c] = ws[0];
+            } else {
+                sws[r][2 * c] = ws[0];
+                sws[r][2 * c + 1] = ws[1];
+            }
+            if (MIN) swm[r][c] = wm;
+        }
+        // Activations: thread i takes (token i / 8, chunk i % 8).
+        for (int i = tid; i < BN * 8; i += MMQ_THREADS) {
+            int r = i / 8, c = i % 8, tok = c0 + r;
+            uint4 x0 = make_uint4(0, 0, 0, 0), x1 = x0;
+            float d = 0.0f, s = 0.0f;
+            if (c < nch && tok < rows) {
+                const i8* p = aq + (long long)tok * k + k0 + 32 * c;
+                x0 = ld16(p);
+                x1 = ld16(p + 16);
+                if (KACT) {
+                    d = ad[(long long)tok * (k / 256) + k0 / 256];
+                    if (MIN) s = d * (float)sum16(x1, sum16(x0, 0));
+                } else {
+                    long long bi = (long long)tok * nbk + k0 / 32 + c;
+                    d = ad[2 * bi];
+                    if (MIN) s = ad[2 * bi + 1];
+                }
+            }
+            uint4* dst = (uint4*)(sa + r * MMQ_STRIDE + 32 * c);
+            dst[0] = x0;
+            dst[1] = x1;
+            if (KSUB == 32) {
+                sad[r][c] = d;
+            } else {
+                sad[r][2 * c] = d;
+                sad[r][2 * c + 1] = d;
+            }
+            if (MIN) sas[r][c] = s;
+        }
+        __syncthreads();
+        int nsub = nch * (32 / KSUB);
+        for (int s = 0; s < nsub; s++) {
+            int ci[MT][4][4];
+#pragma unroll
+            for (int i = 0; i < MT; i++)
+#pragma unroll
+                for (int j = 0; j < 4; j++)
+#pragma unroll
+                    for (int e = 0; e < 4; e++) ci[i][j][e] = 0;
+            if (KSUB == 32) {
+                u32 a[MT][4], b[4][2];
+#pragma unroll
+                for (int i = 0; i < MT; i++) {
+                    const u8* p = sw + (wr + 16 * i + g) * MMQ_STRIDE + 32 * s + 4 * t4;
+                    a[i][0] = *(const u32*)p;
+                    a[i][1] = *(const u32*)(p + 8 * MMQ_STRIDE);
+                    a[i][2] = *(const u32*)(p + 16);
+                    a[i][3] = *(const u32*)(p + 8 * MMQ_STRIDE + 16);
+                }
+#pragma unroll
+                for (int j = 0; j < 4; j++) {
+                    const u8* p = sa + (wc + 8 * j + g) * MMQ_STRIDE + 32 * s + 4 * t4;
+                    b[j][0] = *(const u32*)p;
+                    b[j][1] = *(const u32*)(p + 16);
+                }
+#pragma unroll
+                for (int i = 0; i < MT; i++)
+#pragma unroll
+                    for (int j = 0; j < 4; j++) mma_k32(ci[i][j], a[i], b[j]);
+            } else {
+                u32 a[MT][2], b[4];
+#pragma unroll
+                for (int i = 0; i < MT; i++) {
+                    const u8* p = sw + (wr + 16 * i + g) * MMQ_STRIDE + 16 * s + 4 * t4;
+                    a[i][0] = *(const u32*)p;
+                    a[i][1] = *(const u32*)(p + 8 * MMQ_STRIDE);
+                }
+#pragma unroll
+                for (int j = 0; j < 4; j++) b[j] = *(const u32*)(sa + (wc + 8 * j + g) * MMQ_STRIDE + 16 * s + 4 * t4);
+#pragma unroll
+                for (int i = 0; i < MT; i++)
+#pragma unroll
+                    for (int j = 0; j < 4; j++) mma_k16(ci[i][j], a[i], b[j]);
+            }
+            // Fold: c0, c1 are rows g, tokens 2·t4, 2·t4 + 1; c2, c3 the same tokens of row g + 8.
+            int cs = KSUB == 32 ? s : s / 2;
+#pragma unroll
+            for (int i = 0; i < MT; i++) {
+                int ra = wr + 16 * i + g;
+                float w0 = sws[ra][s], w1 = sws[ra + 8][s];
+                float m0 = MIN ? swm[ra][cs] : 0.0f, m1 = MIN ? swm[ra + 8][cs] : 0.0f;
+#pragma unroll
+                for (int j = 0; j < 4; j++) {
+                    int ta = wc + 8 * j + 2 * t4;
+                    float d0 = sad[ta][s], d1 = sad[ta + 1][s];
+                    acc[i][j][0] += w0 * d0 * (float)ci[i][j][0];
+                    acc[i][j][1] += w0 * d1 * (float)ci[i][j][1];
+                    acc[i][j][2] += w1 * d0 * (float)ci[i][j][2];
+                    acc[i][j][3] += w1 * d1 * (float)ci[i][j][3];
+                    if (MIN) {
+                        float s0 = sas[ta][cs], s1 = sas[ta + 1][cs];
+                        acc[i][j][0] += m0 * s0;
+                        acc[i][j][1] += m0 * s1;
+                        acc[i][j][2] += m1 * s0;
+                        acc[i][j][3] += m1 * s1;
+                    }
+                }
+            }
+        }
+        __syncthreads();
+    }
+#pragma unroll
+    for (int i = 0; i < MT; i++) {
+#pragma unroll
+        for (int h = 0; h < 2; h++) {
+            int row = r0 + wr + 16 * i + g + 8 * h;
+            if (row >= n) continue;
+            float bv = bias ? deq(btype, bias, n, row) : 0.0f;
+#pragma unroll
+            for (int j = 0; j < 4; j++) {
+#pragma unroll
+                for (int e = 0; e < 2; e++) {
+                    int tok = c0 + wc + 8 * j + 2 * t4 + e;
+                    if (tok < rows) out[(long long)tok * n + row] = acc[i][j][2 * h + e] + bv;
+                }
+            }
+        }
+    }
+}
+
+// Two entry points per type: `mmq_T(W, qs, ds, out, bias, btype, k, n, rows)`, a grid of
+// (⌈n / MMQ_BM⌉, ⌈rows / 64⌉) blocks of MMQ_THREADS, and `mmq_T_n32`, the same for
+// (⌈n / MMQ_BM⌉, ⌈rows / 32⌉).
+#define MMQ(T, KSUB, MIN, KACT)                                                                                \
+    extern "C" __global__ void __launch_bounds__(MMQ_THREADS)                                                  \
+        mmq_##T(const u8* W, const i8* aq, const float* ad, float* out, const u8* bias, int btype, int k, int n, \
+                int rows) {                                                                                    \
+        mmq_tile<QB_##T, Q_##T, KSUB, MIN, KACT, unpack_##T, 64>(W, aq, ad, out, bias, btype, k, n, rows);      \
+    }                                                                                                          \
+    extern "C" __global__ void __launch_bounds__(MMQ_THREADS)                                                  \
+        mmq_##T##_n32(const u8* W, const i8* aq, const float* ad, float* out, const u8* bias, int btype, int k,  \
+                      int n, int rows) {                                                                       \
+        mmq_tile<QB_##T, Q_##T, KSUB, MIN, KACT, unpack_##T, 32>(W, aq, ad, out, bias, btype, k, n, rows);      \
+    }
+
+MMQ(q4_0, 32, false, false)
+MMQ(q4_1, 32, true, false)
+MMQ(q5_0, 32, false, false)
+MMQ(q5_1, 32, true, false)
+MMQ(q8_0, 32, false, false)
+MMQ(q4_k, 32, true, true)
+MMQ(q5_k, 32, true, true)
+MMQ(q6_k, 16, false, true)
