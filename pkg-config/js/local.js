@@ -133,6 +133,7 @@ class LocalBackend {
       });
       try {
         for (;;) {
+          if (signal?.aborted) break;
           if (queue.length) {
             yield queue.shift();
             continue;

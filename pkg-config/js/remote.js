@@ -125,6 +125,7 @@ class RemoteBackend {
       });
     try {
       for (;;) {
+        if (signal?.aborted) break;
         if (queue.length) {
           yield queue.shift();
           continue;
@@ -140,6 +141,7 @@ class RemoteBackend {
       await run;
     }
     if (failure) throw failure;
+    if (signal?.aborted) throw abortError(signal);
     return stats;
   }
 

@@ -1,0 +1,127 @@
+// The npm package's API in headless Chromium: generation in a Web Worker while the main
+// thread stays responsive (a setInterval keeps ticking), the OpenAI chunk shape, generate(),
+// cancellation with an AbortSignal, the errors of a bad source and of an unloaded model.
+//
+//   node tests/browser/package.test.mjs   (needs pkg/ and the test model, as demo.test.mjs)
+
+import { join, relative } from 'node:path';
+import { repo, startServer, launch, echo, check } from './harness.mjs';
+
+const modelFile = process.env.WICK_TEST_MODEL || join(repo, 'target/web-test/tiny.gguf');
+const modelPath = '/' + relative(repo, modelFile);
+
+const server = await startServer();
+const browser = await launch();
+try {
+  const page = await browser.context.newPage();
+  echo(page, 'pkg');
+  await page.goto(`${server.base}/tests/browser/blank.html`);
+
+  // 1. The worker keeps the main thread free: the CPU executor computes synchronously, so on
+  // the main thread each token would block the page; in the worker a 10 ms interval keeps
+  // ticking throughout.
+  const responsiveness = async (worker) =>
+    page.evaluate(
+      async ({ url, worker }) => {
+        const { Wick } = await import('/pkg/index.js');
+        const model = await Wick.load(url, { worker, executor: 'cpu', cache: false });
+        const ticks = [];
+        const timer = setInterval(() => ticks.push(performance.now()), 10);
+        const t0 = performance.now();
+        let pieces = 0;
+        for await (const piece of model.generate('Once upon a time', { max_tokens: 48, temperature: 0 })) pieces += piece ? 1 : 0;
+        const t1 = performance.now();
+        clearInterval(timer);
+        let maxGap = 0;
+        let prev = t0;
+        for (const t of ticks) {
+          maxGap = Math.max(maxGap, t - prev);
+          prev = t;
+        }
+        maxGap = Math.max(maxGap, t1 - prev);
+        const executor = model.executor;
+        const stats = model.lastStats;
+        await model.unload();
+        return { pieces, ticks: ticks.length, ms: t1 - t0, maxGap, executor, completion: stats.completionTokens };
+      },
+      { url: modelPath, worker },
+    );
+  const inWorker = await responsiveness(true);
+  console.log(`  worker: ${JSON.stringify(inWorker)}`);
+  check(inWorker.executor === 'cpu' && inWorker.completion === 48, 'the worker generated 48 tokens on the CPU executor');
+  const expected = inWorker.ms / 10;
+  check(inWorker.ticks >= expected * 0.3, `the interval kept ticking during generation in the worker (${inWorker.ticks} ticks in ${inWorker.ms.toFixed(0)} ms)`);
+  check(inWorker.maxGap < 250, `the main thread never stalled more than 250 ms (max gap ${inWorker.maxGap.toFixed(1)} ms)`);
+  const onMain = await responsiveness(false);
+  console.log(`  main thread, for comparison: ${JSON.stringify(onMain)}`);
+
+  // 2. The OpenAI shape, on WebGPU in the worker; an abort through an AbortSignal.
+  const api = await page.evaluate(async (url) => {
+    const { Wick } = await import('/pkg/index.js');
+    const model = await Wick.load(url);
+    const chunks = [];
+    for await (const c of model.chat.completions.create({
+      messages: [{ role: 'user', content: 'Hi' }],
+      stream: true,
+      max_tokens: 8,
+      temperature: 0,
+    })) {
+      chunks.push(c);
+    }
+    const whole = await model.chat.completions.create({ messages: [{ role: 'user', content: 'Hi' }], max_tokens: 8, temperature: 0 });
+    const streamed = chunks.map((c) => c.choices[0].delta.content || '').join('');
+    // Awaiting the stream first works too (OpenAI's SDK style).
+    let awaited = 0;
+    for await (const _c of await model.chat.completions.create({ messages: [{ role: 'user', content: 'Hi' }], stream: true, max_tokens: 4 })) awaited++;
+    // Abort after 3 pieces.
+    const ctl = new AbortController();
+    let got = 0;
+    let abortName = null;
+    try {
+      for await (const _p of model.generate('The', { max_tokens: 2000, signal: ctl.signal })) {
+        if (++got === 3) ctl.abort();
+      }
+    } catch (e) {
+      abortName = e.name;
+    }
+    // Breaking out of the loop stops generation too; the model stays usable.
+    let broke = 0;
+    for await (const _p of model.generate('The', { max_tokens: 2000 })) if (++broke === 2) break;
+    const afterBreak = [];
+    for await (const p of model.generate('The', { max_tokens: 3, temperature: 0 })) afterBreak.push(p);
+    await model.unload();
+    let unloadedError = null;
+    try {
+      for await (const _p of model.generate('x')) {
+      }
+    } catch (e) {
+      unloadedError = e.message;
+    }
+    let badUrl = null;
+    try {
+      await Wick.load('/does-not-exist.gguf', { cache: false });
+    } catch (e) {
+      badUrl = e.message;
+    }
+    return { executor: model.executor, chunks, whole, streamed, awaited, got, abortName, afterBreak, unloadedError, badUrl };
+  }, modelPath);
+  const c0 = api.chunks[0];
+  const cl = api.chunks[api.chunks.length - 1];
+  console.log(`  first chunk: ${JSON.stringify(c0)}`);
+  console.log(`  last chunk: ${JSON.stringify(cl)}`);
+  check(api.executor === 'webgpu', 'Wick.load defaults to a worker on WebGPU');
+  check(api.chunks.every((c) => c.object === 'chat.completion.chunk' && c.choices[0].index === 0 && c.id === c0.id), 'chunks have the OpenAI shape and one id');
+  check(c0.choices[0].delta.role === 'assistant' && c0.choices[0].finish_reason === null, 'the first chunk opens the assistant turn');
+  check(cl.choices[0].finish_reason === 'length' && cl.usage.completion_tokens === 8, 'the last chunk has finish_reason "length" and usage');
+  check(cl.timings.decode_tokens_per_s > 0, `the last chunk reports decode speed (${cl.timings.decode_tokens_per_s.toFixed(1)} tokens/s)`);
+  check(api.whole.object === 'chat.completion' && api.whole.choices[0].message.content === api.streamed, 'stream: false gives the same (greedy) text as streaming');
+  check(api.awaited >= 1, 'an awaited stream iterates');
+  check(api.abortName === 'AbortError' && api.got === 3, 'an AbortSignal stops generation with an AbortError');
+  check(api.afterBreak.length >= 1, 'the model still generates after a break');
+  check(/unloaded/.test(api.unloadedError || ''), `using an unloaded model fails clearly: ${api.unloadedError}`);
+  check(/404/.test(api.badUrl || ''), `a missing URL fails clearly: ${api.badUrl}`);
+  console.log('package test: all passed');
+} finally {
+  await browser.close();
+  server.stop();
+}
