@@ -5,8 +5,9 @@
 //
 //   node www/serve.mjs [--port 8080] [--host 127.0.0.1] [--root DIR]
 //
-// GET /__wick/requests returns how many GET requests each path has had (the browser tests
-// use it to check that a cached model is not downloaded twice).
+// GET /__wick/requests returns how many GET requests each path has had, and the Range headers
+// they carried (the browser tests use it to check that a cached model is not downloaded twice
+// and that a cut download resumes).
 
 import { createServer } from 'node:http';
 import { createReadStream } from 'node:fs';
@@ -39,6 +40,7 @@ const TYPES = {
 };
 
 const counts = new Map();
+const ranges = new Map();
 
 function send(res, status, body, headers = {}) {
   res.writeHead(status, { 'Content-Type': 'text/plain; charset=utf-8', 'Cache-Control': 'no-store', ...headers });
@@ -70,9 +72,13 @@ const server = createServer(async (req, res) => {
     const url = new URL(req.url, 'http://x');
     const path = decodeURIComponent(url.pathname);
     if (req.method !== 'GET' && req.method !== 'HEAD') return send(res, 405, 'method not allowed', { Allow: 'GET, HEAD' });
-    if (req.method === 'GET') counts.set(path, (counts.get(path) || 0) + 1);
+    if (req.method === 'GET') {
+      counts.set(path, (counts.get(path) || 0) + 1);
+      if (req.headers.range) ranges.set(path, [...(ranges.get(path) || []), req.headers.range]);
+    }
     if (path === '/__wick/requests') {
-      return send(res, 200, JSON.stringify(Object.fromEntries(counts)), { 'Content-Type': 'application/json' });
+      const body = { ...Object.fromEntries(counts), ranges: Object.fromEntries(ranges) };
+      return send(res, 200, JSON.stringify(body), { 'Content-Type': 'application/json' });
     }
     if (path === '/') return send(res, 302, '', { Location: '/www/' });
     let file = normalize(join(root, path));

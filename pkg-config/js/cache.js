@@ -192,7 +192,12 @@ export async function cachedFile(url, { onProgress, signal, fetchFn } = {}) {
         lastModified: resp.headers.get('last-modified'),
         complete: false,
       };
-      await checkQuota(url, total);
+      try {
+        await checkQuota(url, total);
+      } catch (e) {
+        await resp.body?.cancel().catch(() => {});
+        throw e;
+      }
       await writeMeta(d, key, info);
     }
     const writer = await openWriter(part, offset).catch((e) => {

@@ -34,6 +34,9 @@ export interface LoadOptions {
   wasmUrl?: string | URL;
   /** Where the worker script is (default: the package's `worker.js`). */
   workerUrl?: string | URL;
+  /** Replaces the global `fetch` for a URL's download into the cache (main thread only: a
+   *  function cannot be sent to the worker, so it needs `worker: false`). */
+  fetch?: (input: string, init: RequestInit) => Promise<Response>;
 }
 
 /** Sampling options (OpenAI's names; camelCase spellings are accepted too). */

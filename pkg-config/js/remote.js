@@ -2,9 +2,11 @@
 // interface as local.js, over postMessage. Generation and loading never block the page.
 
 import { abortError } from './local.js';
+import { WickStorageError } from './cache.js';
 
 function rebuildError(e) {
   if (e.name === 'AbortError') return new DOMException(e.message, 'AbortError');
+  if (e.name === 'WickStorageError') return new WickStorageError(e.message);
   const err = new Error(e.message);
   if (e.name && e.name !== 'Error') err.name = e.name;
   return err;
@@ -57,6 +59,7 @@ class Channel {
 
 export async function loadRemote(source, opts = {}) {
   const { onProgress, signal, workerUrl, ...rest } = opts;
+  if (rest.fetch) throw new TypeError('the fetch option cannot be sent to a worker: load with { worker: false }');
   const wasmUrl = rest.wasmUrl ? String(rest.wasmUrl) : undefined;
   const worker = new Worker(workerUrl || new URL('./worker.js', import.meta.url), { type: 'module', name: 'wick' });
   const ch = new Channel(worker);

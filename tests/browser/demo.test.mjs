@@ -92,6 +92,46 @@ try {
   check(deleted === true, 'deleteCachedModel removed the cached copy');
   const rest = await page.evaluate(async () => (await import('/pkg/index.js')).listCachedModels());
   check(!rest.some((m) => m.url.endsWith(modelPath)), 'the model is no longer listed');
+
+  // 6. The bench page reports prefill and decode tokens/s for the loaded model.
+  const bench = await browser.context.newPage();
+  echo(bench, 'bench');
+  await bench.goto(`${server.base}/www/bench.html?autoload=1&model=${encodeURIComponent(modelPath)}`);
+  await bench.waitForFunction(() => document.body.dataset.loaded, null, { timeout: 120_000 });
+  await bench.fill('#n-prompt', '64');
+  await bench.fill('#n-gen', '16');
+  await bench.fill('#runs', '2');
+  await bench.click('#run');
+  await bench.waitForFunction(() => window.wickBench.done, null, { timeout: 120_000 });
+  const runs = await bench.evaluate(() => window.wickBench.results);
+  const summary = await bench.textContent('#summary');
+  console.log(`  bench: ${summary}`);
+  check(runs.length === 2 && runs.every((r) => r.prefill_tokens_per_s > 0 && r.decode_tokens_per_s > 0 && r.completionTokens === 16), 'the bench page measured prefill and decode twice');
+  check(runs.every((r) => r.promptEvaluated >= 60), 'its prompt had about 64 tokens');
+  check(/on webgpu: prefill [\d.]+ tokens\/s, decode [\d.]+ tokens\/s/.test(summary), 'the bench page shows both speeds');
+  const benchShot = join(shots, 'demo-bench.png');
+  await bench.screenshot({ path: benchShot, fullPage: true });
+  console.log(`screenshot: ${benchShot}`);
+
+  // 7. Without WebGPU: the note shows and the model runs on the CPU fallback.
+  const nogpu = await browser.context.newPage();
+  echo(nogpu, 'no-webgpu');
+  await nogpu.addInitScript(() => {
+    delete Navigator.prototype.gpu;
+  });
+  await nogpu.goto(`${server.base}/www/?worker=0&autoload=1&model=${encodeURIComponent(modelPath)}`);
+  check(await nogpu.$eval('#webgpu-note', (n) => !n.hidden && /CPU/.test(n.textContent)), 'without WebGPU the page shows the CPU-fallback note');
+  await nogpu.waitForFunction(() => document.body.dataset.loaded, null, { timeout: 120_000 });
+  check(/on cpu/.test(await nogpu.textContent('#load-status')), 'the model loaded on the CPU executor');
+  await nogpu.fill('#max-tokens', '8');
+  await nogpu.fill('#prompt', 'Hi');
+  await nogpu.click('#send');
+  await nogpu.waitForFunction(() => window.wickDemo.replies.length === 1, null, { timeout: 120_000 });
+  const cpuReply = (await nogpu.evaluate(() => window.wickDemo.replies))[0];
+  check(cpuReply.outcome === 'done' && cpuReply.text.length > 0, 'the CPU fallback streams a reply');
+  const cpuShot = join(shots, 'demo-no-webgpu.png');
+  await nogpu.screenshot({ path: cpuShot, fullPage: true });
+  console.log(`screenshot: ${cpuShot}`);
   console.log('demo test: all passed');
 } finally {
   await browser.close();
