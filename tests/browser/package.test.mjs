@@ -30,7 +30,7 @@ try {
         const t0 = performance.now();
         let pieces = 0;
         // A long prompt: its prefill is one long synchronous step on the CPU executor.
-        const prompt = 'Once upon a time there was a little model that ran in a browser. '.repeat(60);
+        const prompt = 'Once upon a time there was a little model that ran in a browser. '.repeat(110);
         for await (const piece of model.generate(prompt, { max_tokens: 48, temperature: 0, nCtx: 2048 })) pieces += piece ? 1 : 0;
         const t1 = performance.now();
         clearInterval(timer);
@@ -53,11 +53,13 @@ try {
   check(inWorker.executor === 'cpu' && inWorker.completion === 48, 'the worker generated 48 tokens on the CPU executor');
   const expected = inWorker.ms / 10;
   check(inWorker.ticks >= expected * 0.3, `the interval kept ticking during generation in the worker (${inWorker.ticks} ticks in ${inWorker.ms.toFixed(0)} ms)`);
-  check(inWorker.maxGap < 250, `the main thread never stalled more than 250 ms (max gap ${inWorker.maxGap.toFixed(1)} ms)`);
+  // (Generous: on a loaded 2-core machine the OS alone can hold the page's thread back for
+  // 200 ms; a prefill on the main thread stalls it for seconds.)
+  check(inWorker.maxGap < 500, `the main thread never stalled more than 500 ms (max gap ${inWorker.maxGap.toFixed(1)} ms)`);
   // The same on the main thread shows what the test detects: the page stalls there.
   const onMain = await responsiveness(false);
   console.log(`  main thread, for comparison: ${JSON.stringify(onMain)}`);
-  check(onMain.maxGap > 2 * inWorker.maxGap, `on the main thread the page stalls (max gap ${onMain.maxGap.toFixed(1)} ms), in the worker it does not`);
+  check(onMain.maxGap > 3 * inWorker.maxGap, `on the main thread the page stalls (max gap ${onMain.maxGap.toFixed(1)} ms), in the worker it does not`);
 
   // 2. The OpenAI shape, on WebGPU in the worker; an abort through an AbortSignal.
   const api = await page.evaluate(async (url) => {
