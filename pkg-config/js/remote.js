@@ -61,7 +61,10 @@ export async function loadRemote(source, opts = {}) {
   const { onProgress, signal, workerUrl, ...rest } = opts;
   if (rest.fetch) throw new TypeError('the fetch option cannot be sent to a worker: load with { worker: false }');
   const wasmUrl = rest.wasmUrl ? String(rest.wasmUrl) : undefined;
-  const worker = new Worker(workerUrl || new URL('./worker.js', import.meta.url), { type: 'module', name: 'wick' });
+  // Written out literally so that bundlers (Vite, webpack) see the worker and bundle it.
+  const worker = workerUrl
+    ? new Worker(workerUrl, { type: 'module', name: 'wick' })
+    : new Worker(new URL('./worker.js', import.meta.url), { type: 'module', name: 'wick' });
   const ch = new Channel(worker);
   const transfer = typeof ReadableStream !== 'undefined' && source instanceof ReadableStream ? [source] : [];
   const src = source instanceof URL ? source.href : source;

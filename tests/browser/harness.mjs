@@ -10,10 +10,12 @@ import { chromium } from 'playwright-core';
 
 export const repo = fileURLToPath(new URL('../..', import.meta.url));
 
-/** Start www/serve.mjs on a free port; resolves to { base, stop, requests() }. */
-export function startServer() {
+/** Start www/serve.mjs on a free port, serving `root` (default: the repository); resolves
+ *  to { base, stop, requests() }. */
+export function startServer(root = repo) {
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [join(repo, 'www/serve.mjs'), '--port', '0'], { stdio: ['ignore', 'pipe', 'inherit'] });
+    const args = [join(repo, 'www/serve.mjs'), '--port', '0', '--root', root];
+    const child = spawn(process.execPath, args, { stdio: ['ignore', 'pipe', 'inherit'] });
     let out = '';
     child.on('error', reject);
     child.on('exit', (code) => reject(new Error(`serve.mjs exited with ${code}: ${out}`)));
