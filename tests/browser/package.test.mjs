@@ -126,6 +126,30 @@ try {
   check(api.afterBreak.length >= 1, 'the model still generates after a break');
   check(/unloaded/.test(api.unloadedError || ''), `using an unloaded model fails clearly: ${api.unloadedError}`);
   check(/404/.test(api.badUrl || ''), `a missing URL fails clearly: ${api.badUrl}`);
+
+  // 3. The other sources: a Blob (as a dropped File is) and a ReadableStream, each sent to the
+  // worker (the stream is transferred) and loaded on the main thread.
+  const sources = await page.evaluate(async (url) => {
+    const { Wick } = await import('/pkg/index.js');
+    const out = [];
+    for (const worker of [true, false]) {
+      for (const kind of ['blob', 'stream']) {
+        const resp = await fetch(url);
+        const size = Number(resp.headers.get('content-length'));
+        const source = kind === 'blob' ? await resp.blob() : resp.body;
+        let last = null;
+        const model = await Wick.load(source, { worker, size, onProgress: (p) => (last = p) });
+        let text = '';
+        for await (const t of model.generate('Hello', { max_tokens: 3, temperature: 0 })) text += t;
+        await model.unload();
+        out.push({ worker, kind, text, loaded: last?.loaded, total: last?.total, size });
+      }
+    }
+    return out;
+  }, modelPath);
+  for (const r of sources) {
+    check(r.text.length > 0 && r.loaded === r.size && r.total === r.size, `a ${r.kind} loads ${r.worker ? 'in the worker' : 'on the main thread'}, with progress to its size`);
+  }
   console.log('package test: all passed');
 } finally {
   await browser.close();
