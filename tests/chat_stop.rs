@@ -1,4 +1,6 @@
 //! Stop strings over streamed pieces.
+// Native only: `wasm-pack test` builds every test target for wasm32 (the browser tests are web_*.rs).
+#![cfg(not(target_arch = "wasm32"))]
 
 use wick::stop::{StopMatcher, StopResult};
 

@@ -4,6 +4,8 @@
 //! read from its GGUF, Gemma 3's published template (the gemma-3-270m GGUF carries none), and
 //! Llama 3, Llama 3.2, Qwen2 (ChatML), Qwen2.5 and a pycompat-heavy template, each rendered
 //! with jinja2 for several conversations with and without the generation prompt.
+// Native only: `wasm-pack test` builds every test target for wasm32 (the browser tests are web_*.rs).
+#![cfg(not(target_arch = "wasm32"))]
 
 use serde_json::Value as Json;
 use wick::chat::{ChatMessage, ChatTemplate};

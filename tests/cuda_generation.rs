@@ -5,6 +5,8 @@
 //! or synthetic file named in `WICK_CUDA_MODELS` (colon-separated), else the repository's two
 //! real models where present. Skips (loudly) where no CUDA driver is installed; on a machine
 //! with one, a difference fails. `WICK_REQUIRE_CUDA=1` turns the skip into a failure.
+// Native only: `wasm-pack test` builds every test target for wasm32 (the browser tests are web_*.rs).
+#![cfg(not(target_arch = "wasm32"))]
 #![cfg(feature = "cuda")]
 
 use std::path::PathBuf;

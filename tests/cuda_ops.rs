@@ -8,6 +8,8 @@
 //! reference value: matrix products 1e-4 (same q8 activations and integer block sums on both;
 //! only the order of the float sums differs), elementwise ops and norms 1e-5, RoPE and
 //! attention 1e-4 (device cos/sin/exp/tanh may differ by an ulp or two).
+// Native only: `wasm-pack test` builds every test target for wasm32 (the browser tests are web_*.rs).
+#![cfg(not(target_arch = "wasm32"))]
 #![cfg(feature = "cuda")]
 
 use wick::exec::{Executor, ExecutorKind, Gate, Graph, KvSpec, Op, Readback, RopeMode, Rows, WeightId};

@@ -9,6 +9,8 @@
 //!   least up to llama.cpp's first near-tie, and all of the first [`MIN_MATCH`] tokens on at
 //!   least six of the ten prompts per model (measured: all ten for SmolLM2, seven for Gemma 3,
 //!   whose logits are bit-identical to llama.cpp's on most prompts).
+// Native only: `wasm-pack test` builds every test target for wasm32 (the browser tests are web_*.rs).
+#![cfg(not(target_arch = "wasm32"))]
 
 mod common;
 

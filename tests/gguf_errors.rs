@@ -1,4 +1,6 @@
 //! Bad input: each kind of corruption gets its own clear error, and no input panics.
+// Native only: `wasm-pack test` builds every test target for wasm32 (the browser tests are web_*.rs).
+#![cfg(not(target_arch = "wasm32"))]
 
 mod gguf_common;
 

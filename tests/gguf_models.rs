@@ -1,5 +1,7 @@
 //! Real files: the two small models the download script fetches. Expected values were read off
 //! the files with the `gguf` Python package (0.17+, `GGUFReader`).
+// Native only: `wasm-pack test` builds every test target for wasm32 (the browser tests are web_*.rs).
+#![cfg(not(target_arch = "wasm32"))]
 
 mod gguf_common;
 

@@ -1,5 +1,7 @@
 //! Writer → reader round trips: every metadata type, several tensor types, chunk reassembly
 //! at several chunk sizes and through every source kind.
+// Native only: `wasm-pack test` builds every test target for wasm32 (the browser tests are web_*.rs).
+#![cfg(not(target_arch = "wasm32"))]
 
 mod gguf_common;
 

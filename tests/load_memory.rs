@@ -1,6 +1,8 @@
 //! Loading streams the weights: peak host memory while loading stays near the model's size
 //! (the CPU executor's copy of the weights) plus the tokenizer, never a second copy.
 //! Alone in its own test binary so that the process's peak is this test's.
+// Native only: `wasm-pack test` builds every test target for wasm32 (the browser tests are web_*.rs).
+#![cfg(not(target_arch = "wasm32"))]
 
 mod common;
 

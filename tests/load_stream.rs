@@ -1,5 +1,7 @@
 //! Loading from an async byte stream in uneven chunks gives the same model as loading from a
 //! file, with progress events that only move forward and end at the file's size.
+// Native only: `wasm-pack test` builds every test target for wasm32 (the browser tests are web_*.rs).
+#![cfg(not(target_arch = "wasm32"))]
 
 mod common;
 

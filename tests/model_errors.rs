@@ -1,4 +1,6 @@
 //! Bad models and bad requests give clear errors, never panics, and leave the engine usable.
+// Native only: `wasm-pack test` builds every test target for wasm32 (the browser tests are web_*.rs).
+#![cfg(not(target_arch = "wasm32"))]
 
 mod common;
 

@@ -1,5 +1,7 @@
 //! Single-thread speed of `vec_dot` on a 4096 x 4096 matrix-vector product, per weight type.
 //! Run: `cargo test --release --test quant_bench -- --ignored --nocapture`
+// Native only: `wasm-pack test` builds every test target for wasm32 (the browser tests are web_*.rs).
+#![cfg(not(target_arch = "wasm32"))]
 
 use std::time::Instant;
 use wick::quant::{quantize_row_into, vec_dot, vec_dot_portable, vec_dot_type, GgmlType};

@@ -1,6 +1,8 @@
 //! `vec_dot` for every weight type against the f64 dot product of the dequantized weights with
 //! the unquantized activations, the fast paths against the scalar reference, `quantize_row_into`
 //! round trips, and errors on bad lengths.
+// Native only: `wasm-pack test` builds every test target for wasm32 (the browser tests are web_*.rs).
+#![cfg(not(target_arch = "wasm32"))]
 
 use half::{bf16, f16};
 use wick::quant::{

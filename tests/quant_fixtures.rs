@@ -3,6 +3,8 @@
 //!
 //! The comparison is **bit-exact** (f32 bit patterns equal, -0.0 and +0.0 distinguished): wick
 //! does the same float operations in the same order as the numpy code.
+// Native only: `wasm-pack test` builds every test target for wasm32 (the browser tests are web_*.rs).
+#![cfg(not(target_arch = "wasm32"))]
 
 use wick::quant::{dequantize, GgmlType};
 

@@ -1,6 +1,8 @@
 //! Weight quantizers: quantize fresh random rows, dequantize, and bound the error per type;
 //! and check that the bytes they write read back the same through the `gguf` Python package
 //! (tests/data/quant_roundtrip/, made by tests/scripts/make_quant_roundtrip_fixtures.py).
+// Native only: `wasm-pack test` builds every test target for wasm32 (the browser tests are web_*.rs).
+#![cfg(not(target_arch = "wasm32"))]
 
 use std::path::PathBuf;
 

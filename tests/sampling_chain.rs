@@ -1,4 +1,6 @@
 //! The sampler: greedy, determinism, each filter of the chain, penalties, bad logits.
+// Native only: `wasm-pack test` builds every test target for wasm32 (the browser tests are web_*.rs).
+#![cfg(not(target_arch = "wasm32"))]
 
 use wick::sampling::{apply_penalties, argmax, Sampler, SamplingParams};
 

@@ -7,6 +7,8 @@
 //! The bytes themselves equal llama-quantize's output for the same weights
 //! (tests/scripts/compare_llama_quantize.py); this test checks that llama.cpp reads the files
 //! as wick does.
+// Native only: `wasm-pack test` builds every test target for wasm32 (the browser tests are web_*.rs).
+#![cfg(not(target_arch = "wasm32"))]
 
 mod common;
 

@@ -1,6 +1,8 @@
 //! The four architectures on tiny synthetic models (random weights, SmolLM2's tokenizer):
 //! wick's CPU logits at every position and its greedy tokens equal llama.cpp's on the same
 //! file (tests/data/synthetic_refs.json, made by tests/scripts/make_synthetic_refs.py).
+// Native only: `wasm-pack test` builds every test target for wasm32 (the browser tests are web_*.rs).
+#![cfg(not(target_arch = "wasm32"))]
 
 mod common;
 

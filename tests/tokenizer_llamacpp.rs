@@ -1,6 +1,8 @@
 //! wick's tokenizers against llama.cpp on real vocabularies. The reference ids come from
 //! `tests/scripts/make_tokenizer_refs.py` (llama-cpp-python) and live in
 //! `tests/data/tokenizer_refs.json`.
+// Native only: `wasm-pack test` builds every test target for wasm32 (the browser tests are web_*.rs).
+#![cfg(not(target_arch = "wasm32"))]
 
 #[path = "support/meta.rs"]
 mod meta;

@@ -1,5 +1,7 @@
 //! Tokenizers from hand-made metadata: bad metadata is an error (never a panic), and tiny
 //! vocabularies behave as the algorithms say.
+// Native only: `wasm-pack test` builds every test target for wasm32 (the browser tests are web_*.rs).
+#![cfg(not(target_arch = "wasm32"))]
 
 use wick::gguf::{MetaArray, MetaValue, Metadata};
 use wick::tokenizer::Tokenizer;

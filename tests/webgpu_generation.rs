@@ -8,6 +8,8 @@
 //! - greedy generation (32 tokens) must equal the CPU's, except that it may part ways where
 //!   the CPU's own top-2 logit gap is below [`TIE`] (a near-tie that float order decides);
 //! - logits must agree to [`LOGITS_TOL`] of the largest, and exactly on tiny synthetic models.
+// Native only: `wasm-pack test` builds every test target for wasm32 (the browser tests are web_*.rs).
+#![cfg(not(target_arch = "wasm32"))]
 #![cfg(feature = "webgpu")]
 
 mod common;

@@ -1,6 +1,8 @@
 //! Every op of the WebGPU executor against the CPU reference, natively (lavapipe without a
 //! GPU). The cases and their tolerances are in tests/webgpu_cases/mod.rs, shared with the
 //! browser run (tests/web_ops.rs).
+// Native only: `wasm-pack test` builds every test target for wasm32 (the browser tests are web_*.rs).
+#![cfg(not(target_arch = "wasm32"))]
 #![cfg(feature = "webgpu")]
 
 mod webgpu_cases;
