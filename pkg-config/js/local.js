@@ -56,9 +56,9 @@ export async function loadLocal(source, opts = {}) {
   }
   const size = opts.size;
   const progress = onProgress ? (p) => onProgress({ phase: 'load', ...p }) : undefined;
-  // A load cannot be interrupted inside wasm: on abort, reject now and free the model when
-  // it arrives.
-  const loading = RawModel.load(src, { executor, onProgress: progress, size });
+  // On abort the wasm load stops at its next chunk; reject at once all the same (and free the
+  // model should it have finished meanwhile).
+  const loading = RawModel.load(src, { executor, onProgress: progress, size, signal });
   let raw;
   if (signal) {
     let onAbort;

@@ -13,6 +13,7 @@
 //!   one runs fails with wick's "busy" error instead of interleaving.
 //! - Every failure is a JS `Error` whose message is wick's error text; nothing here panics.
 
+mod abortable;
 mod options;
 
 use std::rc::Rc;
@@ -21,6 +22,8 @@ use js_sys::{Function, Object, Promise, Reflect};
 use wasm_bindgen::prelude::*;
 use wasm_bindgen_futures::{future_to_promise, JsFuture};
 use web_sys::{Blob, ReadableStream};
+
+use abortable::Abortable;
 
 use crate::source::{BlobSource, ReadableStreamSource, UrlSource};
 use crate::{FinishReason, LoadOptions, Model, SessionOptions};
@@ -52,12 +55,14 @@ pub struct WickModel {
 impl WickModel {
     /// Load a GGUF model. `source`: a URL string, a `Blob`/`File`, or a `ReadableStream` of
     /// bytes. `opts`: `{ executor?: "auto"|"webgpu"|"cpu", onProgress?: (p) => void, size?:
-    /// number (a stream's length, for progress), nCtx?: number }`. `onProgress` receives
-    /// `{ loaded, total, tensorsDone, tensorsTotal }` (`total` may be `undefined`).
+    /// number (a stream's length, for progress), signal?: AbortSignal }`. `onProgress` receives
+    /// `{ loaded, total, tensorsDone, tensorsTotal }` (`total` may be `undefined`). Aborting
+    /// `signal` stops the load at its next chunk ("the load was aborted").
     pub async fn load(source: JsValue, opts: JsValue) -> Result<WickModel, JsValue> {
         let executor = options::executor(&opts).map_err(js_err)?;
         let on_progress = options::function(&opts, "onProgress").map_err(js_err)?;
         let size = options::number(&opts, "size").map_err(js_err)?;
+        let signal = options::field(&opts, "signal");
         let progress = move |p: &crate::gguf::Progress| {
             if let Some(f) = &on_progress {
                 let o = Object::new();
@@ -75,15 +80,15 @@ impl WickModel {
         };
         let lo = LoadOptions { executor, on_progress: Some(Box::new(progress)), ..Default::default() };
         let loaded = if let Some(url) = source.as_string() {
-            Model::load(UrlSource::open(&url).await.map_err(js_err)?, lo).await
+            Model::load(Abortable::new(UrlSource::open(&url).await.map_err(js_err)?, signal), lo).await
         } else if let Some(blob) = source.dyn_ref::<Blob>() {
-            Model::load(BlobSource::new(blob), lo).await
+            Model::load(Abortable::new(BlobSource::new(blob), signal), lo).await
         } else if let Some(stream) = source.dyn_ref::<ReadableStream>() {
             let mut src = ReadableStreamSource::new(stream).map_err(js_err)?;
             if let Some(n) = size.filter(|n| *n >= 0.0) {
                 src = src.with_len(n as u64);
             }
-            Model::load(src, lo).await
+            Model::load(Abortable::new(src, signal), lo).await
         } else {
             return Err(js_err("a model source must be a URL string, a Blob or File, or a ReadableStream"));
         };

@@ -150,6 +150,31 @@ try {
   for (const r of sources) {
     check(r.text.length > 0 && r.loaded === r.size && r.total === r.size, `a ${r.kind} loads ${r.worker ? 'in the worker' : 'on the main thread'}, with progress to its size`);
   }
+
+  // 4. Aborting a load stops it inside wasm: no progress report comes after the abort's next.
+  const aborted = await page.evaluate(async (url) => {
+    const { Wick } = await import('/pkg/index.js');
+    const ctl = new AbortController();
+    let after = 0;
+    let error = null;
+    try {
+      await Wick.load(url, {
+        worker: false,
+        cache: false,
+        signal: ctl.signal,
+        onProgress: (p) => {
+          if (ctl.signal.aborted) after++;
+          else if (p.phase === 'load' && p.tensorsDone >= 1) ctl.abort();
+        },
+      });
+    } catch (e) {
+      error = e.name;
+    }
+    await new Promise((r) => setTimeout(r, 1000));
+    return { error, after };
+  }, modelPath);
+  check(aborted.error === 'AbortError', 'an aborted load rejects with an AbortError');
+  check(aborted.after <= 1, `and stops reading: ${aborted.after} progress report(s) after the abort`);
   console.log('package test: all passed');
 } finally {
   await browser.close();
