@@ -30,9 +30,12 @@ $('run').onclick = async () => {
   // A prompt of about nPrompt tokens: common words, one token each in most vocabularies.
   const words = 'the of and to in is was for on that with as by at from his it an were are which this';
   const w = words.split(' ');
-  const prompt = Array.from({ length: nPrompt }, (_, i) => w[(i * 7) % w.length]).join(' ');
+  // Each run's prompt starts differently: the model keeps its KV cache between calls, and a
+  // shared prefix would not be evaluated again.
+  const promptOf = (r) => Array.from({ length: nPrompt }, (_, i) => w[(i * 7 + r) % w.length]).join(' ');
   try {
     for (let r = 0; r < runs; r++) {
+      const prompt = promptOf(r);
       const it = model.generate(prompt, { max_tokens: nGen, temperature: 0, stop: [] });
       let s;
       while (!(s = await it.next()).done);

@@ -8,25 +8,26 @@
 //!   backpressure and a place to yield to its event loop (so an abort message or a click is seen
 //!   between tokens even when the CPU executor computes synchronously). A callback result of
 //!   `false` stops generation (finish reason `"abort"`).
-//! - A generation holds its own reference to the model, so [`WickModel::unload`] during a
-//!   generation frees the weights when that generation ends; a second generation started while
-//!   one runs fails with wick's "busy" error instead of interleaving.
+//! - Generations run in one task per model that keeps its session (the KV cache) between
+//!   calls, so the next turn of a chat evaluates only its new tokens (see `generator`). They
+//!   run one after another, in the order asked. The task holds its own reference to the model:
+//!   [`WickModel::unload`] during a generation frees the weights when that generation ends.
 //! - Every failure is a JS `Error` whose message is wick's error text; nothing here panics.
 
 mod abortable;
+mod generator;
 mod options;
 
 use std::rc::Rc;
 
 use js_sys::{Function, Object, Promise, Reflect};
 use wasm_bindgen::prelude::*;
-use wasm_bindgen_futures::{future_to_promise, JsFuture};
 use web_sys::{Blob, ReadableStream};
 
 use abortable::Abortable;
 
 use crate::source::{BlobSource, ReadableStreamSource, UrlSource};
-use crate::{FinishReason, LoadOptions, Model, SessionOptions};
+use crate::{LoadOptions, Model};
 
 /// A JS `Error` with `msg`.
 fn js_err(msg: impl std::fmt::Display) -> JsValue {
@@ -49,6 +50,8 @@ fn set(obj: &Object, key: &str, value: impl Into<JsValue>) {
 pub struct WickModel {
     model: Option<Rc<Model>>,
     executor: &'static str,
+    /// Requests to the model's generation task (see `generator`).
+    queue: generator::Queue,
 }
 
 #[wasm_bindgen]
@@ -92,8 +95,10 @@ impl WickModel {
         } else {
             return Err(js_err("a model source must be a URL string, a Blob or File, or a ReadableStream"));
         };
-        let model = loaded.map_err(js_err)?;
-        Ok(WickModel { executor: model.executor_name(), model: Some(Rc::new(model)) })
+        let model = Rc::new(loaded.map_err(js_err)?);
+        let queue = generator::Queue::default();
+        generator::spawn(Rc::clone(&model), queue.clone());
+        Ok(WickModel { executor: model.executor_name(), model: Some(model), queue })
     }
 
     fn get(&self) -> Result<&Rc<Model>, JsValue> {
@@ -160,52 +165,40 @@ impl WickModel {
     /// Resolves to `{ promptTokens, promptEvaluated, completionTokens, prefillMs, decodeMs,
     /// finishReason }` with `finishReason` one of `"stop"`, `"length"`, `"abort"`.
     pub fn generate(&self, prompt: String, opts: JsValue, on_token: Function) -> Result<Promise, JsValue> {
-        let model = Rc::clone(self.get()?);
+        self.get()?;
         let gen_opts = options::generate_options(&opts).map_err(js_err)?;
         let add_special = options::field(&opts, "addSpecial").as_bool().unwrap_or(true);
         let n_ctx = options::count(&opts, "nCtx").map_err(js_err)?.unwrap_or(0);
-        Ok(future_to_promise(async move {
-            let ids = model.tokenizer().encode(&prompt, add_special, true).map_err(js_err)?;
-            let mut session =
-                model.session(SessionOptions { n_ctx, ..Default::default() }).map_err(js_err)?;
-            let t0 = now_ms();
-            let mut gen = session.generate(&ids, gen_opts).map_err(js_err)?;
-            let n_eval = gen.n_prompt_evaluated();
-            let (mut t_first, mut aborted) = (None, false);
-            while let Some(tok) = gen.next().await {
-                let tok = tok.map_err(js_err)?;
-                t_first.get_or_insert_with(now_ms);
-                let id = tok.id.map(JsValue::from).unwrap_or(JsValue::UNDEFINED);
-                let mut ret = on_token.call2(&JsValue::NULL, &JsValue::from_str(&tok.text), &id)?;
-                if let Some(p) = ret.dyn_ref::<Promise>() {
-                    ret = JsFuture::from(p.clone()).await?;
-                }
-                if ret == JsValue::FALSE {
-                    aborted = true;
-                    break;
-                }
-            }
-            let t_end = now_ms();
-            let first = t_first.unwrap_or(t_end);
-            let reason = match (aborted, gen.finish_reason()) {
-                (true, _) => "abort",
-                (false, Some(FinishReason::Length | FinishReason::ContextFull)) => "length",
-                _ => "stop",
-            };
-            let o = Object::new();
-            set(&o, "promptTokens", ids.len() as f64);
-            set(&o, "promptEvaluated", n_eval as f64);
-            set(&o, "completionTokens", gen.n_generated() as f64);
-            set(&o, "prefillMs", first - t0);
-            set(&o, "decodeMs", t_end - first);
-            set(&o, "finishReason", reason);
-            Ok(o.into())
-        }))
+        let mut req = None;
+        let promise = Promise::new(&mut |resolve, reject| {
+            req = Some(generator::Request {
+                prompt: prompt.clone(),
+                add_special,
+                n_ctx,
+                opts: gen_opts.clone(),
+                on_token: on_token.clone(),
+                resolve,
+                reject,
+            });
+        });
+        match req {
+            Some(r) => self.queue.push(r),
+            None => return Err(js_err("could not create the generation's promise")),
+        }
+        Ok(promise)
     }
 
     /// Free the model's weights (GPU buffers or CPU memory). A generation still running keeps
     /// them until it ends. Later calls fail with "the model has been unloaded".
     pub fn unload(&mut self) {
         self.model = None;
+        self.queue.close();
+    }
+}
+
+impl Drop for WickModel {
+    /// `free()` from JS: the generation task ends too.
+    fn drop(&mut self) {
+        self.queue.close();
     }
 }

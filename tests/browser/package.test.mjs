@@ -95,6 +95,14 @@ try {
     for await (const _p of model.generate('The', { max_tokens: 2000 })) if (++broke === 2) break;
     const afterBreak = [];
     for await (const p of model.generate('The', { max_tokens: 3, temperature: 0 })) afterBreak.push(p);
+    // The next turn reuses the cached prefix: only its new tokens are evaluated.
+    const p1 = 'The quick brown fox jumps over the lazy dog. '.repeat(6);
+    let out = '';
+    for await (const t of model.generate(p1, { max_tokens: 4, temperature: 0 })) out += t;
+    const first = model.lastStats;
+    for await (const _t of model.generate(p1 + out + ' And then', { max_tokens: 2, temperature: 0 })) {
+    }
+    const reuse = { first, second: model.lastStats };
     await model.unload();
     let unloadedError = null;
     try {
@@ -109,7 +117,7 @@ try {
     } catch (e) {
       badUrl = e.message;
     }
-    return { executor: model.executor, chunks, whole, streamed, awaited, got, abortName, afterBreak, unloadedError, badUrl };
+    return { executor: model.executor, chunks, whole, streamed, awaited, got, abortName, afterBreak, reuse, unloadedError, badUrl };
   }, modelPath);
   const c0 = api.chunks[0];
   const cl = api.chunks[api.chunks.length - 1];
@@ -124,6 +132,9 @@ try {
   check(api.awaited >= 1, 'an awaited stream iterates');
   check(api.abortName === 'AbortError' && api.got === 3, 'an AbortSignal stops generation with an AbortError');
   check(api.afterBreak.length >= 1, 'the model still generates after a break');
+  const { first: r1, second: r2 } = api.reuse;
+  console.log(`  prompt tokens evaluated: first ${r1.promptEvaluated} of ${r1.promptTokens}, next turn ${r2.promptEvaluated} of ${r2.promptTokens}`);
+  check(r2.promptTokens > r1.promptTokens && r2.promptEvaluated <= r2.promptTokens - r1.promptTokens + 2, 'the next turn evaluates only its new tokens (the KV cache is kept)');
   check(/unloaded/.test(api.unloadedError || ''), `using an unloaded model fails clearly: ${api.unloadedError}`);
   check(/404/.test(api.badUrl || ''), `a missing URL fails clearly: ${api.badUrl}`);
 
