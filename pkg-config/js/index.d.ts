@@ -62,7 +62,8 @@ export interface SamplingOptions {
   seed?: number;
   /** Generation stops before any of these strings. */
   stop?: string | string[];
-  /** Context size in tokens (default: the model's, at most 4096). */
+  /** Context size in tokens (default: the model's, at most 4096). A different size than the
+   *  previous call's starts a new KV cache. */
   nCtx?: number;
 }
 
