@@ -128,18 +128,50 @@ struct Compiled {
     acts: Vec<Buf<f32>>,
     /// Activations converted for the matrix products (largest need of the graph).
     qact: Buf<u8>,
-    /// The step's inputs: [first position, token ids...].
-    io: CudaSlice<u32>,
+    /// Owns the step's inputs on the device: [first position, token ids...] (at `io_ptr`).
+    _io: CudaSlice<u32>,
     io_ptr: u64,
+    /// Page-locked copies of the step's inputs and of the fused argmax: a captured step
+    /// starts by copying `io_host` to `io` and ends by copying `best` to `best_host`, so a
+    /// token costs one graph launch and one wait, no separate copies.
+    _io_host: cudarc::driver::PinnedHostSlice<u32>,
+    _best_host: cudarc::driver::PinnedHostSlice<u64>,
+    /// Their addresses, taken once: cudarc's accessors wait on an event, which a stream
+    /// being captured does not allow.
+    io_host: *mut u32,
+    io_len: usize,
+    best_host: *mut u64,
     argmax: CudaSlice<u32>,
     argmax_ptr: u64,
     /// The argmax the logits' decode kernel keeps (see `argmax_update` in matvec.cuh).
-    best: CudaSlice<u64>,
+    _best: CudaSlice<u64>,
     best_ptr: u64,
     /// The captured step, valid for one KV cache and one attention scratch buffer.
     captured: Option<(KvId, u64, CudaGraph)>,
     /// One-token graphs: the fused launches (`fuse.rs`); empty: op by op.
     plan: Vec<Step>,
+}
+
+/// Bytes of each of the two pinned staging buffers of the upload.
+const STAGE_BYTES: usize = 8 << 20;
+
+/// The upload's double buffer: weight bytes are copied into page-locked host memory and sent
+/// with asynchronous copies, so the next chunk is read (and repacked) while the last one
+/// travels; a buffer is reused once its copy's event has completed. Dropped when the upload
+/// finishes (page-locked memory is scarce).
+struct Staging {
+    bufs: [cudarc::driver::PinnedHostSlice<u8>; 2],
+    done: [Option<cudarc::driver::CudaEvent>; 2],
+    next: usize,
+}
+
+/// Kernels written for programmatic dependent launch (they call `pdl_wait` before touching
+/// anything an earlier kernel writes).
+fn pdl_aware(name: &str) -> bool {
+    matches!(name, "rms_norm_q8s" | "quantize_q8s" | "quantize_q8ks" | "rope_kv" | "attention" | "embed")
+        || name.starts_with("mmv_")
+        || name.starts_with("mmv2_")
+        || name.starts_with("mmv3_")
 }
 
 /// A kernel argument.
@@ -167,6 +199,11 @@ pub struct CudaExecutor {
     use_graphs: bool,
     /// Fuse one-token steps (unless `WICK_CUDA_FUSE=0`).
     use_fusion: bool,
+    /// The upload's pinned buffers, while an upload runs.
+    staging: Option<Staging>,
+    /// Launch the decode kernels with programmatic dependent launch (sm_90 and later, unless
+    /// `WICK_CUDA_PDL=0`).
+    pdl: bool,
 }
 
 impl CudaExecutor {
@@ -192,6 +229,8 @@ impl CudaExecutor {
         let stream = ctx.new_stream().map_err(drv("creating a CUDA stream"))?;
         let fns = module::load(&ctx)?;
         let device = ctx.name().unwrap_or_else(|_| "unknown".into());
+        let pdl = ctx.compute_capability().is_ok_and(|c| c.0 >= 9)
+            && std::env::var("WICK_CUDA_PDL").as_deref() != Ok("0");
         Ok(CudaExecutor {
             _ctx: ctx,
             stream,
@@ -205,6 +244,8 @@ impl CudaExecutor {
             use_graphs: std::env::var("WICK_CUDA_GRAPHS").as_deref() != Ok("0")
                 && std::env::var_os("WICK_CUDA_DEBUG").is_none(),
             use_fusion: std::env::var("WICK_CUDA_FUSE").as_deref() != Ok("0"),
+            staging: None,
+            pdl,
         })
     }
 
@@ -224,11 +265,91 @@ impl CudaExecutor {
                 Arg::F(x) => b.arg(x),
             };
         }
+        if self.pdl && pdl_aware(name) {
+            return self.launch_pdl(name, f, grid, block, args);
+        }
         let cfg =
             LaunchConfig { grid_dim: (grid.0, grid.1, 1), block_dim: (block, 1, 1), shared_mem_bytes: 0 };
         // SAFETY: every kernel's argument list is built to its C signature in `record`;
         // buffer sizes are checked in `compile` and `run`.
         unsafe { b.launch(cfg) }.map_err(drv(name))?;
+        Ok(())
+    }
+
+    /// Launch with programmatic stream serialization: the kernel's blocks may start while the
+    /// previous kernel runs (they wait for it in `pdl_wait`, common.cuh).
+    fn launch_pdl(
+        &self,
+        name: &str,
+        f: &CudaFunction,
+        grid: (u32, u32),
+        block: u32,
+        args: &[Arg],
+    ) -> Result<()> {
+        use cudarc::driver::sys;
+        // Each argument in 8 bytes; the driver reads the first 4 of an int or a float.
+        let mut vals: Vec<u64> = args
+            .iter()
+            .map(|a| match *a {
+                Arg::P(p) => p,
+                Arg::I(i) => i as u32 as u64,
+                Arg::L(l) => l as u64,
+                Arg::F(x) => x.to_bits() as u64,
+            })
+            .collect();
+        let mut params: Vec<*mut std::ffi::c_void> =
+            vals.iter_mut().map(|v| v as *mut u64 as *mut std::ffi::c_void).collect();
+        // SAFETY: an all-zero attribute is valid plain data; its id and value are set below.
+        let mut attr: sys::CUlaunchAttribute = unsafe { std::mem::zeroed() };
+        attr.id = sys::CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+        attr.value.programmaticStreamSerializationAllowed = 1;
+        let cfg = sys::CUlaunchConfig {
+            gridDimX: grid.0,
+            gridDimY: grid.1,
+            gridDimZ: 1,
+            blockDimX: block,
+            blockDimY: 1,
+            blockDimZ: 1,
+            sharedMemBytes: 0,
+            hStream: self.stream.cu_stream(),
+            attrs: &mut attr,
+            numAttrs: 1,
+        };
+        // SAFETY: as in `launch`: the argument list matches the kernel's C signature; `params`
+        // points into `vals`, both alive for the call (the driver copies the values).
+        unsafe { sys::cuLaunchKernelEx(&cfg, f.cu_function(), params.as_mut_ptr(), std::ptr::null_mut()) }
+            .result()
+            .map_err(drv(name))
+    }
+
+    /// Copy `bytes` to device address `dst` through the pinned double buffer (asynchronous:
+    /// `finish_upload` waits for the last copies).
+    fn upload(&mut self, dst: u64, bytes: &[u8]) -> Result<()> {
+        if self.staging.is_none() {
+            let ctx = self.stream.context();
+            // SAFETY: page-locked host buffers; every byte is written before it is copied.
+            let alloc =
+                || unsafe { ctx.alloc_pinned::<u8>(STAGE_BYTES) }.map_err(drv("allocating pinned memory"));
+            self.staging = Some(Staging { bufs: [alloc()?, alloc()?], done: [None, None], next: 0 });
+        }
+        let st = self.staging.as_mut().ok_or_else(|| err("no staging buffer"))?;
+        for (n, piece) in bytes.chunks(STAGE_BYTES).enumerate() {
+            let i = st.next;
+            st.next ^= 1;
+            if let Some(e) = st.done[i].take() {
+                e.synchronize().map_err(drv("waiting for an upload"))?;
+            }
+            let host = st.bufs[i].as_mut_slice().map_err(drv("staging"))?;
+            host[..piece.len()].copy_from_slice(piece);
+            let at = dst + (n * STAGE_BYTES) as u64;
+            // SAFETY: `at` lies in a device buffer of this executor with room for the piece
+            // (checked by the caller); the host bytes stay untouched until `done[i]` completes.
+            unsafe {
+                cudarc::driver::result::memcpy_htod_async(at, &host[..piece.len()], self.stream.cu_stream())
+            }
+            .map_err(drv("uploading weights"))?;
+            st.done[i] = Some(self.stream.record_event(None).map_err(drv("recording an upload"))?);
+        }
         Ok(())
     }
 
@@ -259,12 +380,35 @@ impl CudaExecutor {
         })
     }
 
-    /// Enqueue a whole step: the decode plan if there is one, else op by op.
+    /// Enqueue a whole step: the copy of its inputs, the decode plan if there is one (else
+    /// op by op), and the copy of the fused argmax.
     fn record_all(&self, c: &Compiled, kv: KvId) -> Result<()> {
+        // SAFETY: io_host points to io_len page-locked u32 owned by `c`.
+        let io = unsafe { std::slice::from_raw_parts(c.io_host, c.io_len) };
+        // SAFETY: io_ptr is the device buffer `io`, as long as `io_host`.
+        unsafe { cudarc::driver::result::memcpy_htod_async(c.io_ptr, io, self.stream.cu_stream()) }
+            .map_err(drv("uploading token ids"))?;
         if c.plan.is_empty() {
             return c.g.ops.iter().try_for_each(|op| self.record(c, kv, op));
         }
-        c.plan.iter().try_for_each(|s| self.record_step(c, kv, s))
+        let argmax = c.plan.iter().any(|s| matches!(s, Step::MatVec { argmax: true, .. }));
+        if argmax {
+            // Zeroed before the first kernel, not between two (which would cut the chain of
+            // programmatic launches).
+            // SAFETY: best_ptr is the 8-byte buffer `best` of this compiled graph.
+            unsafe { cudarc::driver::result::memset_d8_async(c.best_ptr, 0, 8, self.stream.cu_stream()) }
+                .map_err(drv("zeroing the argmax"))?;
+        }
+        c.plan.iter().try_for_each(|s| self.record_step(c, kv, s))?;
+        if argmax {
+            let ptr = c.best_host;
+            // SAFETY: best_host is page-locked memory of one u64 owned by `c`; the host reads
+            // it only after synchronizing the stream.
+            let dst = unsafe { std::slice::from_raw_parts_mut(ptr, 1) };
+            unsafe { cudarc::driver::result::memcpy_dtoh_async(dst, c.best_ptr, self.stream.cu_stream()) }
+                .map_err(drv("reading the argmax"))?;
+        }
+        Ok(())
     }
 
     /// Enqueue one step of a decode plan.
@@ -330,8 +474,13 @@ impl CudaExecutor {
                 args.extend(ws.iter().map(|w| Arg::I(w.n_rows() as i32)));
                 args.extend([Arg::P(c.qact.ptr), Arg::P(scales(k)), Arg::I(k as i32)]);
                 let rows: usize = ws.iter().map(|w| w.n_rows()).sum();
+                let grid = (rows.div_ceil(MMV_WARPS) as u32, 1);
+                if ws.iter().any(|w| w.dtype != ws[0].dtype) {
+                    args.extend(ws.iter().map(|w| Arg::I(w.dtype.id() as i32)));
+                    return self.launch("mmv3_kmix", grid, 128, &args);
+                }
                 let name = ws[0].dtype.name().to_ascii_lowercase();
-                self.launch(&format!("mmv3_{name}"), (rows.div_ceil(MMV_WARPS) as u32, 1), 128, &args)
+                self.launch(&format!("mmv3_{name}"), grid, 128, &args)
             }
             Step::RopeKv { op } => {
                 let (
@@ -407,18 +556,6 @@ impl CudaExecutor {
                             Arg::I(n as i32),
                             Arg::P(if argmax { c.best_ptr } else { 0 }),
                         ];
-                        if argmax {
-                            // SAFETY: best_ptr is the 8-byte buffer `best` of this compiled graph.
-                            unsafe {
-                                cudarc::driver::result::memset_d8_async(
-                                    c.best_ptr,
-                                    0,
-                                    8,
-                                    self.stream.cu_stream(),
-                                )
-                            }
-                            .map_err(drv("zeroing the argmax"))?;
-                        }
                         self.launch(&format!("mmv_{name}"), (n.div_ceil(MMV_WARPS) as u32, 1), 128, &args)
                     }
                 }
@@ -489,7 +626,13 @@ impl CudaExecutor {
         let io: Vec<u32> = std::iter::once(pos_i32 as u32).chain(tokens.iter().copied()).collect();
         let scores = self.scores.as_ref().map_or(0, |s| s.0.ptr);
         let c = &mut self.graphs[gi];
-        self.stream.memcpy_htod(&io, &mut c.io).map_err(drv("uploading token ids"))?;
+        if io.len() > c.io_len {
+            return Err(err("more tokens than the graph was compiled for"));
+        }
+        // SAFETY: io_host points to io_len page-locked u32 owned by `c`; the stream is idle
+        // (every step ends with a synchronization), so no copy reads them now.
+        let host = unsafe { std::slice::from_raw_parts_mut(c.io_host, c.io_len) };
+        host[..io.len()].copy_from_slice(&io);
         if self.use_graphs && c.g.n_tokens == 1 {
             let fresh = matches!(&c.captured, Some((k, s, _)) if *k == kv && *s == scores);
             if !fresh {
@@ -512,9 +655,11 @@ impl CudaExecutor {
         let fused_argmax = c.plan.iter().any(|s| matches!(s, Step::MatVec { argmax: true, .. }));
         let out = match readback {
             Readback::Argmax if fused_argmax => {
-                let best = self.stream.clone_dtoh(&c.best).map_err(drv("reading the token back"))?;
+                self.stream.synchronize().map_err(drv("reading the token back"))?;
+                // SAFETY: page-locked u64 owned by `c`, written by the copy the stream finished.
+                let best = unsafe { c.best_host.read_volatile() };
                 // No key (all logits NaN): token 0, as the argmax kernel answers.
-                let token = if best[0] == 0 { 0 } else { u32::MAX - best[0] as u32 };
+                let token = if best == 0 { 0 } else { u32::MAX - best as u32 };
                 StepOutput { token: Some(token), logits: Vec::new() }
             }
             Readback::Argmax => {
@@ -793,11 +938,11 @@ impl Executor for CudaExecutor {
         let w = self.weights.get_mut(id.0 as usize).ok_or_else(|| err("unknown weight"))?;
         let start = usize::try_from(offset).map_err(|_| err("offset out of range"))?;
         let end = start.checked_add(bytes.len()).filter(|&e| e <= w.bytes);
-        let end = end.ok_or_else(|| err(format!("write past the end of '{}'", w.name)))?;
+        end.ok_or_else(|| err(format!("write past the end of '{}'", w.name)))?;
         let blocks = w.blocks();
+        let base = w.buf.ptr;
         let Some(repack) = w.repack.as_mut() else {
-            let mut view = w.buf._mem.slice_mut(start..end);
-            return self.stream.memcpy_htod(bytes, &mut view).map_err(drv("uploading weights"));
+            return self.upload(base + offset, bytes);
         };
         if offset != repack.received() {
             return Err(err(format!(
@@ -807,19 +952,13 @@ impl Executor for CudaExecutor {
             )));
         }
         let p = repack.push(bytes, blocks);
-        for (at, part) in [(p.quant_at, &p.quants), (p.header_at, &p.header)] {
-            if part.is_empty() {
-                continue;
-            }
-            let at = at as usize;
-            let mut view = w.buf._mem.slice_mut(at..at + part.len());
-            self.stream.memcpy_htod(part, &mut view).map_err(drv("uploading weights"))?;
-        }
-        Ok(())
+        self.upload(base + p.quant_at, &p.quants)?;
+        self.upload(base + p.header_at, &p.header)
     }
 
     fn finish_upload(&mut self) -> LocalFuture<'_, Result<()>> {
         let r = self.stream.synchronize().map_err(drv("finishing the upload"));
+        self.staging = None;
         Box::pin(async move { r })
     }
 
@@ -866,11 +1005,32 @@ impl Executor for CudaExecutor {
         let io_ptr = io.device_ptr(&self.stream).0;
         let argmax = self.stream.alloc_zeros::<u32>(1).map_err(drv("device allocation"))?;
         let argmax_ptr = argmax.device_ptr(&self.stream).0;
+        let ctx = self.stream.context();
+        // SAFETY: page-locked host memory, written before it is read.
+        let io_host = unsafe { ctx.alloc_pinned_with_flags::<u32>(graph.n_tokens + 1, 0) }
+            .map_err(drv("allocating pinned memory"))?;
+        let mut best_host =
+            unsafe { ctx.alloc_pinned_with_flags::<u64>(1, 0) }.map_err(drv("allocating pinned memory"))?;
+        let mut io_host = io_host;
+        let io_host_ptr = io_host.as_mut_ptr().map_err(drv("pinned memory"))?;
+        let best_host_ptr = best_host.as_mut_ptr().map_err(drv("pinned memory"))?;
+        // SAFETY: fresh page-locked buffers of these lengths, not yet used by any copy.
+        unsafe {
+            std::ptr::write_bytes(io_host_ptr, 0, graph.n_tokens + 1);
+            best_host_ptr.write(0);
+        }
         let best = self.stream.alloc_zeros::<u64>(1).map_err(drv("device allocation"))?;
         let best_ptr = best.device_ptr(&self.stream).0;
         let plan = if graph.n_tokens == 1 && self.use_fusion {
             let dtype = |w: WeightId| self.weights.get(w.0 as usize).map(|w| w.dtype);
-            fuse::plan(graph, |w| self.act_quant(w), |a, b| dtype(a) == dtype(b))
+            // Q, K and V may mix K-quant types (mmv3_kmix).
+            let kquant =
+                |t: Option<GgmlType>| matches!(t, Some(GgmlType::Q4_K | GgmlType::Q5_K | GgmlType::Q6_K));
+            fuse::plan(
+                graph,
+                |w| self.act_quant(w),
+                |a, b| dtype(a) == dtype(b) || (kquant(dtype(a)) && kquant(dtype(b))),
+            )
         } else {
             Vec::new()
         };
@@ -879,12 +1039,17 @@ impl Executor for CudaExecutor {
             g: graph.clone(),
             acts,
             qact,
-            io,
+            _io: io,
             io_ptr,
             argmax,
             argmax_ptr,
-            best,
+            _best: best,
             best_ptr,
+            io_host: io_host_ptr,
+            io_len: graph.n_tokens + 1,
+            best_host: best_host_ptr,
+            _io_host: io_host,
+            _best_host: best_host,
             captured: None,
         });
         Ok(GraphId(self.graphs.len() as u32 - 1))

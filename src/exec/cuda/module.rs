@@ -71,6 +71,7 @@ const FUNCTIONS: &[&str] = &[
     "mmv_q6_k",
     "mmv2_q6_k",
     "mmv3_q6_k",
+    "mmv3_kmix",
     "matvec_q4_0",
     "matvec_q4_0_r8",
     "matvec_q4_1",

@@ -6,6 +6,8 @@ extern "C" __global__ void attention(const float* q, float* dst, const u16* kc, 
                                      const int* posp, int n_ctx, int n_heads, int n_kv_heads, int head_dim, int k_dim,
                                      int v_dim, float scale, int window, float softcap) {
     __shared__ float qh[512];
+    pdl_trigger();
+    pdl_wait();
     int r = blockIdx.x / n_heads, h = blockIdx.x % n_heads;
     int kvh = h / (n_heads / n_kv_heads);
     int p = *posp + r;
@@ -14,18 +16,32 @@ extern "C" __global__ void attention(const float* q, float* dst, const u16* kc, 
     for (int d = threadIdx.x; d < head_dim; d += blockDim.x) qh[d] = f16r(qrow[d]);
     __syncthreads();
     float* sc = scores + (long long)blockIdx.x * n_ctx;
-    // Scores: each warp takes positions in turn, its lanes the head's dimensions (coalesced
-    // reads of the key row).
+    // Scores: a thread per position, so that the key rows' loads are all in flight at once
+    // (a warp per position waited for each row in turn); the row read 16 bytes at a time
+    // where the cache layout allows it.
     int warp = threadIdx.x / 32, lane = threadIdx.x % 32, nw = blockDim.x / 32;
+    bool vec = head_dim % 8 == 0 && k_dim % 8 == 0;
     float mx = -INFINITY;
-    for (int j = start + warp; j <= p; j += nw) {
+    for (int j = start + threadIdx.x; j <= p; j += blockDim.x) {
         const u16* kr = kc + (long long)j * k_dim + kvh * head_dim;
         float s = 0.0f;
-        for (int d = lane; d < head_dim; d += 32) s += h2f(kr[d]) * qh[d];
-        s = warp_sum(s);
+        if (vec) {
+#pragma unroll 8
+            for (int d = 0; d < head_dim; d += 8) {
+                uint4 w = *(const uint4*)(kr + d);
+                u32 x[4] = {w.x, w.y, w.z, w.w};
+#pragma unroll
+                for (int e = 0; e < 4; e++) {
+                    s += h2f((u16)(x[e] & 0xffffu)) * qh[d + 2 * e];
+                    s += h2f((u16)(x[e] >> 16)) * qh[d + 2 * e + 1];
+                }
+            }
+        } else {
+            for (int d = 0; d < head_dim; d++) s += h2f(kr[d]) * qh[d];
+        }
         float v = s * scale;
         if (softcap > 0.0f) v = tanhf(v / softcap) * softcap;
-        if (lane == 0) sc[j] = v;
+        sc[j] = v;
         mx = fmaxf(mx, v);
     }
     mx = block_max(mx);
@@ -39,12 +55,13 @@ extern "C" __global__ void attention(const float* q, float* dst, const u16* kc, 
     sum = block_sum_d(sum);
     float inv = (float)(1.0 / sum);
     __syncthreads();
-    // Values: each warp takes positions in turn (as for the scores), its lanes the dimensions
+    // Values: each warp takes positions in turn, its lanes the dimensions
     // (coalesced reads of the value row); the warps' partial sums meet in shared memory.
     __shared__ float part[4][512];
     float acc[16];
 #pragma unroll
     for (int m = 0; m < 16; m++) acc[m] = 0.0f;
+#pragma unroll 4
     for (int j = start + warp; j <= p; j += nw) {
         float pr = f16r(sc[j] * inv);
         const u16* vr = vc + (long long)j * v_dim + kvh * head_dim;

@@ -27,6 +27,23 @@ typedef unsigned long long u64;
 #define T_Q6_K 14
 #define T_BF16 30
 
+// Programmatic dependent launch (sm_90 and later; no-ops before, and when a kernel is launched
+// without the attribute). The executor launches the decode kernels that call these with
+// programmatic stream serialization: a kernel's blocks may then start while the previous
+// kernel still runs. `pdl_trigger` lets the next kernel start; `pdl_wait` waits until the
+// previous kernel has finished and its writes are visible. Before `pdl_wait` a kernel may only
+// read what no kernel of the step writes (the weights), and must write nothing.
+__device__ __forceinline__ void pdl_trigger() {
+#if __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.launch_dependents;");
+#endif
+}
+__device__ __forceinline__ void pdl_wait() {
+#if __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+
 __device__ __forceinline__ float h2f(u16 h) {
     float f;
     asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h));

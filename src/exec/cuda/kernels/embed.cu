@@ -2,6 +2,8 @@
 // device layout), times scale. Blocks (r, c) take row r, columns from c·blockDim.x on.
 extern "C" __global__ void embed(const u8* table, int type, long long n_rows, const u32* tokens, float* dst, int k,
                                  float scale) {
+    pdl_trigger();
+    pdl_wait();
     int r = blockIdx.x;
     long long row = (long long)tokens[r] * k;
     for (int i = blockIdx.y * blockDim.x + threadIdx.x; i < k; i += gridDim.y * blockDim.x) {

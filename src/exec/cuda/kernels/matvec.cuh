@@ -73,6 +73,44 @@ __device__ __forceinline__ float mmv_row(const u8* W, const i8* aq, const float*
     return warp_sum(acc);
 }
 
+// Matrices up to this many bytes are asked into L2 before the previous kernel has finished
+// (larger ones would evict each other, and their reads are bandwidth-bound anyway).
+#define MMV_PREFETCH_MAX (16 << 20)
+
+// Before `pdl_wait`: ask L2 for this warp's row of W (quants and headers), so that its reads
+// overlap the previous kernel. Weights are never written during a step.
+template <int QB, int Q, int H>
+__device__ __forceinline__ void mmv_prefetch(const u8* W, int k, int n, int row) {
+#if __CUDA_ARCH__ >= 900
+    long long nb = k / QB;
+    if ((long long)n * nb * (Q + H) > MMV_PREFETCH_MAX) return;
+    const u8* q = W + row * nb * Q;
+    const u8* h = W + header_offset((long long)n * nb, Q) + row * nb * H;
+    for (long long o = (threadIdx.x % 32) * 128; o < nb * Q; o += 32 * 128)
+        asm volatile("prefetch.global.L2 [%0];" ::"l"(q + o));
+    for (long long o = (threadIdx.x % 32) * 128; o < nb * H; o += 32 * 128)
+        asm volatile("prefetch.global.L2 [%0];" ::"l"(h + o));
+#endif
+}
+
+// Two rows of two matrices of the same shape (gate and up) in one pass: each lane has both
+// rows' loads in flight at once.
+template <int TPB, int QB, int Q, int H, int AF, mmv_part PART>
+__device__ __forceinline__ float2 mmv_row2(const u8* W1, const u8* W2, const i8* aq, const float* ad, int k, int n,
+                                           int row) {
+    int nb = k / QB, parts = nb * TPB;
+    long long qo = (long long)row * nb * Q, ho = header_offset((long long)n * nb, Q) + (long long)row * nb * H;
+    const u8 *q1 = W1 + qo, *h1 = W1 + ho, *q2 = W2 + qo, *h2 = W2 + ho;
+    float a1 = 0.0f, a2 = 0.0f;
+#pragma unroll 4
+    for (int p = threadIdx.x % 32; p < parts; p += 32) {
+        int b = p / TPB, s = p % TPB;
+        a1 += PART(q1 + b * Q, h1 + b * H, aq + b * QB, ad + b * AF, s);
+        a2 += PART(q2 + b * Q, h2 + b * H, aq + b * QB, ad + b * AF, s);
+    }
+    return make_float2(warp_sum(a1), warp_sum(a2));
+}
+
 // The output row of this warp.
 __device__ __forceinline__ int mmv_out_row() { return blockIdx.x * MMV_WARPS + threadIdx.x / 32; }
 
@@ -103,8 +141,11 @@ __device__ __forceinline__ void argmax_update(u64* best, float v, int row) {
     extern "C" __global__ void __launch_bounds__(MMV_THREADS)                                                 \
         mmv_##T(const u8* W, const i8* aq, const float* ad, float* out, const u8* bias, int btype,            \
                 const float* add, int k, int n, u64* best) {                                                  \
+        pdl_trigger();                                                                                        \
         int row = mmv_out_row();                                                                              \
         if (row >= n) return;                                                                                 \
+        mmv_prefetch<QB_##T, Q_##T, H_##T>(W, k, n, row);                                                     \
+        pdl_wait();                                                                                           \
         float v = mmv_row<TPB, QB_##T, Q_##T, H_##T, AF, PART>(W, aq, ad, k, n, row);                         \
         if (threadIdx.x % 32 == 0) {                                                                          \
             if (bias) v += deq(btype, bias, n, row);                                                          \
@@ -116,16 +157,20 @@ __device__ __forceinline__ void argmax_update(u64* best, float v, int row) {
     extern "C" __global__ void __launch_bounds__(MMV_THREADS)                                                 \
         mmv2_##T(const u8* W1, const u8* W2, const i8* aq, const float* ad, float* out, int act, int k,       \
                  int n) {                                                                                     \
+        pdl_trigger();                                                                                        \
         int row = mmv_out_row();                                                                              \
         if (row >= n) return;                                                                                 \
-        float g = mmv_row<TPB, QB_##T, Q_##T, H_##T, AF, PART>(W1, aq, ad, k, n, row);                        \
-        float u = mmv_row<TPB, QB_##T, Q_##T, H_##T, AF, PART>(W2, aq, ad, k, n, row);                        \
-        if (threadIdx.x % 32 == 0) out[row] = gate_act(g, u, act);                                            \
+        mmv_prefetch<QB_##T, Q_##T, H_##T>(W1, k, n, row);                                                    \
+        mmv_prefetch<QB_##T, Q_##T, H_##T>(W2, k, n, row);                                                    \
+        pdl_wait();                                                                                           \
+        float2 gu = mmv_row2<TPB, QB_##T, Q_##T, H_##T, AF, PART>(W1, W2, aq, ad, k, n, row);                 \
+        if (threadIdx.x % 32 == 0) out[row] = gate_act(gu.x, gu.y, act);                                      \
     }                                                                                                         \
     extern "C" __global__ void __launch_bounds__(MMV_THREADS)                                                 \
         mmv3_##T(const u8* W0, const u8* W1, const u8* W2, float* o0, float* o1, float* o2, const u8* b0,     \
                  const u8* b1, const u8* b2, int bt0, int bt1, int bt2, int n0, int n1, int n2, const i8* aq,  \
                  const float* ad, int k) {                                                                    \
+        pdl_trigger();                                                                                        \
         int row = mmv_out_row();                                                                              \
         if (row >= n0 + n1 + n2) return;                                                                      \
         const u8 *W = W0, *bias = b0;                                                                         \
@@ -136,6 +181,8 @@ __device__ __forceinline__ void argmax_update(u64* best, float v, int row) {
         } else if (row >= n0) {                                                                               \
             row -= n0; W = W1; out = o1; bias = b1; n = n1; bt = bt1;                                         \
         }                                                                                                     \
+        mmv_prefetch<QB_##T, Q_##T, H_##T>(W, k, n, row);                                                     \
+        pdl_wait();                                                                                           \
         float v = mmv_row<TPB, QB_##T, Q_##T, H_##T, AF, PART>(W, aq, ad, k, n, row);                         \
         if (threadIdx.x % 32 == 0) out[row] = bias ? v + deq(bt, bias, n, row) : v;                           \
     }

@@ -108,3 +108,49 @@ __device__ float part_q6_k(const u8* q, const u8* h, const i8* a, const float* a
 MMV(q4_k, 8, 1, part_q4_k)
 MMV(q5_k, 8, 1, part_q5_k)
 MMV(q6_k, 8, 1, part_q6_k)
+
+// Q, K and V of mixed K-quant types (llama-quantize's Q4_K_M gives V more bits than Q and
+// K): as mmv3_T, each third of the rows with its own type (all take q8_K activations).
+template <int T>
+__device__ __forceinline__ float mmv_row_k(const u8* W, const i8* aq, const float* ad, int k, int n, int row) {
+    if (T == T_Q4_K) return mmv_row<8, 256, Q_q4_k, H_q4_k, 1, part_q4_k>(W, aq, ad, k, n, row);
+    if (T == T_Q5_K) return mmv_row<8, 256, Q_q5_k, H_q5_k, 1, part_q5_k>(W, aq, ad, k, n, row);
+    return mmv_row<8, 256, Q_q6_k, H_q6_k, 1, part_q6_k>(W, aq, ad, k, n, row);
+}
+template <int T>
+__device__ __forceinline__ void mmv_prefetch_k(const u8* W, int k, int n, int row) {
+    if (T == T_Q4_K) mmv_prefetch<256, Q_q4_k, H_q4_k>(W, k, n, row);
+    else if (T == T_Q5_K) mmv_prefetch<256, Q_q5_k, H_q5_k>(W, k, n, row);
+    else mmv_prefetch<256, Q_q6_k, H_q6_k>(W, k, n, row);
+}
+extern "C" __global__ void __launch_bounds__(MMV_THREADS)
+    mmv3_kmix(const u8* W0, const u8* W1, const u8* W2, float* o0, float* o1, float* o2, const u8* b0, const u8* b1,
+              const u8* b2, int bt0, int bt1, int bt2, int n0, int n1, int n2, const i8* aq, const float* ad, int k,
+              int t0, int t1, int t2) {
+    pdl_trigger();
+    int row = mmv_out_row();
+    if (row >= n0 + n1 + n2) return;
+    const u8 *W = W0, *bias = b0;
+    float* out = o0;
+    int n = n0, bt = bt0, t = t0;
+    if (row >= n0 + n1) {
+        row -= n0 + n1; W = W2; out = o2; bias = b2; n = n2; bt = bt2; t = t2;
+    } else if (row >= n0) {
+        row -= n0; W = W1; out = o1; bias = b1; n = n1; bt = bt1; t = t1;
+    }
+    float v;
+    if (t == T_Q4_K) {
+        mmv_prefetch_k<T_Q4_K>(W, k, n, row);
+        pdl_wait();
+        v = mmv_row_k<T_Q4_K>(W, aq, ad, k, n, row);
+    } else if (t == T_Q5_K) {
+        mmv_prefetch_k<T_Q5_K>(W, k, n, row);
+        pdl_wait();
+        v = mmv_row_k<T_Q5_K>(W, aq, ad, k, n, row);
+    } else {
+        mmv_prefetch_k<T_Q6_K>(W, k, n, row);
+        pdl_wait();
+        v = mmv_row_k<T_Q6_K>(W, aq, ad, k, n, row);
+    }
+    if (threadIdx.x % 32 == 0) out[row] = bias ? v + deq(bt, bias, n, row) : v;
+}

@@ -124,12 +124,16 @@ __device__ void q8_k_store(float v, int b, i8* qs, float* ds, bool store = true)
 
 // One warp per 32-value block.
 extern "C" __global__ void quantize_q8s(const float* x, i8* qs, float* ds, int with_sum) {
+    pdl_trigger();
+    pdl_wait();
     int b = blockIdx.x;
     q8_0_store(x[32 * b + threadIdx.x], b, qs, ds, with_sum);
 }
 
 // 256 threads per 256-value block.
 extern "C" __global__ void quantize_q8ks(const float* x, i8* qs, float* ds) {
+    pdl_trigger();
+    pdl_wait();
     int b = blockIdx.x;
     q8_k_store(x[256 * b + threadIdx.x], b, qs, ds);
 }
@@ -142,14 +146,20 @@ extern "C" __global__ void quantize_q8ks(const float* x, i8* qs, float* ds) {
 extern "C" __global__ void __launch_bounds__(1024) rms_norm_q8s(const float* x, float* dst, const u8* w, int wtype,
                                                               int k, float eps, i8* qs, float* ds, int kind) {
     int t = threadIdx.x;
-    // The norm's weights are read with the values, before the reduction needs them.
+    pdl_trigger();
+    // The norm's weights are read first: before the previous kernel has finished.
     float v[NORM_VALUES], wv[NORM_VALUES];
+#pragma unroll
+    for (int m = 0; m < NORM_VALUES; m++) {
+        int i = 1024 * m + t;
+        wv[m] = i >= k ? 0.0f : wtype == T_F32 ? ((const float*)w)[i] : deq(wtype, w, k, i);
+    }
+    pdl_wait();
     double s = 0.0;
 #pragma unroll
     for (int m = 0; m < NORM_VALUES; m++) {
         int i = 1024 * m + t;
         v[m] = i < k ? x[i] : 0.0f;
-        wv[m] = i >= k ? 0.0f : wtype == T_F32 ? ((const float*)w)[i] : deq(wtype, w, k, i);
         s += (double)(v[m] * v[m]);
     }
     s = block_sum_d(s);

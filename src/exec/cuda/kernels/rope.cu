@@ -30,6 +30,8 @@ extern "C" __global__ void rope(float* x, const int* posp, int n_heads, int head
 extern "C" __global__ void rope_kv(float* q, float* k, const float* v, u16* kc, u16* vc, const int* posp, int n_heads,
                                    int n_kv_heads, int head_dim, int n_rot, float theta_scale, float freq_scale,
                                    int neox, int k_dim, int v_dim) {
+    pdl_trigger();
+    pdl_wait();
     int b = blockIdx.x, pos = *posp;
     if (b < n_heads) {
         rope_head(q + (long long)b * head_dim, pos, n_rot, theta_scale, freq_scale, neox);
