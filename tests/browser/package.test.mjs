@@ -175,7 +175,8 @@ try {
         signal: ctl.signal,
         onProgress: (p) => {
           if (ctl.signal.aborted) after++;
-          else if (p.phase === 'load' && p.tensorsDone >= 1) ctl.abort();
+          // The first report comes within the first (largest) tensor, which needs more reads.
+          else if (p.phase === 'load') ctl.abort();
         },
       });
     } catch (e) {
