@@ -29,6 +29,8 @@ pub mod source;
 pub mod stop;
 pub mod synth;
 pub mod tokenizer;
+#[cfg(target_arch = "wasm32")]
+pub mod web;
 
 pub use error::{Error, Result};
 pub use exec::ExecutorKind;

@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Build the npm package `wick-llm` into pkg/ (or $1): wasm-pack compiles the crate for the
+# browser (--target web, the `webgpu` feature, no CLI), then this script adds the hand-written
+# ESM layer (pkg-config/js/), its TypeScript types, the npm README and a package.json whose
+# version is the crate's. The result is what `npm publish pkg/` would publish.
+#
+#   bash pkg-config/build.sh            # release build into pkg/
+#   WICK_WASM_PROFILE=dev bash pkg-config/build.sh   # faster, larger, slower at run time
+set -euo pipefail
+root="$(cd "$(dirname "$0")/.." && pwd)"
+out="${1:-$root/pkg}"
+profile="${WICK_WASM_PROFILE:-release}"
+raw="$root/target/wasm-pack"
+
+cd "$root"
+wasm-pack build --"$profile" --target web --no-typescript --no-pack --out-dir "$raw" --out-name wick \
+  . --no-default-features --features webgpu
+# (wasm-pack's own .d.ts is replaced by index.d.ts, which types the whole public API.)
+
+rm -rf "$out"
+mkdir -p "$out/wasm"
+cp "$raw/wick.js" "$raw/wick_bg.wasm" "$out/wasm/"
+cp pkg-config/js/*.js pkg-config/js/*.d.ts "$out/"
+cp pkg-config/README.md "$out/README.md"
+version="$(awk -F'"' '/^version = / { print $2; exit }' Cargo.toml)"
+node -e '
+  const fs = require("fs");
+  const [tpl, out, version] = process.argv.slice(1);
+  const p = JSON.parse(fs.readFileSync(tpl, "utf8"));
+  p.version = version;
+  fs.writeFileSync(out + "/package.json", JSON.stringify(p, null, 2) + "\n");
+' pkg-config/package.json "$out" "$version"
+echo "built $out ($(du -sh "$out/wasm/wick_bg.wasm" | cut -f1) of wasm, version $version)"

@@ -1,0 +1,137 @@
+// The public model object: the same on the main thread and through the worker proxy, built
+// on a backend ({ executor, info, applyChatTemplate, stream, unload }).
+
+let counter = 0;
+const completionId = () => `chatcmpl-wick-${Date.now().toString(36)}${(counter++).toString(36)}`;
+
+function timings(stats) {
+  if (!stats) return undefined;
+  const rate = (n, ms) => (ms > 0 ? (n * 1000) / ms : null);
+  return {
+    prompt_tokens_evaluated: stats.promptEvaluated,
+    prefill_ms: stats.prefillMs,
+    decode_ms: stats.decodeMs,
+    prefill_tokens_per_s: rate(stats.promptEvaluated, stats.prefillMs),
+    // The first token comes with the prefill; the rest are decode steps.
+    decode_tokens_per_s: rate(Math.max(stats.completionTokens - 1, 0), stats.decodeMs),
+  };
+}
+
+function usage(stats) {
+  if (!stats) return undefined;
+  return {
+    prompt_tokens: stats.promptTokens,
+    completion_tokens: stats.completionTokens,
+    total_tokens: stats.promptTokens + stats.completionTokens,
+  };
+}
+
+/** An async iterable that can also be awaited (to an async iterable), as OpenAI's SDK allows. */
+function awaitableIterable(makeIterator) {
+  const iterable = { [Symbol.asyncIterator]: makeIterator };
+  return {
+    [Symbol.asyncIterator]: makeIterator,
+    then(resolve, reject) {
+      return Promise.resolve(iterable).then(resolve, reject);
+    },
+  };
+}
+
+export class WickModel {
+  /** @param backend the thread the model runs in */
+  constructor(backend, source) {
+    this._backend = backend;
+    this.executor = backend.executor;
+    this.info = backend.info;
+    this.source = typeof source === 'string' ? source : source instanceof URL ? source.href : null;
+    this.lastStats = null;
+    const self = this;
+    this.chat = {
+      completions: {
+        create(request) {
+          return self._create(request);
+        },
+      },
+    };
+  }
+
+  /** Render chat messages with the model's own chat template. */
+  applyChatTemplate(messages) {
+    return this._backend.applyChatTemplate(messages);
+  }
+
+  /**
+   * Generate a continuation of `prompt`: an async iterator of text pieces. Its return value
+   * (and `model.lastStats` afterwards) holds the timings.
+   */
+  async *generate(prompt, opts = {}) {
+    const { signal, ...rest } = opts;
+    const it = this._backend.stream(prompt, { addSpecial: true, ...rest }, signal);
+    let r;
+    while (!(r = await it.next()).done) {
+      if (r.value.text) yield r.value.text;
+    }
+    this.lastStats = { ...r.value, ...timings(r.value) };
+    return this.lastStats;
+  }
+
+  _create(request) {
+    if (!request || !Array.isArray(request.messages)) {
+      throw new TypeError('chat.completions.create needs { messages: [{ role, content }, ...] }');
+    }
+    const { messages, stream, signal, model: _model, n, ...sampling } = request;
+    if (n !== undefined && n !== 1) throw new TypeError('wick generates one choice (n: 1)');
+    const id = completionId();
+    const created = Math.floor(Date.now() / 1000);
+    const model = this.info?.name || this.source || 'wick';
+    const chunks = async function* (self) {
+      const prompt = await self._backend.applyChatTemplate(messages);
+      const it = self._backend.stream(prompt, { ...sampling, addSpecial: false }, signal);
+      const chunk = (delta, finish_reason, extra) => ({
+        id,
+        object: 'chat.completion.chunk',
+        created,
+        model,
+        choices: [{ index: 0, delta, finish_reason, logprobs: null }],
+        ...extra,
+      });
+      let first = true;
+      let r;
+      while (!(r = await it.next()).done) {
+        if (!r.value.text) continue;
+        yield chunk(first ? { role: 'assistant', content: r.value.text } : { content: r.value.text }, null);
+        first = false;
+      }
+      const stats = r.value;
+      self.lastStats = { ...stats, ...timings(stats) };
+      const finish = stats.finishReason === 'length' ? 'length' : stats.finishReason === 'abort' ? 'abort' : 'stop';
+      yield chunk(first ? { role: 'assistant', content: '' } : {}, finish, {
+        usage: usage(stats),
+        timings: timings(stats),
+      });
+    };
+    if (stream) return awaitableIterable(() => chunks(this));
+    return (async () => {
+      let content = '';
+      let last = null;
+      for await (const c of chunks(this)) {
+        content += c.choices[0].delta.content || '';
+        last = c;
+      }
+      return {
+        id,
+        object: 'chat.completion',
+        created,
+        model,
+        choices: [{ index: 0, message: { role: 'assistant', content }, finish_reason: last.choices[0].finish_reason, logprobs: null }],
+        usage: last.usage,
+        timings: last.timings,
+      };
+    })();
+  }
+
+  /** Free the model's memory (GPU buffers). The model cannot be used afterwards. */
+  async unload() {
+    await this._backend.unload();
+  }
+}

@@ -1,0 +1,225 @@
+// Types of wick-llm's public API.
+
+/** Where a model comes from: a URL (string or URL), a File or Blob, or a stream of bytes. */
+export type ModelSource = string | URL | Blob | File | ReadableStream<Uint8Array>;
+
+/** A progress report while a model arrives. */
+export interface LoadProgress {
+  /** `"download"`: bytes going into the OPFS cache; `"load"`: weights going to the executor. */
+  phase: 'download' | 'load';
+  /** Bytes done. */
+  loaded: number;
+  /** Total bytes, when known. */
+  total?: number;
+  /** Tensors uploaded (phase `"load"` only). */
+  tensorsDone?: number;
+  /** Number of tensors (phase `"load"` only). */
+  tensorsTotal?: number;
+}
+
+export interface LoadOptions {
+  /** Called as the model downloads and loads. */
+  onProgress?: (p: LoadProgress) => void;
+  /** Aborts the load (the promise rejects with the signal's reason, an `AbortError`). */
+  signal?: AbortSignal;
+  /** Run in a Web Worker (default: true where workers exist). */
+  worker?: boolean;
+  /** Keep a URL's file in the Origin Private File System and load it from there next time (default: true). */
+  cache?: boolean;
+  /** `"auto"` (default: WebGPU, else the CPU), `"webgpu"` or `"cpu"`. */
+  executor?: 'auto' | 'webgpu' | 'cpu';
+  /** A ReadableStream's length in bytes, for progress reports. */
+  size?: number;
+  /** Where to fetch `wick_bg.wasm` from (default: next to the package's files). */
+  wasmUrl?: string | URL;
+  /** Where the worker script is (default: the package's `worker.js`). */
+  workerUrl?: string | URL;
+  /** Replaces the global `fetch` for a URL's download into the cache (main thread only: a
+   *  function cannot be sent to the worker, so it needs `worker: false`). */
+  fetch?: (input: string, init: RequestInit) => Promise<Response>;
+}
+
+/** Sampling options (OpenAI's names; camelCase spellings are accepted too). */
+export interface SamplingOptions {
+  /** Most tokens to generate (default 256). */
+  max_tokens?: number;
+  maxTokens?: number;
+  /** Softmax temperature; 0 is greedy (default 0.8). */
+  temperature?: number;
+  top_p?: number;
+  topP?: number;
+  top_k?: number;
+  topK?: number;
+  min_p?: number;
+  minP?: number;
+  repeat_penalty?: number;
+  repeatPenalty?: number;
+  presence_penalty?: number;
+  presencePenalty?: number;
+  frequency_penalty?: number;
+  frequencyPenalty?: number;
+  /** Seed of the sampler (default 42). */
+  seed?: number;
+  /** Generation stops before any of these strings. */
+  stop?: string | string[];
+  /** Context size in tokens (default: the model's, at most 4096). A different size than the
+   *  previous call's starts a new KV cache. */
+  nCtx?: number;
+}
+
+export interface GenerateOptions extends SamplingOptions {
+  /** Stops generation; the iterator then throws the signal's reason (an `AbortError`). */
+  signal?: AbortSignal;
+  /** Add BOS/EOS as the vocabulary asks (default true). */
+  addSpecial?: boolean;
+}
+
+export interface ChatMessage {
+  role: 'system' | 'user' | 'assistant' | (string & {});
+  content: string;
+}
+
+export interface ChatCompletionRequestBase extends SamplingOptions {
+  messages: ChatMessage[];
+  /** Ignored (the loaded model answers); accepted for OpenAI compatibility. */
+  model?: string;
+  /** Only 1 is supported. */
+  n?: 1;
+  signal?: AbortSignal;
+}
+
+export interface ChatCompletionRequestStreaming extends ChatCompletionRequestBase {
+  stream: true;
+}
+
+export interface ChatCompletionRequestNonStreaming extends ChatCompletionRequestBase {
+  stream?: false;
+}
+
+export type FinishReason = 'stop' | 'length' | 'abort';
+
+export interface CompletionUsage {
+  prompt_tokens: number;
+  completion_tokens: number;
+  total_tokens: number;
+}
+
+/** wick's speed report (an extension of the OpenAI shape). */
+export interface Timings {
+  prompt_tokens_evaluated: number;
+  prefill_ms: number;
+  decode_ms: number;
+  prefill_tokens_per_s: number | null;
+  decode_tokens_per_s: number | null;
+}
+
+export interface ChatCompletionChunk {
+  id: string;
+  object: 'chat.completion.chunk';
+  created: number;
+  model: string;
+  choices: Array<{
+    index: 0;
+    delta: { role?: 'assistant'; content?: string };
+    finish_reason: FinishReason | null;
+    logprobs: null;
+  }>;
+  /** On the last chunk only. */
+  usage?: CompletionUsage;
+  /** On the last chunk only. */
+  timings?: Timings;
+}
+
+export interface ChatCompletion {
+  id: string;
+  object: 'chat.completion';
+  created: number;
+  model: string;
+  choices: Array<{
+    index: 0;
+    message: { role: 'assistant'; content: string };
+    finish_reason: FinishReason;
+    logprobs: null;
+  }>;
+  usage: CompletionUsage;
+  timings: Timings;
+}
+
+/** A stream of chunks: iterate it directly, or `await` it first (as with OpenAI's SDK). */
+export interface ChatCompletionStream extends AsyncIterable<ChatCompletionChunk>, PromiseLike<AsyncIterable<ChatCompletionChunk>> {}
+
+/** What a generation measured. */
+export interface GenerationStats extends Timings {
+  promptTokens: number;
+  promptEvaluated: number;
+  completionTokens: number;
+  prefillMs: number;
+  decodeMs: number;
+  finishReason: FinishReason;
+}
+
+export interface ModelInfo {
+  name: string | null;
+  executor: 'webgpu' | 'cpu';
+  arch: string;
+  nLayer: number;
+  nEmbd: number;
+  nCtxTrain: number;
+  nVocab: number;
+  hasChatTemplate: boolean;
+}
+
+export declare class WickModel {
+  private constructor();
+  /** `"webgpu"`, or `"cpu"` when the browser has no WebGPU adapter (much slower). */
+  readonly executor: 'webgpu' | 'cpu';
+  readonly info: ModelInfo;
+  /** The URL it was loaded from, if any. */
+  readonly source: string | null;
+  /** The stats of the last finished generation. */
+  lastStats: GenerationStats | null;
+  readonly chat: {
+    completions: {
+      create(request: ChatCompletionRequestStreaming): ChatCompletionStream;
+      create(request: ChatCompletionRequestNonStreaming): Promise<ChatCompletion>;
+    };
+  };
+  /** Render messages with the model's chat template (the assistant's turn opened). */
+  applyChatTemplate(messages: ChatMessage[]): Promise<string>;
+  /** Text pieces of a continuation of `prompt`; returns the stats when done. */
+  generate(prompt: string, opts?: GenerateOptions): AsyncGenerator<string, GenerationStats, undefined>;
+  /** Free the model's GPU (or CPU) memory; the model cannot be used afterwards. */
+  unload(): Promise<void>;
+}
+
+/** A cached model in OPFS. */
+export interface CachedModel {
+  url: string;
+  size: number | null;
+  /** False for a partial download, resumed on the next load. */
+  complete: boolean;
+  savedAt: string | null;
+}
+
+/** Thrown when the storage quota cannot hold a model being cached. */
+export declare class WickStorageError extends Error {
+  name: 'WickStorageError';
+}
+
+export declare function listCachedModels(): Promise<CachedModel[]>;
+/** Delete the cached copy (complete or partial) of a URL; true if there was one. */
+export declare function deleteCachedModel(url: string | URL): Promise<boolean>;
+export declare function clearCache(): Promise<void>;
+export declare function cacheAvailable(): boolean;
+export declare function hasWebGPU(): boolean;
+
+export declare const Wick: {
+  load(source: ModelSource, opts?: LoadOptions): Promise<WickModel>;
+  init(wasmUrl?: string | URL): Promise<void>;
+  hasWebGPU: typeof hasWebGPU;
+  listCachedModels: typeof listCachedModels;
+  deleteCachedModel: typeof deleteCachedModel;
+  clearCache: typeof clearCache;
+};
+
+export default Wick;

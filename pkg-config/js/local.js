@@ -1,0 +1,168 @@
+// The backend that runs the wasm module in this thread (the worker uses it too).
+
+import init, { WickModel as RawModel } from './wasm/wick.js';
+import { cacheAvailable, cachedFile } from './cache.js';
+
+let ready = null;
+
+/** Instantiate the wasm module once (`wasmUrl` overrides where wick_bg.wasm is fetched from). */
+export function initWasm(wasmUrl) {
+  if (!ready) {
+    ready = init(wasmUrl ? { module_or_path: wasmUrl } : undefined).catch((e) => {
+      ready = null;
+      throw e;
+    });
+  }
+  return ready;
+}
+
+/** Resolve to the next turn of the event loop (a macrotask), so that messages, clicks and
+ *  aborts are seen between tokens even when a token is computed synchronously. */
+const nextTask = (() => {
+  if (typeof MessageChannel === 'undefined') return () => new Promise((r) => setTimeout(r, 0));
+  const ch = new MessageChannel();
+  const waiting = [];
+  ch.port1.onmessage = () => waiting.shift()?.();
+  return () =>
+    new Promise((r) => {
+      waiting.push(r);
+      ch.port2.postMessage(0);
+    });
+})();
+
+export function abortError(signal) {
+  return signal?.reason instanceof Error ? signal.reason : new DOMException('The operation was aborted', 'AbortError');
+}
+
+function isUrl(source) {
+  return typeof source === 'string' || source instanceof URL;
+}
+
+/**
+ * Load a model into this thread. Returns a backend: { executor, info, applyChatTemplate,
+ * stream, unload }.
+ */
+export async function loadLocal(source, opts = {}) {
+  const { onProgress, signal, cache = true, executor = 'auto', wasmUrl, fetch: fetchFn } = opts;
+  if (signal?.aborted) throw abortError(signal);
+  await initWasm(wasmUrl);
+  let src = source;
+  if (isUrl(source)) {
+    const url = new URL(String(source), globalThis.location?.href).href;
+    src = url;
+    if (cache && cacheAvailable()) {
+      src = await cachedFile(url, { onProgress, signal, fetchFn });
+    }
+  }
+  const size = opts.size;
+  const progress = onProgress ? (p) => onProgress({ phase: 'load', ...p }) : undefined;
+  // On abort the wasm load stops at its next chunk; reject at once all the same (and free the
+  // model should it have finished meanwhile).
+  const loading = RawModel.load(src, { executor, onProgress: progress, size, signal });
+  let raw;
+  if (signal) {
+    let onAbort;
+    const aborted = new Promise((_, reject) => {
+      onAbort = () => reject(abortError(signal));
+      signal.addEventListener('abort', onAbort, { once: true });
+    });
+    try {
+      raw = await Promise.race([loading, aborted]);
+    } catch (e) {
+      loading.then((m) => m.free(), () => {});
+      throw e;
+    } finally {
+      signal.removeEventListener('abort', onAbort);
+    }
+  } else {
+    raw = await loading;
+  }
+  return new LocalBackend(raw);
+}
+
+class LocalBackend {
+  constructor(raw) {
+    this.raw = raw;
+    this.executor = raw.executor;
+    this.info = raw.info();
+    this.lock = Promise.resolve();
+  }
+
+  live() {
+    if (!this.raw) throw new Error('the model has been unloaded');
+    return this.raw;
+  }
+
+  async applyChatTemplate(messages) {
+    return this.live().applyChatTemplate(messages);
+  }
+
+  /**
+   * Generate after `prompt`: an async iterator of `{ text, id }` whose return value is the
+   * generation's stats. Generations run one at a time (a second one waits for the first).
+   */
+  async *stream(prompt, opts = {}, signal) {
+    const { signal: _s, stream: _st, messages: _m, ...rest } = opts;
+    const prev = this.lock;
+    let release;
+    this.lock = new Promise((r) => (release = r));
+    try {
+      await prev;
+      if (signal?.aborted) throw abortError(signal);
+      const queue = [];
+      let wake = null;
+      let finished = false;
+      let failure = null;
+      let stats = null;
+      let stopped = false;
+      const onToken = (text, id) => {
+        queue.push({ text, id });
+        if (wake) wake();
+        if (stopped || signal?.aborted) return false;
+        return nextTask().then(() => !(stopped || signal?.aborted));
+      };
+      const onAbort = () => wake && wake();
+      signal?.addEventListener('abort', onAbort);
+      const run = this.live().generate(prompt, rest, onToken).then(
+        (s) => (stats = s),
+        (e) => (failure = e),
+      );
+      run.finally(() => {
+        finished = true;
+        if (wake) wake();
+      });
+      try {
+        for (;;) {
+          if (signal?.aborted) break;
+          if (queue.length) {
+            yield queue.shift();
+            continue;
+          }
+          if (finished || signal?.aborted) break;
+          await new Promise((r) => (wake = r));
+          wake = null;
+        }
+      } finally {
+        stopped = true;
+        signal?.removeEventListener('abort', onAbort);
+        await run;
+      }
+      if (failure) throw failure instanceof Error ? failure : new Error(String(failure));
+      if (signal?.aborted) throw abortError(signal);
+      return stats;
+    } finally {
+      release();
+    }
+  }
+
+  async unload() {
+    if (this.raw) {
+      this.raw.unload();
+      // Dropping the Rust object frees what a finished generation left (its GPU buffers).
+      const raw = this.raw;
+      this.raw = null;
+      await this.lock;
+      raw.free();
+    }
+  }
+}

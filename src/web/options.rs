@@ -1,0 +1,141 @@
+//! Reading the plain JS option objects of the wasm API into wick's Rust options.
+//!
+//! Every field is optional; a field of the wrong type is an error that names it (a silently
+//! ignored `temperature: "0.5"` would be worse than a clear message).
+
+use js_sys::{Array, Function, Reflect};
+use wasm_bindgen::{JsCast, JsValue};
+
+use crate::chat::ChatMessage;
+use crate::sampling::SamplingParams;
+use crate::{ExecutorKind, GenerateOptions};
+
+/// A field of a JS options object (`undefined` when `obj` is not an object or has no such field).
+pub(crate) fn field(obj: &JsValue, key: &str) -> JsValue {
+    if !obj.is_object() {
+        return JsValue::UNDEFINED;
+    }
+    Reflect::get(obj, &JsValue::from_str(key)).unwrap_or(JsValue::UNDEFINED)
+}
+
+fn absent(v: &JsValue) -> bool {
+    v.is_undefined() || v.is_null()
+}
+
+/// An optional finite number.
+pub(crate) fn number(obj: &JsValue, key: &str) -> Result<Option<f64>, String> {
+    let v = field(obj, key);
+    if absent(&v) {
+        return Ok(None);
+    }
+    match v.as_f64() {
+        Some(x) if x.is_finite() => Ok(Some(x)),
+        _ => Err(format!("option '{key}' must be a finite number")),
+    }
+}
+
+/// An optional non-negative integer.
+pub(crate) fn count(obj: &JsValue, key: &str) -> Result<Option<usize>, String> {
+    match number(obj, key)? {
+        None => Ok(None),
+        Some(x) if x >= 0.0 && x.fract() == 0.0 && x <= 9.0e15 => Ok(Some(x as usize)),
+        Some(_) => Err(format!("option '{key}' must be a non-negative integer")),
+    }
+}
+
+/// An optional string.
+pub(crate) fn string(obj: &JsValue, key: &str) -> Result<Option<String>, String> {
+    let v = field(obj, key);
+    if absent(&v) {
+        return Ok(None);
+    }
+    v.as_string().map(Some).ok_or_else(|| format!("option '{key}' must be a string"))
+}
+
+/// An optional function.
+pub(crate) fn function(obj: &JsValue, key: &str) -> Result<Option<Function>, String> {
+    let v = field(obj, key);
+    if absent(&v) {
+        return Ok(None);
+    }
+    v.dyn_into::<Function>().map(Some).map_err(|_| format!("option '{key}' must be a function"))
+}
+
+/// The `executor` option: `"auto"` (default), `"webgpu"` or `"cpu"`.
+pub(crate) fn executor(obj: &JsValue) -> Result<ExecutorKind, String> {
+    match string(obj, "executor")?.as_deref() {
+        None | Some("auto") => Ok(ExecutorKind::Auto),
+        Some("webgpu") => Ok(ExecutorKind::WebGpu),
+        Some("cpu") => Ok(ExecutorKind::Cpu),
+        Some(other) => Err(format!("unknown executor '{other}' (choose auto, webgpu or cpu)")),
+    }
+}
+
+/// Generation options, in the OpenAI spelling where one exists: `max_tokens` (or
+/// `maxTokens`), `temperature`, `top_p`, `top_k`, `min_p`, `repeat_penalty`,
+/// `presence_penalty`, `frequency_penalty`, `seed`, `stop` (a string or an array of strings).
+pub(crate) fn generate_options(obj: &JsValue) -> Result<GenerateOptions, String> {
+    let mut o = GenerateOptions::default();
+    let either =
+        |a: &str, b: &str| -> Result<Option<f64>, String> { Ok(number(obj, a)?.or(number(obj, b)?)) };
+    if let Some(n) = count(obj, "max_tokens")?.or(count(obj, "maxTokens")?) {
+        o.max_tokens = n;
+    }
+    let s: &mut SamplingParams = &mut o.sampling;
+    if let Some(x) = number(obj, "temperature")? {
+        s.temperature = x as f32;
+    }
+    if let Some(x) = either("top_p", "topP")? {
+        s.top_p = x as f32;
+    }
+    if let Some(x) = count(obj, "top_k")?.or(count(obj, "topK")?) {
+        s.top_k = x;
+    }
+    if let Some(x) = either("min_p", "minP")? {
+        s.min_p = x as f32;
+    }
+    if let Some(x) = either("repeat_penalty", "repeatPenalty")? {
+        s.repeat_penalty = x as f32;
+    }
+    if let Some(x) = either("presence_penalty", "presencePenalty")? {
+        s.presence_penalty = x as f32;
+    }
+    if let Some(x) = either("frequency_penalty", "frequencyPenalty")? {
+        s.frequency_penalty = x as f32;
+    }
+    if s.presence_penalty != 0.0 || s.frequency_penalty != 0.0 || s.repeat_penalty != 1.0 {
+        s.penalty_last_n = s.penalty_last_n.max(64);
+    }
+    if let Some(x) = count(obj, "seed")? {
+        s.seed = x as u64;
+    }
+    let stop = field(obj, "stop");
+    if let Some(one) = stop.as_string() {
+        o.stop = vec![one];
+    } else if Array::is_array(&stop) {
+        let arr = Array::from(&stop);
+        for v in arr.iter() {
+            o.stop.push(v.as_string().ok_or("option 'stop' must be a string or an array of strings")?);
+        }
+    } else if !absent(&stop) {
+        return Err("option 'stop' must be a string or an array of strings".into());
+    }
+    Ok(o)
+}
+
+/// An array of `{ role, content }` objects.
+pub(crate) fn messages(v: &JsValue) -> Result<Vec<ChatMessage>, String> {
+    if !Array::is_array(v) {
+        return Err("messages must be an array of { role, content } objects".into());
+    }
+    let mut out = Vec::new();
+    for (i, m) in Array::from(v).iter().enumerate() {
+        let role = string(&m, "role").ok().flatten();
+        let content = string(&m, "content").ok().flatten();
+        match (role, content) {
+            (Some(r), Some(c)) => out.push(ChatMessage::new(r, c)),
+            _ => return Err(format!("messages[{i}] must have string 'role' and 'content' fields")),
+        }
+    }
+    Ok(out)
+}

@@ -1,0 +1,71 @@
+// A tiny consumer of wick-llm: `tsc --noEmit` must accept it against the package's types
+// (tests/browser/consumer, run by .ci/web-tests). It is type-checked, never run.
+
+import Wick, {
+  Wick as NamedWick,
+  WickModel,
+  WickStorageError,
+  listCachedModels,
+  deleteCachedModel,
+  type ChatCompletionChunk,
+  type ChatCompletion,
+  type GenerationStats,
+  type LoadProgress,
+  type CachedModel,
+} from 'wick-llm';
+
+export async function demo(file: File): Promise<string> {
+  const ctl = new AbortController();
+  const model: WickModel = await Wick.load('https://example.com/model.gguf', {
+    onProgress: (p: LoadProgress) => console.log(p.phase, p.loaded, p.total ?? '?'),
+    signal: ctl.signal,
+    worker: true,
+    executor: 'auto',
+  });
+  const fromFile = await NamedWick.load(file, { cache: false });
+  const executor: 'webgpu' | 'cpu' = fromFile.executor;
+
+  let text = '';
+  for await (const chunk of model.chat.completions.create({
+    messages: [{ role: 'user', content: 'Hello' }],
+    stream: true,
+    temperature: 0.7,
+    max_tokens: 64,
+    stop: ['\n\n'],
+    signal: ctl.signal,
+  })) {
+    const c: ChatCompletionChunk = chunk;
+    text += c.choices[0].delta.content ?? '';
+    if (c.choices[0].finish_reason === 'length') console.log(c.usage?.completion_tokens, c.timings?.decode_tokens_per_s);
+  }
+  const stream = await model.chat.completions.create({ messages: [{ role: 'system', content: 'Be brief.' }], stream: true });
+  for await (const c of stream) text += c.choices[0].delta.content ?? '';
+
+  const whole: ChatCompletion = await model.chat.completions.create({ messages: [{ role: 'user', content: 'Hi' }] });
+  text += whole.choices[0].message.content;
+
+  const gen = model.generate('Once upon a time', { maxTokens: 16, topK: 40, signal: ctl.signal });
+  for await (const piece of gen) text += piece;
+  const stats: GenerationStats | null = model.lastStats;
+  console.log(stats?.decode_tokens_per_s, stats?.finishReason, executor, model.info.nVocab);
+
+  const prompt: string = await model.applyChatTemplate([{ role: 'user', content: 'x' }]);
+  const cached: CachedModel[] = await listCachedModels();
+  const removed: boolean = await deleteCachedModel(cached[0]?.url ?? prompt);
+  try {
+    await Wick.load(new URL('https://example.com/big.gguf'));
+  } catch (e) {
+    if (e instanceof WickStorageError) console.log(e.message, removed);
+  }
+  await model.unload();
+  await fromFile.unload();
+  return text;
+}
+
+// Types that must NOT compile (checked with @ts-expect-error: an error here means the types are too loose).
+// @ts-expect-error: the source must be a URL, Blob, File or stream
+Wick.load(42);
+// @ts-expect-error: messages are required
+Wick.load('x').then((m) => m.chat.completions.create({ stream: true }));
+// @ts-expect-error: executors are 'auto' | 'webgpu' | 'cpu'
+Wick.load('x', { executor: 'cuda' });

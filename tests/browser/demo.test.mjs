@@ -1,0 +1,139 @@
+// End to end: the www chat demo in headless Chromium (WebGPU through SwiftShader) loads a
+// small model from the local server with a moving progress bar, streams a reply, stops a
+// long one, and loads the same model a second time from OPFS without downloading it again.
+//
+//   node tests/browser/demo.test.mjs   (needs pkg/ built and $WICK_TEST_MODEL or
+//                                       target/web-test/tiny.gguf; see .ci/web-tests)
+
+import { mkdirSync } from 'node:fs';
+import { join, relative } from 'node:path';
+import { repo, startServer, launch, echo, check } from './harness.mjs';
+
+const modelFile = process.env.WICK_TEST_MODEL || join(repo, 'target/web-test/tiny.gguf');
+const modelPath = '/' + relative(repo, modelFile);
+const shots = join(repo, 'target/web-test');
+mkdirSync(shots, { recursive: true });
+
+const server = await startServer();
+const browser = await launch();
+try {
+  const page = await browser.context.newPage();
+  echo(page, 'chat');
+  await page.goto(`${server.base}/www/?model=${encodeURIComponent(modelPath)}`);
+  check(await page.evaluate(() => !!navigator.gpu), 'the page has WebGPU (SwiftShader)');
+
+  // 1. Load: the progress bar moves, the model arrives.
+  await page.click('#load');
+  await page.waitForFunction(() => document.body.dataset.loaded, null, { timeout: 120_000 });
+  const progress = await page.evaluate(() => window.wickDemo.state.progress);
+  const downloads = progress.filter((p) => p.phase === 'download');
+  const loads = progress.filter((p) => p.phase === 'load');
+  console.log(`  progress: ${downloads.length} download and ${loads.length} load reports`);
+  check(downloads.length >= 3 && loads.length >= 3, 'the progress bar got several download and load reports');
+  const increasing = (xs) => xs.every((p, i) => i === 0 || p.loaded >= xs[i - 1].loaded);
+  check(increasing(downloads) && increasing(loads), 'progress only moves forward');
+  const last = loads[loads.length - 1];
+  check(last.total > 0 && last.loaded === last.total, `the load reached its total (${last.total} bytes)`);
+  check((await page.$eval('#progress', (b) => b.value)) > 0, 'the <progress> bar has a value');
+  const status = await page.textContent('#load-status');
+  console.log(`  status: ${status}`);
+  check(/on webgpu/.test(status), 'the model runs on WebGPU');
+  check(await page.$eval('#webgpu-note', (n) => n.hidden), 'no CPU-fallback note with WebGPU');
+
+  // 2. A reply streams in.
+  await page.fill('#max-tokens', '24');
+  await page.fill('#prompt', 'Hello! Who are you?');
+  await page.click('#send');
+  await page.waitForFunction(() => window.wickDemo.replies.length === 1, null, { timeout: 120_000 });
+  const first = (await page.evaluate(() => window.wickDemo.replies))[0];
+  console.log(`  reply: ${first.pieces} pieces, ${JSON.stringify(first.text.slice(0, 80))}`);
+  check(first.outcome === 'done' && first.pieces >= 2 && first.text.length > 0, 'a reply streamed in, piece by piece');
+  const stats = await page.textContent('#stats');
+  console.log(`  stats: ${stats}`);
+  check(/decode [\d.]+ tokens\/s/.test(stats), 'tokens/s are shown');
+
+  // 3. Stop: a long generation ends early when the stop button is clicked.
+  await page.fill('#max-tokens', '3000');
+  await page.fill('#prompt', 'Tell me a very long story.');
+  await page.click('#send');
+  await page.waitForFunction(() => (document.querySelectorAll('.msg.assistant')[1]?.textContent.length || 0) > 20, null, {
+    timeout: 120_000,
+  });
+  await page.click('#stop');
+  await page.waitForFunction(() => window.wickDemo.replies.length === 2, null, { timeout: 30_000 });
+  const second = (await page.evaluate(() => window.wickDemo.replies))[1];
+  console.log(`  stopped after ${second.pieces} pieces`);
+  check(second.outcome === 'stopped' && second.pieces < 3000, 'the stop button ended the generation');
+  check(await page.$eval('#stop', (b) => b.disabled), 'the stop button is disabled again');
+  const shot = join(shots, 'demo-chat.png');
+  await page.screenshot({ path: shot, fullPage: true });
+  console.log(`screenshot: ${shot}`);
+
+  // 4. Second load: from OPFS, no second download (counted at the server).
+  const before = (await server.requests())[modelPath] || 0;
+  check(before === 1, `the model was downloaded once (${before} request)`);
+  const listed = await page.evaluate(async () => (await import('/pkg/index.js')).listCachedModels());
+  check(listed.some((m) => m.url.endsWith(modelPath) && m.complete), 'listCachedModels shows the model as complete');
+  for (const worker of ['1', '0']) {
+    const again = await browser.context.newPage();
+    echo(again, `reload worker=${worker}`);
+    await again.goto(`${server.base}/www/?worker=${worker}&model=${encodeURIComponent(modelPath)}`);
+    await again.click('#load');
+    await again.waitForFunction(() => document.body.dataset.loaded, null, { timeout: 120_000 });
+    const p2 = await again.evaluate(() => window.wickDemo.state.progress);
+    check(!p2.some((p) => p.phase === 'download'), `worker=${worker}: the second load reported no download`);
+    await again.close();
+  }
+  const after = (await server.requests())[modelPath] || 0;
+  check(after === 1, `no second download: the server saw ${after} request for the model in all`);
+
+  // 5. Delete from the cache: the next load downloads again.
+  const deleted = await page.evaluate(async (u) => (await import('/pkg/index.js')).deleteCachedModel(u), modelPath);
+  check(deleted === true, 'deleteCachedModel removed the cached copy');
+  const rest = await page.evaluate(async () => (await import('/pkg/index.js')).listCachedModels());
+  check(!rest.some((m) => m.url.endsWith(modelPath)), 'the model is no longer listed');
+
+  // 6. The bench page reports prefill and decode tokens/s for the loaded model.
+  const bench = await browser.context.newPage();
+  echo(bench, 'bench');
+  await bench.goto(`${server.base}/www/bench.html?autoload=1&model=${encodeURIComponent(modelPath)}`);
+  await bench.waitForFunction(() => document.body.dataset.loaded, null, { timeout: 120_000 });
+  await bench.fill('#n-prompt', '64');
+  await bench.fill('#n-gen', '16');
+  await bench.fill('#runs', '2');
+  await bench.click('#run');
+  await bench.waitForFunction(() => window.wickBench.done, null, { timeout: 120_000 });
+  const runs = await bench.evaluate(() => window.wickBench.results);
+  const summary = await bench.textContent('#summary');
+  console.log(`  bench: ${summary}`);
+  check(runs.length === 2 && runs.every((r) => r.prefill_tokens_per_s > 0 && r.decode_tokens_per_s > 0 && r.completionTokens === 16), 'the bench page measured prefill and decode twice');
+  check(runs.every((r) => r.promptEvaluated >= 60), 'its prompt had about 64 tokens');
+  check(/on webgpu: prefill [\d.]+ tokens\/s, decode [\d.]+ tokens\/s/.test(summary), 'the bench page shows both speeds');
+  const benchShot = join(shots, 'demo-bench.png');
+  await bench.screenshot({ path: benchShot, fullPage: true });
+  console.log(`screenshot: ${benchShot}`);
+
+  // 7. Without WebGPU: the note shows and the model runs on the CPU fallback.
+  const nogpu = await browser.context.newPage();
+  echo(nogpu, 'no-webgpu');
+  await nogpu.addInitScript(() => {
+    delete Navigator.prototype.gpu;
+  });
+  await nogpu.goto(`${server.base}/www/?worker=0&autoload=1&model=${encodeURIComponent(modelPath)}`);
+  check(await nogpu.$eval('#webgpu-note', (n) => !n.hidden && /CPU/.test(n.textContent)), 'without WebGPU the page shows the CPU-fallback note');
+  await nogpu.waitForFunction(() => document.body.dataset.loaded, null, { timeout: 120_000 });
+  check(/on cpu/.test(await nogpu.textContent('#load-status')), 'the model loaded on the CPU executor');
+  await nogpu.fill('#max-tokens', '8');
+  await nogpu.fill('#prompt', 'Hi');
+  await nogpu.click('#send');
+  await nogpu.waitForFunction(() => window.wickDemo.replies.length === 1, null, { timeout: 120_000 });
+  const cpuReply = (await nogpu.evaluate(() => window.wickDemo.replies))[0];
+  check(cpuReply.outcome === 'done' && cpuReply.text.length > 0, 'the CPU fallback streams a reply');
+  const cpuShot = join(shots, 'demo-no-webgpu.png');
+  await nogpu.screenshot({ path: cpuShot, fullPage: true });
+  console.log(`screenshot: ${cpuShot}`);
+  console.log('demo test: all passed');
+} finally {
+  await browser.close();
+  server.stop();
+}

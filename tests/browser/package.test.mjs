@@ -1,0 +1,194 @@
+// The npm package's API in headless Chromium: generation in a Web Worker while the main
+// thread stays responsive (a setInterval keeps ticking), the OpenAI chunk shape, generate(),
+// cancellation with an AbortSignal, the errors of a bad source and of an unloaded model.
+//
+//   node tests/browser/package.test.mjs   (needs pkg/ and the test model, as demo.test.mjs)
+
+import { join, relative } from 'node:path';
+import { repo, startServer, launch, echo, check } from './harness.mjs';
+
+const modelFile = process.env.WICK_TEST_MODEL || join(repo, 'target/web-test/tiny.gguf');
+const modelPath = '/' + relative(repo, modelFile);
+
+const server = await startServer();
+const browser = await launch();
+try {
+  const page = await browser.context.newPage();
+  echo(page, 'pkg');
+  await page.goto(`${server.base}/tests/browser/blank.html`);
+
+  // 1. The worker keeps the main thread free: the CPU executor computes synchronously, so on
+  // the main thread each token would block the page; in the worker a 10 ms interval keeps
+  // ticking throughout.
+  const responsiveness = async (worker) =>
+    page.evaluate(
+      async ({ url, worker }) => {
+        const { Wick } = await import('/pkg/index.js');
+        const model = await Wick.load(url, { worker, executor: 'cpu', cache: false });
+        const ticks = [];
+        const timer = setInterval(() => ticks.push(performance.now()), 10);
+        const t0 = performance.now();
+        let pieces = 0;
+        // A long prompt: its prefill is one long synchronous step on the CPU executor.
+        const prompt = 'Once upon a time there was a little model that ran in a browser. '.repeat(110);
+        for await (const piece of model.generate(prompt, { max_tokens: 48, temperature: 0, nCtx: 2048 })) pieces += piece ? 1 : 0;
+        const t1 = performance.now();
+        clearInterval(timer);
+        let maxGap = 0;
+        let prev = t0;
+        for (const t of ticks) {
+          maxGap = Math.max(maxGap, t - prev);
+          prev = t;
+        }
+        maxGap = Math.max(maxGap, t1 - prev);
+        const executor = model.executor;
+        const stats = model.lastStats;
+        await model.unload();
+        return { pieces, ticks: ticks.length, ms: t1 - t0, maxGap, executor, completion: stats.completionTokens };
+      },
+      { url: modelPath, worker },
+    );
+  const inWorker = await responsiveness(true);
+  console.log(`  worker: ${JSON.stringify(inWorker)}`);
+  check(inWorker.executor === 'cpu' && inWorker.completion === 48, 'the worker generated 48 tokens on the CPU executor');
+  const expected = inWorker.ms / 10;
+  check(inWorker.ticks >= expected * 0.3, `the interval kept ticking during generation in the worker (${inWorker.ticks} ticks in ${inWorker.ms.toFixed(0)} ms)`);
+  // (Generous: on a loaded 2-core machine the OS alone can hold the page's thread back for
+  // 200 ms; a prefill on the main thread stalls it for seconds.)
+  check(inWorker.maxGap < 500, `the main thread never stalled more than 500 ms (max gap ${inWorker.maxGap.toFixed(1)} ms)`);
+  // The same on the main thread shows what the test detects: the page stalls there.
+  const onMain = await responsiveness(false);
+  console.log(`  main thread, for comparison: ${JSON.stringify(onMain)}`);
+  check(onMain.maxGap > 3 * inWorker.maxGap, `on the main thread the page stalls (max gap ${onMain.maxGap.toFixed(1)} ms), in the worker it does not`);
+
+  // 2. The OpenAI shape, on WebGPU in the worker; an abort through an AbortSignal.
+  const api = await page.evaluate(async (url) => {
+    const { Wick } = await import('/pkg/index.js');
+    const model = await Wick.load(url);
+    const chunks = [];
+    for await (const c of model.chat.completions.create({
+      messages: [{ role: 'user', content: 'Hi' }],
+      stream: true,
+      max_tokens: 8,
+      temperature: 0,
+    })) {
+      chunks.push(c);
+    }
+    const whole = await model.chat.completions.create({ messages: [{ role: 'user', content: 'Hi' }], max_tokens: 8, temperature: 0 });
+    const streamed = chunks.map((c) => c.choices[0].delta.content || '').join('');
+    // Awaiting the stream first works too (OpenAI's SDK style).
+    let awaited = 0;
+    for await (const _c of await model.chat.completions.create({ messages: [{ role: 'user', content: 'Hi' }], stream: true, max_tokens: 4 })) awaited++;
+    // Abort after 3 pieces.
+    const ctl = new AbortController();
+    let got = 0;
+    let abortName = null;
+    try {
+      for await (const _p of model.generate('The', { max_tokens: 2000, signal: ctl.signal })) {
+        if (++got === 3) ctl.abort();
+      }
+    } catch (e) {
+      abortName = e.name;
+    }
+    // Breaking out of the loop stops generation too; the model stays usable.
+    let broke = 0;
+    for await (const _p of model.generate('The', { max_tokens: 2000 })) if (++broke === 2) break;
+    const afterBreak = [];
+    for await (const p of model.generate('The', { max_tokens: 3, temperature: 0 })) afterBreak.push(p);
+    // The next turn reuses the cached prefix: only its new tokens are evaluated.
+    const p1 = 'The quick brown fox jumps over the lazy dog. '.repeat(6);
+    let out = '';
+    for await (const t of model.generate(p1, { max_tokens: 4, temperature: 0 })) out += t;
+    const first = model.lastStats;
+    for await (const _t of model.generate(p1 + out + ' And then', { max_tokens: 2, temperature: 0 })) {
+    }
+    const reuse = { first, second: model.lastStats };
+    await model.unload();
+    let unloadedError = null;
+    try {
+      for await (const _p of model.generate('x')) {
+      }
+    } catch (e) {
+      unloadedError = e.message;
+    }
+    let badUrl = null;
+    try {
+      await Wick.load('/does-not-exist.gguf', { cache: false });
+    } catch (e) {
+      badUrl = e.message;
+    }
+    return { executor: model.executor, chunks, whole, streamed, awaited, got, abortName, afterBreak, reuse, unloadedError, badUrl };
+  }, modelPath);
+  const c0 = api.chunks[0];
+  const cl = api.chunks[api.chunks.length - 1];
+  console.log(`  first chunk: ${JSON.stringify(c0)}`);
+  console.log(`  last chunk: ${JSON.stringify(cl)}`);
+  check(api.executor === 'webgpu', 'Wick.load defaults to a worker on WebGPU');
+  check(api.chunks.every((c) => c.object === 'chat.completion.chunk' && c.choices[0].index === 0 && c.id === c0.id), 'chunks have the OpenAI shape and one id');
+  check(c0.choices[0].delta.role === 'assistant' && c0.choices[0].finish_reason === null, 'the first chunk opens the assistant turn');
+  check(cl.choices[0].finish_reason === 'length' && cl.usage.completion_tokens === 8, 'the last chunk has finish_reason "length" and usage');
+  check(cl.timings.decode_tokens_per_s > 0, `the last chunk reports decode speed (${cl.timings.decode_tokens_per_s.toFixed(1)} tokens/s)`);
+  check(api.whole.object === 'chat.completion' && api.whole.choices[0].message.content === api.streamed, 'stream: false gives the same (greedy) text as streaming');
+  check(api.awaited >= 1, 'an awaited stream iterates');
+  check(api.abortName === 'AbortError' && api.got === 3, 'an AbortSignal stops generation with an AbortError');
+  check(api.afterBreak.length >= 1, 'the model still generates after a break');
+  const { first: r1, second: r2 } = api.reuse;
+  console.log(`  prompt tokens evaluated: first ${r1.promptEvaluated} of ${r1.promptTokens}, next turn ${r2.promptEvaluated} of ${r2.promptTokens}`);
+  check(r2.promptTokens > r1.promptTokens && r2.promptEvaluated <= r2.promptTokens - r1.promptTokens + 2, 'the next turn evaluates only its new tokens (the KV cache is kept)');
+  check(/unloaded/.test(api.unloadedError || ''), `using an unloaded model fails clearly: ${api.unloadedError}`);
+  check(/404/.test(api.badUrl || ''), `a missing URL fails clearly: ${api.badUrl}`);
+
+  // 3. The other sources: a Blob (as a dropped File is) and a ReadableStream, each sent to the
+  // worker (the stream is transferred) and loaded on the main thread.
+  const sources = await page.evaluate(async (url) => {
+    const { Wick } = await import('/pkg/index.js');
+    const out = [];
+    for (const worker of [true, false]) {
+      for (const kind of ['blob', 'stream']) {
+        const resp = await fetch(url);
+        const size = Number(resp.headers.get('content-length'));
+        const source = kind === 'blob' ? await resp.blob() : resp.body;
+        let last = null;
+        const model = await Wick.load(source, { worker, size, onProgress: (p) => (last = p) });
+        let text = '';
+        for await (const t of model.generate('Hello', { max_tokens: 3, temperature: 0 })) text += t;
+        await model.unload();
+        out.push({ worker, kind, text, loaded: last?.loaded, total: last?.total, size });
+      }
+    }
+    return out;
+  }, modelPath);
+  for (const r of sources) {
+    check(r.text.length > 0 && r.loaded === r.size && r.total === r.size, `a ${r.kind} loads ${r.worker ? 'in the worker' : 'on the main thread'}, with progress to its size`);
+  }
+
+  // 4. Aborting a load stops it inside wasm: no progress report comes after the abort's next.
+  const aborted = await page.evaluate(async (url) => {
+    const { Wick } = await import('/pkg/index.js');
+    const ctl = new AbortController();
+    let after = 0;
+    let error = null;
+    try {
+      await Wick.load(url, {
+        worker: false,
+        cache: false,
+        signal: ctl.signal,
+        onProgress: (p) => {
+          if (ctl.signal.aborted) after++;
+          // The first report comes within the first (largest) tensor, which needs more reads.
+          else if (p.phase === 'load') ctl.abort();
+        },
+      });
+    } catch (e) {
+      error = e.name;
+    }
+    await new Promise((r) => setTimeout(r, 1000));
+    return { error, after };
+  }, modelPath);
+  check(aborted.error === 'AbortError', 'an aborted load rejects with an AbortError');
+  check(aborted.after <= 1, `and stops reading: ${aborted.after} progress report(s) after the abort`);
+  console.log('package test: all passed');
+} finally {
+  await browser.close();
+  server.stop();
+}
