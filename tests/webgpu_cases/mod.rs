@@ -22,9 +22,13 @@ use wick::exec::{
 };
 use wick::quant::GgmlType;
 
-struct Rng(u64);
+pub struct Rng(u64);
 
 impl Rng {
+    /// A generator from a nonzero seed.
+    pub fn new(seed: u64) -> Rng {
+        Rng(seed.max(1))
+    }
     fn next(&mut self) -> u64 {
         self.0 ^= self.0 << 13;
         self.0 ^= self.0 >> 7;
@@ -32,7 +36,7 @@ impl Rng {
         self.0
     }
     /// Uniform in [-1, 1).
-    fn f(&mut self) -> f32 {
+    pub fn f(&mut self) -> f32 {
         (self.next() >> 40) as f32 / (1u64 << 23) as f32 - 1.0
     }
     fn vec(&mut self, n: usize, scale: f32) -> Vec<f32> {

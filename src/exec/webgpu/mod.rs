@@ -58,6 +58,7 @@
 mod buffers;
 mod pipelines;
 mod plan;
+mod profile;
 
 use std::sync::{Arc, Mutex};
 
@@ -97,6 +98,12 @@ pub struct WebGpuExecutor {
     binding_cap: Option<u64>,
     /// The first validation or device error wgpu reported (it reports them out of band).
     error: Arc<Mutex<Option<String>>>,
+    /// Record each step's successor while the GPU runs it (`WICK_WEBGPU_AHEAD=0`: off).
+    ahead: bool,
+    /// Profiling (`WICK_WEBGPU_PROFILE=1`, natively): per-plan times; `timestamps`: the
+    /// adapter can write timestamps inside passes.
+    profile: Option<Vec<profile::PlanStats>>,
+    timestamps: bool,
 }
 
 impl WebGpuExecutor {
@@ -142,7 +149,15 @@ impl WebGpuExecutor {
             && std::env::var("WICK_WEBGPU_F16").map_or(true, |v| v != "0");
         let subgroups = have.contains(wgpu::Features::SUBGROUP)
             && std::env::var("WICK_WEBGPU_SUBGROUPS").map_or(true, |v| v != "0");
+        let profiling = cfg!(not(target_arch = "wasm32")) && env_is("WICK_WEBGPU_PROFILE", "1");
+        let ts_features = wgpu::Features::TIMESTAMP_QUERY
+            | wgpu::Features::TIMESTAMP_QUERY_INSIDE_ENCODERS
+            | wgpu::Features::TIMESTAMP_QUERY_INSIDE_PASSES;
+        let timestamps = profiling && have.contains(ts_features);
         let mut features = wgpu::Features::empty();
+        if timestamps {
+            features |= ts_features;
+        }
         if f16 {
             features |= wgpu::Features::SHADER_F16;
         }
@@ -207,6 +222,9 @@ impl WebGpuExecutor {
             subgroup_reduce: subgroups,
             f16,
             error,
+            ahead: !env_is("WICK_WEBGPU_AHEAD", "0"),
+            profile: profiling.then(Vec::new),
+            timestamps,
         })
     }
 
@@ -368,9 +386,13 @@ impl Executor for WebGpuExecutor {
             &self.dummy,
             &self.limits,
             mode,
+            self.timestamps,
             graph,
         )?;
         self.take_error()?;
+        if let Some(stats) = &mut self.profile {
+            stats.push(profile::PlanStats { tokens: graph.n_tokens, ..Default::default() });
+        }
         self.plans.push(plan);
         Ok(GraphId(self.plans.len() as u32 - 1))
     }
@@ -383,10 +405,12 @@ impl Executor for WebGpuExecutor {
         pos: usize,
         readback: Readback,
     ) -> LocalFuture<'a, Result<StepOutput>> {
+        let t0 = self.profile.as_ref().map(|_| std::time::Instant::now());
         let submitted = self.submit(graph, kv, tokens, pos, readback);
+        let t1 = t0.map(|_| std::time::Instant::now());
         Box::pin(async move {
-            let plan = submitted?;
-            let plan = &self.plans[plan];
+            let gi = submitted?;
+            let plan = &self.plans[gi];
             let out = match readback {
                 Readback::Argmax => {
                     let b = buffers::read(&self.device, &plan.argmax_read, 4).await?;
@@ -406,9 +430,27 @@ impl Executor for WebGpuExecutor {
                     StepOutput { token: None, logits }
                 }
             };
+            if let (Some(t0), Some(t1)) = (t0, t1) {
+                self.record_profile(gi, t0, t1);
+            }
             self.take_error()?;
             Ok(out)
         })
+    }
+}
+
+/// Whether environment variable `name` is set to `value`.
+fn env_is(name: &str, value: &str) -> bool {
+    std::env::var(name).is_ok_and(|v| v == value)
+}
+
+impl Drop for WebGpuExecutor {
+    fn drop(&mut self) {
+        if let Some(stats) = &self.profile {
+            for (i, s) in stats.iter().enumerate() {
+                eprint!("{}", s.summary(&format!("graph {i}")));
+            }
+        }
     }
 }
 
@@ -437,10 +479,39 @@ impl WebGpuExecutor {
         step.extend_from_slice(&(pos as u32).to_le_bytes());
         tokens.iter().for_each(|t| step.extend_from_slice(&t.to_le_bytes()));
         self.queue.write_buffer(&plan.step, 0, &step);
-        let mut enc =
-            self.device.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some("step") });
-        plan.record(&mut enc, kv.0, readback == Readback::Argmax);
-        self.queue.submit([enc.finish()]);
+        let argmax = readback == Readback::Argmax;
+        let record = |plan: &plan::Plan| {
+            let mut enc =
+                self.device.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some("step") });
+            plan.record(&mut enc, kv.0, argmax);
+            enc.finish()
+        };
+        let cmds = match plan.ahead.take() {
+            Some((k, a, cmds)) if k == kv.0 && a == argmax => cmds,
+            _ => record(plan),
+        };
+        self.queue.submit([cmds]);
+        if self.ahead {
+            // The next step of this graph most likely reads the same cache the same way: record
+            // it now, while the GPU works (wgpu's recording costs microseconds per dispatch).
+            plan.ahead = Some((kv.0, argmax, record(plan)));
+        }
         Ok(gi)
+    }
+
+    /// Add a finished step's CPU times (`t0` start, `t1` submitted) and timestamps to the profile.
+    fn record_profile(&mut self, gi: usize, t0: std::time::Instant, t1: std::time::Instant) {
+        let now = std::time::Instant::now();
+        let plan = &self.plans[gi];
+        let ts = plan.queries.as_ref().and_then(|q| q.read(&self.device));
+        let period = self.queue.get_timestamp_period() as f64;
+        if let Some(s) = self.profile.as_mut().and_then(|p| p.get_mut(gi)) {
+            s.steps += 1;
+            s.record_ns += (t1 - t0).as_nanos() as f64;
+            s.wait_ns += (now - t1).as_nanos() as f64;
+            if let Some(ts) = ts {
+                s.add_timestamps(&ts, &plan.labels, period);
+            }
+        }
     }
 }

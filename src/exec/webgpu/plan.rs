@@ -6,6 +6,7 @@ use std::num::NonZeroU64;
 
 use super::buffers::{err, GpuKv, GpuWeight};
 use super::pipelines::{task_values, ActQuant, Kernel, MatVec, Pipelines, SUPPORTED};
+use super::profile::StepQueries;
 use crate::exec::{ActId, Gate, Graph, Op, RopeMode};
 use crate::quant::GgmlType;
 use crate::Result;
@@ -98,11 +99,19 @@ pub struct Plan {
     pub logits_bytes: u64,
     /// Rows of the embedding table (token ids must be below), if the graph embeds.
     pub embed_rows: Option<u64>,
+    /// What each command is (for the profile).
+    pub labels: Vec<String>,
+    /// Timestamp queries, when profiling on an adapter that has them.
+    pub queries: Option<StepQueries>,
+    /// The next step, recorded while the GPU ran the last one: (cache, argmax, commands).
+    /// Steps differ only in the contents of `step`, so their commands are the same.
+    pub ahead: Option<(u32, bool, wgpu::CommandBuffer)>,
 }
 
 /// A deferred dispatch: parameters are pushed first, bind groups made once the uniform
 /// buffer exists.
 struct Pending {
+    label: String,
     kernel: Kernel,
     params: u64,
     bufs: Vec<Res>,
@@ -123,7 +132,7 @@ enum Res {
 
 enum Item {
     Run(Pending),
-    Kv { kernel: Kernel, bind: usize, groups: (u32, u32) },
+    Kv { label: String, kernel: Kernel, bind: usize, groups: (u32, u32) },
     Copy { src: ActId, src_off: u64, dst: ActId, size: u64 },
 }
 
@@ -145,6 +154,7 @@ pub fn compile(
     dummy: &wgpu::Buffer,
     limits: &wgpu::Limits,
     coop: MatVecMode,
+    profile: bool,
     g: &Graph,
 ) -> Result<Plan> {
     let w_ok = |w: crate::exec::WeightId| (w.0 as usize) < weights.len();
@@ -197,6 +207,7 @@ pub fn compile(
                         }
                     }
                     items.push(Item::Run(Pending {
+                        label: format!("embed {}", t.dtype),
                         kernel: Kernel::Embed(t.dtype),
                         params: off,
                         bufs,
@@ -220,6 +231,7 @@ pub fn compile(
                 let off =
                     push(&[group as u32, n_groups as u32, eps.to_bits(), (w.dtype == GgmlType::F16) as u32]);
                 items.push(Item::Run(Pending {
+                    label: format!("rms_norm {group}x{n_groups}"),
                     kernel: Kernel::RmsNorm(x != dst),
                     params: off,
                     bufs: if x != dst {
@@ -280,6 +292,7 @@ pub fn compile(
                         if qstate.get(&q).copied().flatten() != cur {
                             let off = push(&[nblk as u32, meta_words as u32]);
                             items.push(Item::Run(Pending {
+                                label: format!("quantize {q:?} {rows}x{k}"),
                                 kernel: Kernel::Quantize(q),
                                 params: off,
                                 bufs: vec![Res::Act(x), Res::Quant(q)],
@@ -321,6 +334,7 @@ pub fn compile(
                         }
                     }
                     items.push(Item::Run(Pending {
+                        label: format!("matmul {} {k}x{count} rows {rows}", wt.dtype),
                         kernel: Kernel::MatMul(wt.dtype, mv),
                         params: off,
                         bufs,
@@ -347,6 +361,7 @@ pub fn compile(
                     g.cols(x) as u32,
                 ]);
                 items.push(Item::Run(Pending {
+                    label: "rope".into(),
                     kernel: Kernel::Rope,
                     params: off,
                     bufs: vec![Res::Step, Res::Act(x)],
@@ -363,6 +378,7 @@ pub fn compile(
                     let off = push(&[dim as u32, rows as u32]);
                     kv_uses.push((KvUse::Store { src, layer, value }, Kernel::KvStore, off));
                     items.push(Item::Kv {
+                        label: "kv_store".into(),
                         kernel: Kernel::KvStore,
                         bind: kv_uses.len() - 1,
                         groups: groups((rows * dim / 2).div_ceil(64)),
@@ -398,6 +414,7 @@ pub fn compile(
                 ]);
                 kv_uses.push((KvUse::Attend { q, dst, layer, k_dim: kv_dim }, Kernel::Attention, off));
                 items.push(Item::Kv {
+                    label: "attention".into(),
                     kernel: Kernel::Attention,
                     bind: kv_uses.len() - 1,
                     groups: groups(rows * n_heads),
@@ -411,6 +428,7 @@ pub fn compile(
                 let off = push(&[n(gate) as u32]);
                 let kernel = if act == Gate::Silu { Kernel::GatedSilu } else { Kernel::GatedGelu };
                 items.push(Item::Run(Pending {
+                    label: "gated_act".into(),
                     kernel,
                     params: off,
                     bufs: vec![Res::Act(gate), Res::Act(up)],
@@ -433,6 +451,7 @@ pub fn compile(
                 check(other != dst, || format!("{op:?}: x + x in place is not supported"))?;
                 let off = push(&[n(dst) as u32]);
                 items.push(Item::Run(Pending {
+                    label: "add".into(),
                     kernel: Kernel::Add,
                     params: off,
                     bufs: vec![Res::Act(dst), Res::Act(other)],
@@ -526,17 +545,21 @@ pub fn compile(
         })
     };
     let mut cmds = Vec::new();
+    let mut labels = Vec::new();
     for item in items {
         cmds.push(match item {
             Item::Run(p) => {
+                labels.push(p.label);
                 let bufs: Vec<Option<&wgpu::Buffer>> = p.bufs.iter().map(|&r| resolve(r)).collect();
                 let (pipe, bind) = bind(pipes, p.kernel, p.params, &bufs);
                 Cmd::Dispatch { pipe, bind, groups: p.groups }
             }
-            Item::Kv { kernel, bind, groups } => {
+            Item::Kv { label, kernel, bind, groups } => {
+                labels.push(label);
                 Cmd::KvDispatch { pipe: pipes.get(device, kernel), bind, groups }
             }
             Item::Copy { src, src_off, dst, size } => {
+                labels.push("copy".into());
                 Cmd::Copy { src: src.0 as usize, src_off, dst: dst.0 as usize, dst_off: 0, size }
             }
         });
@@ -565,6 +588,9 @@ pub fn compile(
         logits_read,
         logits_bytes: 4 * n(g.logits) as u64,
         embed_rows,
+        queries: if profile { StepQueries::new(device, labels.len()) } else { None },
+        labels,
+        ahead: None,
     })
 }
 
@@ -637,16 +663,27 @@ impl Plan {
     /// Forget the bind groups of a freed cache.
     pub fn unbind_kv(&mut self, id: u32) {
         self.bound.remove(&id);
+        if self.ahead.as_ref().is_some_and(|a| a.0 == id) {
+            self.ahead = None;
+        }
     }
 
-    /// Record the step (for cache `kv`, already bound) and the readback copy into `enc`.
+    /// Record the step (for cache `kv`, already bound) and the readback copy into `enc`;
+    /// with timestamp queries, one before the first command and one after each.
     pub fn record(&self, enc: &mut wgpu::CommandEncoder, kv: u32, argmax: bool) {
         let kvb = &self.bound[&kv];
+        let qs = self.queries.as_ref().map(|q| &q.set);
+        if let Some(qs) = qs {
+            enc.write_timestamp(qs, 0);
+        }
         let mut i = 0;
         while i < self.cmds.len() {
             if let Cmd::Copy { src, src_off, dst, dst_off, size } = self.cmds[i] {
                 enc.copy_buffer_to_buffer(&self.acts[src], src_off, &self.acts[dst], dst_off, size);
                 i += 1;
+                if let Some(qs) = qs {
+                    enc.write_timestamp(qs, i as u32);
+                }
                 continue;
             }
             let mut pass = enc.begin_compute_pass(&wgpu::ComputePassDescriptor::default());
@@ -665,6 +702,9 @@ impl Plan {
                     Cmd::Copy { .. } => break,
                 }
                 i += 1;
+                if let Some(qs) = qs {
+                    pass.write_timestamp(qs, i as u32);
+                }
             }
         }
         let logits = &self.acts[self.graph.logits.0 as usize];
@@ -677,6 +717,10 @@ impl Plan {
             enc.copy_buffer_to_buffer(&self.argmax_out, 0, &self.argmax_read, 0, 4);
         } else {
             enc.copy_buffer_to_buffer(logits, 0, &self.logits_read, 0, self.logits_bytes);
+        }
+        if let Some(q) = &self.queries {
+            enc.write_timestamp(&q.set, self.cmds.len() as u32 + 1);
+            q.resolve(enc);
         }
     }
 }
