@@ -33,6 +33,7 @@ native_cases!(
     bad_token_is_an_error,
     matmul_model_shapes,
     split_weights,
+    fused_layer,
 );
 
 /// Not a test: writes a benchmark model quickly (`cargo test ... -- --ignored quick_synth`):

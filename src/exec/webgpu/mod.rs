@@ -56,6 +56,7 @@
 //!   and `0` the one-row-per-invocation ones, whatever the adapter type.
 
 mod buffers;
+mod fuse;
 mod pipelines;
 mod plan;
 mod profile;
@@ -98,6 +99,8 @@ pub struct WebGpuExecutor {
     binding_cap: Option<u64>,
     /// The first validation or device error wgpu reported (it reports them out of band).
     error: Arc<Mutex<Option<String>>>,
+    /// Fuse ops into fewer dispatches in graphs compiled from now on (fuse.rs).
+    fuse: bool,
     /// Record each step's successor while the GPU runs it (`WICK_WEBGPU_AHEAD=0`: off).
     ahead: bool,
     /// Profiling (`WICK_WEBGPU_PROFILE=1`, natively): per-plan times; `timestamps`: the
@@ -223,6 +226,7 @@ impl WebGpuExecutor {
             f16,
             error,
             ahead: !env_is("WICK_WEBGPU_AHEAD", "0"),
+            fuse: fuse::enabled(),
             profile: profiling.then(Vec::new),
             timestamps,
         })
@@ -245,6 +249,12 @@ impl WebGpuExecutor {
     /// row (the default on CPU-emulated adapters such as lavapipe).
     pub fn set_cooperative_matmul(&mut self, coop: bool) {
         self.coop_matmul = coop;
+    }
+
+    /// Fuse ops into fewer dispatches (the default unless `WICK_WEBGPU_FUSE=0`) in graphs
+    /// compiled from now on, or run every op as its own dispatch.
+    pub fn set_fusion(&mut self, on: bool) {
+        self.fuse = on;
     }
 
     /// Whether the kernels use `shader-f16` (the adapter has it and `WICK_WEBGPU_F16` is not `0`).
@@ -387,6 +397,7 @@ impl Executor for WebGpuExecutor {
             &self.limits,
             mode,
             self.timestamps,
+            self.fuse,
             graph,
         )?;
         self.take_error()?;

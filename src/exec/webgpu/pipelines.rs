@@ -14,6 +14,8 @@ const WVIEW_F32: &str = include_str!("shaders/wview_f32.wgsl");
 const DEQUANT: &str = include_str!("shaders/dequant.wgsl");
 const EMBED: &str = include_str!("shaders/embed.wgsl");
 const QUANTIZE: &str = include_str!("shaders/quantize.wgsl");
+const QUANT_PIECE: &str = include_str!("shaders/quant_piece.wgsl");
+const NORM_QUANT: &str = include_str!("shaders/norm_quant.wgsl");
 const MATVEC: &str = include_str!("shaders/matvec.wgsl");
 const MATVEC_SUBGROUP: &str = include_str!("shaders/matvec_subgroup.wgsl");
 const MATVEC_LEGACY: &str = include_str!("shaders/matvec_legacy.wgsl");
@@ -21,6 +23,8 @@ const MATVEC_KQUANT: &str = include_str!("shaders/matvec_kquant.wgsl");
 const MATVEC_FLOAT: &str = include_str!("shaders/matvec_float.wgsl");
 const RMS_NORM: &str = include_str!("shaders/rms_norm.wgsl");
 const ROPE: &str = include_str!("shaders/rope.wgsl");
+const ROPE_MATH: &str = include_str!("shaders/rope_math.wgsl");
+const ROPE_KV: &str = include_str!("shaders/rope_kv.wgsl");
 const KV_STORE: &str = include_str!("shaders/kv_store.wgsl");
 const ATTENTION: &str = include_str!("shaders/attention.wgsl");
 const GATED_ACT: &str = include_str!("shaders/gated_act.wgsl");
@@ -118,7 +122,11 @@ pub enum Kernel {
     MatMul(GgmlType, MatVec),
     /// `true`: reading another slot than the one it writes.
     RmsNorm(bool),
+    /// RMSNorm of whole rows into another slot, quantized too (norm_quant.wgsl).
+    NormQuant(ActQuant),
     Rope,
+    /// RoPE of queries and keys and the KV store in one dispatch (rope_kv.wgsl).
+    RopeKv,
     KvStore,
     Attention,
     GatedSilu,
@@ -224,9 +232,14 @@ impl Kernel {
                 .concat(),
                 "main",
             ),
-            Kernel::Quantize(q) => {
-                ([COMMON, QUANTIZE].concat(), if q == ActQuant::Q8_1 { "quant_q8_1" } else { "quant_q8_k" })
-            }
+            Kernel::Quantize(q) => (
+                [COMMON, QUANTIZE, QUANT_PIECE].concat(),
+                if q == ActQuant::Q8_1 { "quant_q8_1" } else { "quant_q8_k" },
+            ),
+            Kernel::NormQuant(q) => (
+                [COMMON, NORM_QUANT, QUANT_PIECE].concat(),
+                if q == ActQuant::Q8_1 { "norm_q8_1" } else { "norm_q8_k" },
+            ),
             Kernel::MatMul(t, mv) => (
                 [COMMON, &matvec_source(t, mv, f16)].concat(),
                 if mv == MatVec::Rows { "main_rows" } else { "main" },
@@ -243,7 +256,8 @@ impl Kernel {
                     "rms_norm",
                 )
             }
-            Kernel::Rope => ([COMMON, ROPE].concat(), "rope"),
+            Kernel::Rope => ([COMMON, ROPE_MATH, ROPE].concat(), "rope"),
+            Kernel::RopeKv => ([COMMON, ROPE_MATH, ROPE_KV].concat(), "rope_kv"),
             Kernel::KvStore => ([COMMON, KV_STORE].concat(), "kv_store"),
             Kernel::Attention => {
                 let (elem, read) = if f16 { ("vec2<f16>", "vec2<f32>(") } else { ("u32", "half2(") };

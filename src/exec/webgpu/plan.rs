@@ -5,6 +5,7 @@ use std::collections::HashMap;
 use std::num::NonZeroU64;
 
 use super::buffers::{err, GpuKv, GpuWeight};
+use super::fuse;
 use super::pipelines::{task_values, ActQuant, Kernel, MatVec, Pipelines, SUPPORTED};
 use super::profile::StepQueries;
 use crate::exec::{ActId, Gate, Graph, Op, RopeMode};
@@ -71,8 +72,24 @@ enum Cmd {
 
 /// What a KV bind group binds (built per cache at its first run).
 enum KvUse {
-    Store { src: ActId, layer: usize, value: bool },
-    Attend { q: ActId, dst: ActId, layer: usize, k_dim: usize },
+    Store {
+        src: ActId,
+        layer: usize,
+        value: bool,
+    },
+    /// RoPE of `q` and `k` and the store of `k` and `v` (fuse.rs).
+    RopeStore {
+        q: ActId,
+        k: ActId,
+        v: ActId,
+        layer: usize,
+    },
+    Attend {
+        q: ActId,
+        dst: ActId,
+        layer: usize,
+        k_dim: usize,
+    },
 }
 
 struct KvBind {
@@ -125,6 +142,8 @@ enum Res {
     Weight(usize, usize),
     Step,
     Dummy,
+    /// A small buffer for unused read_write bindings (a buffer may not be bound both ways).
+    DummyRw,
     /// No buffer at this binding (the kernel does not use it).
     Unused,
     Quant(ActQuant),
@@ -155,6 +174,7 @@ pub fn compile(
     limits: &wgpu::Limits,
     coop: MatVecMode,
     profile: bool,
+    fusing: bool,
     g: &Graph,
 ) -> Result<Plan> {
     let w_ok = |w: crate::exec::WeightId| (w.0 as usize) < weights.len();
@@ -179,8 +199,18 @@ pub fn compile(
     let mut embed_rows = None;
     let f16 = pipes.f16();
     let n = |a: ActId| g.rows(a) * g.cols(a);
+    let quantized = |op: &Op| match *op {
+        Op::MatMul { w, x, .. } => {
+            w_ok(w) && ActQuant::for_type(weights[w.0 as usize].dtype).is_some() && g.cols(x) % 256 == 0
+        }
+        _ => false,
+    };
+    let fz = if fusing { fuse::plan(g, quantized) } else { fuse::Fusions::default() };
 
-    for op in &g.ops {
+    for (i, op) in g.ops.iter().enumerate() {
+        if fz.skip.contains(&i) {
+            continue;
+        }
         match *op {
             Op::Embed { table, dst, scale } => {
                 check(w_ok(table) && a_ok(dst), || format!("{op:?}: unknown weight or slot"))?;
@@ -228,6 +258,42 @@ pub fn compile(
                     || format!("RMSNorm weight '{}' ({:?} {}) does not fit {op:?}", w.name, w.dims, w.dtype),
                 )?;
                 let n_groups = n(dst) / group;
+                let next_q = match g.ops.get(i + 1) {
+                    Some(&Op::MatMul { w: mw, .. }) if fz.norm_quant.contains(&i) => {
+                        ActQuant::for_type(weights[mw.0 as usize].dtype)
+                    }
+                    _ => None,
+                };
+                if let Some(q) = next_q {
+                    // Normalize and quantize in one dispatch (norm_quant.wgsl).
+                    let vals = n(dst);
+                    let meta_words = vals / 4;
+                    let need = 4 * (meta_words + vals / q.block() * q.meta_words()) as u64;
+                    let e = qsize.entry(q).or_insert(0);
+                    *e = (*e).max(need);
+                    let off = push(&[
+                        group as u32,
+                        (vals / 256) as u32,
+                        eps.to_bits(),
+                        (w.dtype == GgmlType::F16) as u32,
+                        meta_words as u32,
+                    ]);
+                    items.push(Item::Run(Pending {
+                        label: format!("norm_quant {q:?} {group}x{n_groups}"),
+                        kernel: Kernel::NormQuant(q),
+                        params: off,
+                        bufs: vec![
+                            Res::Weight(weight.0 as usize, 0),
+                            Res::Act(dst),
+                            Res::Act(x),
+                            Res::Quant(q),
+                        ],
+                        groups: groups(vals / 256),
+                    }));
+                    version[dst.0 as usize] += 1;
+                    qstate.insert(q, Some((dst, version[dst.0 as usize])));
+                    continue;
+                }
                 let off =
                     push(&[group as u32, n_groups as u32, eps.to_bits(), (w.dtype == GgmlType::F16) as u32]);
                 items.push(Item::Run(Pending {
@@ -304,6 +370,7 @@ pub fn compile(
                     }
                 };
                 let avec = if aq.is_some() { k / 16 } else { k / 4 };
+                let add_into = fz.add_into.get(&i).copied();
                 for p in 0..wt.parts.len() {
                     let (start, count) = wt.part_rows(p);
                     let off = push(&[
@@ -317,6 +384,7 @@ pub fn compile(
                         meta as u32,
                         avec as u32,
                         nb as u32,
+                        add_into.is_some() as u32,
                     ]);
                     let (mv, n_groups) = match coop {
                         MatVecMode::Rows => (MatVec::Rows, (count as usize).div_ceil(64)),
@@ -333,8 +401,11 @@ pub fn compile(
                             bufs[0] = Res::Unused;
                         }
                     }
+                    bufs.resize(5, Res::Unused);
+                    bufs.push(add_into.map_or(Res::DummyRw, Res::Act));
+                    let plus = if add_into.is_some() { " +add" } else { "" };
                     items.push(Item::Run(Pending {
-                        label: format!("matmul {} {k}x{count} rows {rows}", wt.dtype),
+                        label: format!("matmul {} {k}x{count} rows {rows}{plus}", wt.dtype),
                         kernel: Kernel::MatMul(wt.dtype, mv),
                         params: off,
                         bufs,
@@ -342,6 +413,9 @@ pub fn compile(
                     }));
                 }
                 version[dst.0 as usize] += 1;
+                if let Some(r) = add_into {
+                    version[r.0 as usize] += 1;
+                }
             }
             Op::Rope { x, n_heads, head_dim, n_rot, base, freq_scale, mode } => {
                 check(a_ok(x), || format!("{op:?}: unknown slot"))?;
@@ -350,6 +424,33 @@ pub fn compile(
                 })?;
                 let rows = g.rows(x);
                 let theta_scale = base.powf(-2.0 / n_rot as f32);
+                if let (true, Some(&Op::KvStore { layer, k, v })) =
+                    (fz.rope_kv.contains(&i), g.ops.get(i + 2))
+                {
+                    // RoPE of queries (x) and keys, and the KV store (rope_kv.wgsl).
+                    let (kd, vd) = (g.cols(k), g.cols(v));
+                    let off = push(&[
+                        n_heads as u32,
+                        head_dim as u32,
+                        n_rot as u32,
+                        rows as u32,
+                        theta_scale.to_bits(),
+                        freq_scale.to_bits(),
+                        (mode == RopeMode::Neox) as u32,
+                        g.cols(x) as u32,
+                        kd as u32,
+                        vd as u32,
+                    ]);
+                    kv_uses.push((KvUse::RopeStore { q: x, k, v, layer }, Kernel::RopeKv, off));
+                    items.push(Item::Kv {
+                        label: "rope_kv".into(),
+                        kernel: Kernel::RopeKv,
+                        bind: kv_uses.len() - 1,
+                        groups: groups((rows * (n_heads * n_rot / 2 + kd / 2 + vd / 2)).div_ceil(64)),
+                    });
+                    version[x.0 as usize] += 1;
+                    continue;
+                }
                 let off = push(&[
                     n_heads as u32,
                     head_dim as u32,
@@ -506,6 +607,7 @@ pub fn compile(
     let quant: HashMap<ActQuant, wgpu::Buffer> =
         qsize.iter().map(|(&q, &size)| (q, buffer("quantized activations", size, usage))).collect();
     let argmax_out = buffer("argmax", 16, usage);
+    let dummy_rw = buffer("dummy", 16, wgpu::BufferUsages::STORAGE);
     let map = wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST;
     let argmax_read = buffer("argmax readback", 16, map);
     let logits_read = buffer("logits readback", 4 * n(g.logits) as u64, map);
@@ -540,6 +642,7 @@ pub fn compile(
             Res::Weight(w, p) => &weights[w].parts[p],
             Res::Step => &step,
             Res::Dummy => dummy,
+            Res::DummyRw => &dummy_rw,
             Res::Quant(q) => &quant[&q],
             Res::Unused => return None,
         })
@@ -611,7 +714,9 @@ impl Plan {
                 }),
             };
             let layer = match b.what {
-                KvUse::Store { layer, .. } | KvUse::Attend { layer, .. } => layer,
+                KvUse::Store { layer, .. } | KvUse::Attend { layer, .. } | KvUse::RopeStore { layer, .. } => {
+                    layer
+                }
             };
             let l = kv.layers.get(layer).ok_or_else(|| err(format!("KV layer {layer} out of range")))?;
             let entries = match b.what {
@@ -628,6 +733,21 @@ impl Plan {
                             resource: self.acts[src.0 as usize].as_entire_binding(),
                         },
                         wgpu::BindGroupEntry { binding: 3, resource: buf.as_entire_binding() },
+                    ]
+                }
+                KvUse::RopeStore { q, k, v, .. } => {
+                    if self.graph.cols(k) != l.k_dim || self.graph.cols(v) != l.v_dim {
+                        return Err(err(format!("KV store of layer {layer}: rows do not match the cache")));
+                    }
+                    let act = |a: ActId| self.acts[a.0 as usize].as_entire_binding();
+                    vec![
+                        params,
+                        wgpu::BindGroupEntry { binding: 1, resource: self.step.as_entire_binding() },
+                        wgpu::BindGroupEntry { binding: 2, resource: act(q) },
+                        wgpu::BindGroupEntry { binding: 3, resource: act(k) },
+                        wgpu::BindGroupEntry { binding: 4, resource: act(v) },
+                        wgpu::BindGroupEntry { binding: 5, resource: l.k.as_entire_binding() },
+                        wgpu::BindGroupEntry { binding: 6, resource: l.v.as_entire_binding() },
                     ]
                 }
                 KvUse::Attend { q, dst, k_dim, .. } => {
