@@ -461,7 +461,8 @@ pub async fn split_weights(gpu: WebGpuExecutor) {
 
 /// A Llama-like layer, whose ops the executor fuses (RMSNorm with the quantization for the
 /// next product, RoPE of queries and keys with the KV store, products with the residual add
-/// after them), over several steps, against the CPU; then the same with fusion off.
+/// after them, gate and up with SiLU), over several steps, against the CPU; then the same
+/// with fusion off.
 pub async fn fused_layer(gpu: WebGpuExecutor) {
     let mut p = Pair::new(gpu, 12);
     let (ne, n_heads, n_kv, hd) = (512, 4, 2, 64);
@@ -472,6 +473,7 @@ pub async fn fused_layer(gpu: WebGpuExecutor) {
         (true, GgmlType::Q8_0, RopeMode::Neox, 3, false),
         (true, GgmlType::Q6_K, RopeMode::Normal, 2, true),
         (true, GgmlType::Q4_0, RopeMode::Normal, 1, true),
+        (true, GgmlType::F16, RopeMode::Normal, 2, true),
         (false, GgmlType::Q4_K, RopeMode::Neox, 2, true),
     ] {
         p.gpu.set_fusion(fuse);
@@ -482,6 +484,9 @@ pub async fn fused_layer(gpu: WebGpuExecutor) {
         let (wq, wk, wv) =
             (p.weight(wt, ne, qd), p.weight(GgmlType::Q4_K, ne, kd), p.weight(GgmlType::Q6_K, ne, kd));
         let wo = p.weight(wt, qd, ne);
+        let nf = 768;
+        let norm2 = p.weight(GgmlType::F32, ne, 1);
+        let (wg, wu, wd) = (p.weight(wt, ne, nf), p.weight(wt, ne, nf), p.weight(GgmlType::Q6_K, nf, ne));
         let g = graph(rows, &[(tx, ne)], |g, s| {
             let x = s[0];
             let h = g.act(Rows::All, ne);
@@ -516,6 +521,13 @@ pub async fn fused_layer(gpu: WebGpuExecutor) {
             });
             g.push(Op::MatMul { w: wo, x: att, dst: o, bias: None });
             g.push(Op::Add { a: x, b: o, dst: x });
+            let (gate, up) = (g.act(Rows::All, nf), g.act(Rows::All, nf));
+            g.push(Op::RmsNorm { x, weight: norm2, dst: h, group: ne, eps: 1e-5 });
+            g.push(Op::MatMul { w: wg, x: h, dst: gate, bias: None });
+            g.push(Op::MatMul { w: wu, x: h, dst: up, bias: None });
+            g.push(Op::GatedAct { gate, up, act: Gate::Silu });
+            g.push(Op::MatMul { w: wd, x: gate, dst: o, bias: None });
+            g.push(Op::Add { a: o, b: x, dst: x });
             x
         });
         let id = p.compile(&g);

@@ -10,11 +10,15 @@
 //!   squares in the order the RMSNorm kernel uses, then normalizes and quantizes one
 //!   256-value piece).
 //!
-//! A decode step of a Llama-like model goes from 22 dispatches per layer to 15.
+//! - the gate and up products and SiLU (cooperative kernels, weights of one type and shape in
+//!   one part each): one dispatch computing both products of its rows (the up slot is still
+//!   written).
+//!
+//! A decode step of a Llama-like model goes from 22 dispatches per layer to 13.
 
 use std::collections::{HashMap, HashSet};
 
-use crate::exec::{ActId, Graph, Op};
+use crate::exec::{ActId, Gate, Graph, Op};
 
 /// The fusions chosen for a graph, by op index.
 #[derive(Debug, Default)]
@@ -23,6 +27,8 @@ pub struct Fusions {
     pub add_into: HashMap<usize, ActId>,
     /// Rope op (queries) → it, the next Rope (keys) and the KvStore after run as one dispatch.
     pub rope_kv: HashSet<usize>,
+    /// Gate product op → it, the up product after it and the SiLU after that as one dispatch.
+    pub gate_up: HashSet<usize>,
     /// RMSNorm ops whose dispatch also quantizes the output for the next op (a matrix product).
     pub norm_quant: HashSet<usize>,
     /// Ops done by an earlier op's fused dispatch.
@@ -68,8 +74,9 @@ fn dead_after(g: &Graph, i: usize, a: ActId) -> bool {
 }
 
 /// Choose the fusions of `g`. `quantized(op)`: whether matrix product `op` reads quantized
-/// activations (then a preceding RMSNorm may quantize for it).
-pub fn plan(g: &Graph, quantized: impl Fn(&Op) -> bool) -> Fusions {
+/// activations (then a preceding RMSNorm may quantize for it); `pair(a, b)`: whether products
+/// `a` and `b` can run as one gated dispatch (weights of one type and shape, kernels that can).
+pub fn plan(g: &Graph, quantized: impl Fn(&Op) -> bool, pair: impl Fn(&Op, &Op) -> bool) -> Fusions {
     let mut f = Fusions::default();
     let ops = &g.ops;
     let n = |a: ActId| g.rows(a) * g.cols(a);
@@ -79,6 +86,20 @@ pub fn plan(g: &Graph, quantized: impl Fn(&Op) -> bool) -> Fusions {
         }
         let next = ops.get(i + 1);
         match (&ops[i], next) {
+            (
+                m1 @ &Op::MatMul { x, dst: gate, bias: None, .. },
+                Some(m2 @ &Op::MatMul { x: x2, dst: up, bias: None, .. }),
+            ) if matches!(ops.get(i + 2), Some(&Op::GatedAct { gate: g2, up: u2, act: Gate::Silu }) if g2 == gate && u2 == up)
+                && x2 == x
+                && gate != up
+                && x != gate
+                && x != up
+                && pair(m1, m2) =>
+            {
+                f.gate_up.insert(i);
+                f.skip.insert(i + 1);
+                f.skip.insert(i + 2);
+            }
             (&Op::MatMul { x, dst, .. }, Some(&Op::Add { a, b, dst: r })) => {
                 let other = if a == r {
                     b

@@ -21,6 +21,7 @@ const MATVEC_SUBGROUP: &str = include_str!("shaders/matvec_subgroup.wgsl");
 const MATVEC_LEGACY: &str = include_str!("shaders/matvec_legacy.wgsl");
 const MATVEC_KQUANT: &str = include_str!("shaders/matvec_kquant.wgsl");
 const MATVEC_FLOAT: &str = include_str!("shaders/matvec_float.wgsl");
+const MATVEC_GATED: &str = include_str!("shaders/matvec_gated.wgsl");
 const RMS_NORM: &str = include_str!("shaders/rms_norm.wgsl");
 const ROPE: &str = include_str!("shaders/rope.wgsl");
 const ROPE_MATH: &str = include_str!("shaders/rope_math.wgsl");
@@ -120,6 +121,8 @@ pub enum Kernel {
     Embed(GgmlType),
     Quantize(ActQuant),
     MatMul(GgmlType, MatVec),
+    /// Gate and up products with SiLU (matvec_gated.wgsl; cooperative kernels only).
+    MatMulGated(GgmlType, MatVec),
     /// `true`: reading another slot than the one it writes.
     RmsNorm(bool),
     /// RMSNorm of whole rows into another slot, quantized too (norm_quant.wgsl).
@@ -171,13 +174,18 @@ fn act_fn(t: GgmlType) -> &'static str {
 
 /// matvec.wgsl specialized for type `t` and `mv`: the loops over a workgroup's rows are
 /// written out (constant register indices, no local arrays).
-fn matvec_source(t: GgmlType, mv: MatVec, f16: bool) -> String {
+/// With `gated`, also matvec_gated.wgsl and the second matrix's copies of the weight functions.
+fn matvec_source(t: GgmlType, mv: MatVec, f16: bool, gated: bool) -> String {
     let (rows, subgroup) = match mv {
         MatVec::Rows => (1, false),
         MatVec::Coop { rows, subgroup } => (rows as usize, subgroup),
     };
     let lines = |f: &dyn Fn(usize) -> String| (0..rows).map(f).collect::<Vec<_>>().join("\n    ");
-    let mut src = MATVEC
+    let mut src = if gated { [MATVEC, MATVEC_GATED].concat() } else { MATVEC.to_string() };
+    src = src
+        .replace("UP_LINES", &lines(&|i| format!("acc_up[{i}] += dot_{}_2(o{i}, t, act);", type_fn(t))))
+        .replace("GATED_STORES", &lines(&|i| format!("store_gated(r, j0 + {i}u, tot[{i}], tot_up[{i}]);")));
+    src = src
         .replace("ROW_OFFSETS", &lines(&|i| format!("let o{i} = min(j0 + {i}u, last) * p.row_bytes;")))
         .replace("ACCUMULATE", &lines(&|i| format!("acc[{i}] += DOT(o{i}, t, act);")))
         .replace("STORES", &lines(&|i| format!("store(r, j0 + {i}u, tot[{i}]);")))
@@ -196,11 +204,60 @@ fn matvec_source(t: GgmlType, mv: MatVec, f16: bool) -> String {
     } else {
         src = src.replace("SG_ARGS", "").replace("REDUCE", "reduce_wg(acc, lid)");
     }
-    [&weights(f16, MATVEC_WH_BINDING), &src, MATVEC_LEGACY, MATVEC_KQUANT, MATVEC_FLOAT].concat()
+    let fns = [MATVEC_LEGACY, MATVEC_KQUANT, MATVEC_FLOAT].concat();
+    let mut out = [&weights(f16, MATVEC_WH_BINDING), &src, fns.as_str()].concat();
+    if gated {
+        out.push_str(&second_matrix(&[&weights(f16, MATVEC_WH2_BINDING), fns.as_str()].concat()));
+    }
+    out
+}
+
+/// WGSL functions reading the weights `w` (and `wh`) rewritten to read `w2` (`wh2`): every
+/// function gets a `_2` suffix, module constants are dropped (the first copy has them).
+fn second_matrix(src: &str) -> String {
+    let body: String = src.lines().filter(|l| !l.starts_with("const ")).map(|l| format!("{l}\n")).collect();
+    let mut fns = std::collections::HashSet::new();
+    for piece in body.split("fn ").skip(1) {
+        let name: String = piece.chars().take_while(|c| c.is_ascii_alphanumeric() || *c == '_').collect();
+        fns.insert(name);
+    }
+    let mut out = String::with_capacity(body.len() + 1024);
+    let mut ident = String::new();
+    let mut prev = ' ';
+    let flush = |ident: &mut String, out: &mut String, member: bool| {
+        if !ident.is_empty() {
+            out.push_str(ident);
+            if !member {
+                if fns.contains(ident.as_str()) {
+                    out.push_str("_2");
+                } else if ident == "w" || ident == "wh" {
+                    out.push('2');
+                }
+            }
+            ident.clear();
+        }
+    };
+    let mut member = false;
+    for c in body.chars() {
+        if c.is_ascii_alphanumeric() || c == '_' {
+            if ident.is_empty() {
+                member = prev == '.' || c.is_ascii_digit();
+            }
+            ident.push(c);
+        } else {
+            flush(&mut ident, &mut out, member);
+            out.push(c);
+        }
+        prev = c;
+    }
+    flush(&mut ident, &mut out, member);
+    out
 }
 
 /// The binding of the f16 view of the weights (with `shader-f16`) in matvec.wgsl, embed.wgsl.
 const MATVEC_WH_BINDING: u32 = 5;
+/// The f16 view of the second matrix of matvec_gated.wgsl.
+const MATVEC_WH2_BINDING: u32 = 8;
 const EMBED_WH_BINDING: u32 = 4;
 
 /// The weight access helpers: weights.wgsl and the f16 reads of one path.
@@ -241,9 +298,10 @@ impl Kernel {
                 if q == ActQuant::Q8_1 { "norm_q8_1" } else { "norm_q8_k" },
             ),
             Kernel::MatMul(t, mv) => (
-                [COMMON, &matvec_source(t, mv, f16)].concat(),
+                [COMMON, &matvec_source(t, mv, f16, false)].concat(),
                 if mv == MatVec::Rows { "main_rows" } else { "main" },
             ),
+            Kernel::MatMulGated(t, mv) => ([COMMON, &matvec_source(t, mv, f16, true)].concat(), "main_gated"),
             Kernel::RmsNorm(from) => {
                 let (decl, name) = if from {
                     ("@group(0) @binding(3) var<storage, read> src: array<f32>;", "src")

@@ -205,7 +205,18 @@ pub fn compile(
         }
         _ => false,
     };
-    let fz = if fusing { fuse::plan(g, quantized) } else { fuse::Fusions::default() };
+    let pair = |a: &Op, b: &Op| match (a, b) {
+        (&Op::MatMul { w: w1, .. }, &Op::MatMul { w: w2, .. }) if w_ok(w1) && w_ok(w2) => {
+            let (a, b) = (&weights[w1.0 as usize], &weights[w2.0 as usize]);
+            matches!(coop, MatVecMode::Coop { .. })
+                && a.dtype == b.dtype
+                && a.dims == b.dims
+                && a.parts.len() == 1
+                && b.parts.len() == 1
+        }
+        _ => false,
+    };
+    let fz = if fusing { fuse::plan(g, quantized, pair) } else { fuse::Fusions::default() };
 
     for (i, op) in g.ops.iter().enumerate() {
         if fz.skip.contains(&i) {
@@ -371,6 +382,11 @@ pub fn compile(
                 };
                 let avec = if aq.is_some() { k / 16 } else { k / 4 };
                 let add_into = fz.add_into.get(&i).copied();
+                // With the gate/up fusion: the up matrix and slot.
+                let up = match g.ops.get(i + 1) {
+                    Some(&Op::MatMul { w: uw, dst: ud, .. }) if fz.gate_up.contains(&i) => Some((uw, ud)),
+                    _ => None,
+                };
                 for p in 0..wt.parts.len() {
                     let (start, count) = wt.part_rows(p);
                     let off = push(&[
@@ -403,10 +419,24 @@ pub fn compile(
                     }
                     bufs.resize(5, Res::Unused);
                     bufs.push(add_into.map_or(Res::DummyRw, Res::Act));
-                    let plus = if add_into.is_some() { " +add" } else { "" };
+                    let mut kernel = Kernel::MatMul(wt.dtype, mv);
+                    let mut plus = if add_into.is_some() { " +add" } else { "" };
+                    if let Some((uw, ud)) = up {
+                        // Bindings 7 (up matrix), 8 (its f16 view), 9 (up slot); the gated
+                        // entry point uses no bias or residual.
+                        bufs[3] = Res::Unused;
+                        bufs[5] = Res::Unused;
+                        let u = Res::Weight(uw.0 as usize, 0);
+                        let f16_view = bufs[4];
+                        let uw16 = if matches!(f16_view, Res::Unused) { Res::Unused } else { u };
+                        let u_main = if matches!(bufs[0], Res::Unused) { Res::Unused } else { u };
+                        bufs.extend([u_main, uw16, Res::Act(ud)]);
+                        kernel = Kernel::MatMulGated(wt.dtype, mv);
+                        plus = " +up+silu";
+                    }
                     items.push(Item::Run(Pending {
                         label: format!("matmul {} {k}x{count} rows {rows}{plus}", wt.dtype),
-                        kernel: Kernel::MatMul(wt.dtype, mv),
+                        kernel,
                         params: off,
                         bufs,
                         groups: groups(n_groups),
@@ -415,6 +445,9 @@ pub fn compile(
                 version[dst.0 as usize] += 1;
                 if let Some(r) = add_into {
                     version[r.0 as usize] += 1;
+                }
+                if let Some((_, ud)) = up {
+                    version[ud.0 as usize] += 1;
                 }
             }
             Op::Rope { x, n_heads, head_dim, n_rot, base, freq_scale, mode } => {
