@@ -1,8 +1,8 @@
 // Causal attention of one query row and head over the f16 KV cache (one workgroup each),
 // with ggml's numerics: the query rounded to f16, max-subtracted softmax, probabilities
-// rounded to f16 before the product with the values. Scores are recomputed rather than
-// stored, so any context length fits. KV2/KVF: the cache's element type (two f16) and its
-// conversion to vec2<f32>: vec2<f16> and the hardware with `shader-f16`, else u32 and half2.
+// rounded to f16 before the product with the values. Scores are kept in workgroup memory up
+// to 2048 keys and recomputed beyond, so any context length fits. KV2/KVF: the cache's element
+// type (two f16) and its conversion to vec2<f32>: vec2<f16> and the hardware with `shader-f16`, else u32 and half2.
 
 struct Params {
     n_heads: u32,
@@ -25,7 +25,10 @@ struct Params {
 @group(0) @binding(5) var<storage, read_write> dst: array<f32>;
 
 const WG: u32 = 64u;
+// Scores of up to this many keys are kept rather than recomputed in the later passes.
+const KEPT: u32 = 2048u;
 var<workgroup> qh: array<f32, 256>;
+var<workgroup> kept: array<f32, 2048>;
 var<workgroup> red: array<f32, 64>;
 var<workgroup> pw: array<f32, 64>;
 
@@ -42,6 +45,14 @@ fn score(j: u32, kvh: u32) -> f32 {
         v = tanh(v / p.softcap) * p.softcap;
     }
     return v;
+}
+
+// The score of key j: kept from the first pass, or recomputed.
+fn score_of(j: u32, start: u32, kvh: u32, keep: bool) -> f32 {
+    if (keep) {
+        return kept[j - start];
+    }
+    return score(j, kvh);
 }
 
 @compute @workgroup_size(64)
@@ -66,9 +77,16 @@ fn attention(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_in
 
     // Just below -f32::MAX as written: Chrome's Tint rejects -3.4028235e38 (as an abstract
     // float it exceeds f32's range before rounding); this literal rounds to -f32::MAX.
+    // Each invocation keeps the scores of its own keys (j - start ≡ lid mod WG): no barrier
+    // is needed between writing and reading them.
+    let keep = pos + 1u - start <= KEPT;
     var m = -3.40282346e38;
     for (var j = start + lid; j <= pos; j += WG) {
-        m = max(m, score(j, kvh));
+        let sj = score(j, kvh);
+        if (keep) {
+            kept[j - start] = sj;
+        }
+        m = max(m, sj);
     }
     red[lid] = m;
     workgroupBarrier();
@@ -83,7 +101,7 @@ fn attention(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_in
 
     var s = 0.0;
     for (var j = start + lid; j <= pos; j += WG) {
-        s += exp(score(j, kvh) - mx);
+        s += exp(score_of(j, start, kvh, keep) - mx);
     }
     red[lid] = s;
     workgroupBarrier();
@@ -101,7 +119,7 @@ fn attention(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_in
         let j = t0 + lid;
         var pr = 0.0;
         if (j <= pos) {
-            pr = f16_round(exp(score(j, kvh) - mx) * inv);
+            pr = f16_round(exp(score_of(j, start, kvh, keep) - mx) * inv);
         }
         pw[lid] = pr;
         workgroupBarrier();
