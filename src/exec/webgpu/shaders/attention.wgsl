@@ -34,8 +34,25 @@ var<workgroup> pw: array<f32, 64>;
 
 fn score(j: u32, kvh: u32) -> f32 {
     let kb = (j * p.k_dim + kvh * p.head_dim) / 2u;
+    let n2 = p.head_dim / 2u;
     var d = 0.0;
-    for (var t = 0u; t < p.head_dim / 2u; t++) {
+    // Four loads issued before their sums (in the same order as one at a time).
+    var t = 0u;
+    for (; t + 4u <= n2; t += 4u) {
+        let k0 = KVF(kc[kb + t]);
+        let k1 = KVF(kc[kb + t + 1u]);
+        let k2 = KVF(kc[kb + t + 2u]);
+        let k3 = KVF(kc[kb + t + 3u]);
+        d += k0.x * qh[2u * t];
+        d += k0.y * qh[2u * t + 1u];
+        d += k1.x * qh[2u * t + 2u];
+        d += k1.y * qh[2u * t + 3u];
+        d += k2.x * qh[2u * t + 4u];
+        d += k2.y * qh[2u * t + 5u];
+        d += k3.x * qh[2u * t + 6u];
+        d += k3.y * qh[2u * t + 7u];
+    }
+    for (; t < n2; t++) {
         let kv = KVF(kc[kb + t]);
         d += kv.x * qh[2u * t];
         d += kv.y * qh[2u * t + 1u];
@@ -45,6 +62,12 @@ fn score(j: u32, kvh: u32) -> f32 {
         v = tanh(v / p.softcap) * p.softcap;
     }
     return v;
+}
+
+// Value element vi of the cache (flat index).
+fn value(vi: u32) -> f32 {
+    let pair = KVF(vc[vi >> 1u]);
+    return select(pair.x, pair.y, (vi & 1u) == 1u);
 }
 
 // The score of key j: kept from the first pass, or recomputed.
@@ -128,10 +151,30 @@ fn attention(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_in
             let dd = lid + c * WG;
             if (dd < p.head_dim) {
                 var av = acc[c];
-                for (var jj = 0u; jj < cnt; jj++) {
-                    let vi = (t0 + jj) * p.v_dim + kvh * p.head_dim + dd;
-                    let pair = KVF(vc[vi >> 1u]);
-                    av += pw[jj] * select(pair.x, pair.y, (vi & 1u) == 1u);
+                let col = kvh * p.head_dim + dd;
+                // Eight loads issued before their sums (in the same order as one at a time).
+                var jj = 0u;
+                for (; jj + 8u <= cnt; jj += 8u) {
+                    let row = (t0 + jj) * p.v_dim + col;
+                    let v0 = value(row);
+                    let v1 = value(row + p.v_dim);
+                    let v2 = value(row + 2u * p.v_dim);
+                    let v3 = value(row + 3u * p.v_dim);
+                    let v4 = value(row + 4u * p.v_dim);
+                    let v5 = value(row + 5u * p.v_dim);
+                    let v6 = value(row + 6u * p.v_dim);
+                    let v7 = value(row + 7u * p.v_dim);
+                    av += pw[jj] * v0;
+                    av += pw[jj + 1u] * v1;
+                    av += pw[jj + 2u] * v2;
+                    av += pw[jj + 3u] * v3;
+                    av += pw[jj + 4u] * v4;
+                    av += pw[jj + 5u] * v5;
+                    av += pw[jj + 6u] * v6;
+                    av += pw[jj + 7u] * v7;
+                }
+                for (; jj < cnt; jj++) {
+                    av += pw[jj] * value((t0 + jj) * p.v_dim + col);
                 }
                 acc[c] = av;
             }

@@ -32,8 +32,21 @@ fn normed(piece: u32, lid: u32) -> vec4<f32> {
     let per_row = p.group / 256u;
     let row = piece / per_row;
     let base = row * (p.group / 4u);
+    let n4 = p.group / 4u;
     var s = 0.0;
-    for (var i = lid; i < p.group / 4u; i += 64u) {
+    // Four loads issued before their sums (in the same order as one at a time).
+    var i = lid;
+    for (; i + 192u < n4; i += 256u) {
+        let v0 = src[base + i];
+        let v1 = src[base + i + 64u];
+        let v2 = src[base + i + 128u];
+        let v3 = src[base + i + 192u];
+        s += dot(v0, v0);
+        s += dot(v1, v1);
+        s += dot(v2, v2);
+        s += dot(v3, v3);
+    }
+    for (; i < n4; i += 64u) {
         let v = src[base + i];
         s += dot(v, v);
     }
