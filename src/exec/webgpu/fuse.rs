@@ -14,7 +14,11 @@
 //!   one part each): one dispatch computing both products of its rows (the up slot is still
 //!   written).
 //!
-//! A decode step of a Llama-like model goes from 22 dispatches per layer to 13.
+//! - three products of one input (Q, K and V; cooperative kernels, no bias, one part each,
+//!   where the device allows 10 storage buffers per stage: not in browsers' default limits):
+//!   one dispatch whose workgroups are split between the three matrices.
+//!
+//! A decode step of a Llama-like model goes from 22 dispatches per layer to 11.
 
 use std::collections::{HashMap, HashSet};
 
@@ -27,6 +31,8 @@ pub struct Fusions {
     pub add_into: HashMap<usize, ActId>,
     /// Rope op (queries) → it, the next Rope (keys) and the KvStore after run as one dispatch.
     pub rope_kv: HashSet<usize>,
+    /// Product op → it and the two products after it (same input; Q, K, V) as one dispatch.
+    pub triple: HashSet<usize>,
     /// Gate product op → it, the up product after it and the SiLU after that as one dispatch.
     pub gate_up: HashSet<usize>,
     /// RMSNorm ops whose dispatch also quantizes the output for the next op (a matrix product).
@@ -75,8 +81,14 @@ fn dead_after(g: &Graph, i: usize, a: ActId) -> bool {
 
 /// Choose the fusions of `g`. `quantized(op)`: whether matrix product `op` reads quantized
 /// activations (then a preceding RMSNorm may quantize for it); `pair(a, b)`: whether products
-/// `a` and `b` can run as one gated dispatch (weights of one type and shape, kernels that can).
-pub fn plan(g: &Graph, quantized: impl Fn(&Op) -> bool, pair: impl Fn(&Op, &Op) -> bool) -> Fusions {
+/// `a` and `b` can run as one gated dispatch (weights of one type and shape, kernels that can);
+/// `triple(ops)`: whether three products of one input can run as one dispatch.
+pub fn plan(
+    g: &Graph,
+    quantized: impl Fn(&Op) -> bool,
+    pair: impl Fn(&Op, &Op) -> bool,
+    triple: impl Fn(&[Op]) -> bool,
+) -> Fusions {
     let mut f = Fusions::default();
     let ops = &g.ops;
     let n = |a: ActId| g.rows(a) * g.cols(a);
@@ -85,6 +97,20 @@ pub fn plan(g: &Graph, quantized: impl Fn(&Op) -> bool, pair: impl Fn(&Op, &Op) 
             continue;
         }
         let next = ops.get(i + 1);
+        if let Some(
+            three @
+            [Op::MatMul { x, dst: d1, bias: None, .. }, Op::MatMul { x: x2, dst: d2, bias: None, .. }, Op::MatMul { x: x3, dst: d3, bias: None, .. }],
+        ) = ops.get(i..i + 3)
+        {
+            let distinct = d1 != d2 && d1 != d3 && d2 != d3 && ![*d1, *d2, *d3].contains(x);
+            let gated = matches!(ops.get(i + 3), Some(Op::GatedAct { .. }));
+            if x2 == x && x3 == x && distinct && !gated && triple(three) {
+                f.triple.insert(i);
+                f.skip.insert(i + 1);
+                f.skip.insert(i + 2);
+                continue;
+            }
+        }
         match (&ops[i], next) {
             (
                 m1 @ &Op::MatMul { x, dst: gate, bias: None, .. },

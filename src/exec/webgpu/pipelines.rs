@@ -22,6 +22,8 @@ const MATVEC_LEGACY: &str = include_str!("shaders/matvec_legacy.wgsl");
 const MATVEC_KQUANT: &str = include_str!("shaders/matvec_kquant.wgsl");
 const MATVEC_FLOAT: &str = include_str!("shaders/matvec_float.wgsl");
 const MATVEC_GATED: &str = include_str!("shaders/matvec_gated.wgsl");
+const MATVEC_MULTI: &str = include_str!("shaders/matvec_multi.wgsl");
+const MATVEC_SEGMENT: &str = include_str!("shaders/matvec_segment.wgsl");
 const RMS_NORM: &str = include_str!("shaders/rms_norm.wgsl");
 const ROPE: &str = include_str!("shaders/rope.wgsl");
 const ROPE_MATH: &str = include_str!("shaders/rope_math.wgsl");
@@ -123,6 +125,9 @@ pub enum Kernel {
     MatMul(GgmlType, MatVec),
     /// Gate and up products with SiLU (matvec_gated.wgsl; cooperative kernels only).
     MatMulGated(GgmlType, MatVec),
+    /// Three products of one input (matvec_multi.wgsl): types and rows per workgroup of each,
+    /// and whether to reduce with subgroup operations.
+    MatMulMulti([GgmlType; 3], [u8; 3], bool),
     /// `true`: reading another slot than the one it writes.
     RmsNorm(bool),
     /// RMSNorm of whole rows into another slot, quantized too (norm_quant.wgsl).
@@ -207,14 +212,58 @@ fn matvec_source(t: GgmlType, mv: MatVec, f16: bool, gated: bool) -> String {
     let fns = [MATVEC_LEGACY, MATVEC_KQUANT, MATVEC_FLOAT].concat();
     let mut out = [&weights(f16, MATVEC_WH_BINDING), &src, fns.as_str()].concat();
     if gated {
-        out.push_str(&second_matrix(&[&weights(f16, MATVEC_WH2_BINDING), fns.as_str()].concat()));
+        out.push_str(&second_matrix(&[&weights(f16, MATVEC_WH2_BINDING), fns.as_str()].concat(), "2"));
     }
     out
 }
 
-/// WGSL functions reading the weights `w` (and `wh`) rewritten to read `w2` (`wh2`): every
-/// function gets a `_2` suffix, module constants are dropped (the first copy has them).
-fn second_matrix(src: &str) -> String {
+/// matvec_multi.wgsl for matrices of types `types` with `rows` rows per workgroup.
+fn matvec_multi_source(types: [GgmlType; 3], rows: [u8; 3], subgroup: bool, f16: bool) -> String {
+    let mut out = matvec_source(types[0], MatVec::Coop { rows: rows[0], subgroup }, f16, false);
+    let fns = [MATVEC_LEGACY, MATVEC_KQUANT, MATVEC_FLOAT].concat();
+    out.push_str(&second_matrix(&[&weights(f16, MATVEC_WH2_BINDING), fns.as_str()].concat(), "2"));
+    out.push_str(&second_matrix(&[&weights(f16, MATVEC_WH3_BINDING), fns.as_str()].concat(), "3"));
+    let mut segments = String::new();
+    for (s, (&t, &r)) in types.iter().zip(&rows).enumerate() {
+        let sfx = if s == 0 { String::new() } else { format!("_{}", s + 1) };
+        let (n, rb) = [("p.n", "p.row_bytes"), ("p.n_b", "p.rb_b"), ("p.n_c", "p.rb_c")][s];
+        let lines = |f: &dyn Fn(usize) -> String| (0..r as usize).map(f).collect::<Vec<_>>().join("\n    ");
+        segments.push_str(
+            &MATVEC_SEGMENT
+                .replace("SEG_N", n)
+                .replace("ROW_OFFSETS", &lines(&|i| format!("let o{i} = min(j0 + {i}u, last) * {rb};")))
+                .replace(
+                    "ACCUMULATE",
+                    &lines(&|i| format!("acc[{i}] += dot_{}{sfx}(o{i}, t, act);", type_fn(t))),
+                )
+                .replace("STORES", &lines(&|i| format!("store_{}(r, j0 + {i}u, tot[{i}]);", s + 1)))
+                .replace("ROWS", &format!("{r}u"))
+                .replace("ACT(", &format!("{}{sfx}(", act_fn(t)))
+                .replace("seg_SEG", &format!("seg_{}", s + 1)),
+        );
+    }
+    let (args, params, pass, reduce) = if subgroup {
+        (
+            ", @builtin(subgroup_invocation_id) sg_lane: u32, @builtin(subgroup_id) sg_id: u32, \
+             @builtin(num_subgroups) n_sg: u32",
+            ", sg_lane: u32, sg_id: u32, n_sg: u32",
+            ", sg_lane, sg_id, n_sg",
+            "reduce_sg(acc, lid, sg_lane, sg_id, n_sg)",
+        )
+    } else {
+        ("", "", "", "reduce_wg(acc, lid)")
+    };
+    let segments = segments.replace("SG_PARAMS", params).replace("REDUCE", reduce);
+    out.push_str(
+        &MATVEC_MULTI.replace("SEGMENTS", &segments).replace("SG_ARGS", args).replace("SG_PASS", pass),
+    );
+    out
+}
+
+/// WGSL functions reading the weights `w` (and `wh`) rewritten to read `w2` (`wh2`) for
+/// `suffix` "2": every function gets a `_2` suffix, module constants are dropped (the first
+/// copy has them).
+fn second_matrix(src: &str, suffix: &str) -> String {
     let body: String = src.lines().filter(|l| !l.starts_with("const ")).map(|l| format!("{l}\n")).collect();
     let mut fns = std::collections::HashSet::new();
     for piece in body.split("fn ").skip(1) {
@@ -229,9 +278,10 @@ fn second_matrix(src: &str) -> String {
             out.push_str(ident);
             if !member {
                 if fns.contains(ident.as_str()) {
-                    out.push_str("_2");
+                    out.push('_');
+                    out.push_str(suffix);
                 } else if ident == "w" || ident == "wh" {
-                    out.push('2');
+                    out.push_str(suffix);
                 }
             }
             ident.clear();
@@ -258,6 +308,8 @@ fn second_matrix(src: &str) -> String {
 const MATVEC_WH_BINDING: u32 = 5;
 /// The f16 view of the second matrix of matvec_gated.wgsl.
 const MATVEC_WH2_BINDING: u32 = 8;
+/// The f16 view of the third matrix of matvec_multi.wgsl.
+const MATVEC_WH3_BINDING: u32 = 11;
 const EMBED_WH_BINDING: u32 = 4;
 
 /// The weight access helpers: weights.wgsl and the f16 reads of one path.
@@ -302,6 +354,9 @@ impl Kernel {
                 if mv == MatVec::Rows { "main_rows" } else { "main" },
             ),
             Kernel::MatMulGated(t, mv) => ([COMMON, &matvec_source(t, mv, f16, true)].concat(), "main_gated"),
+            Kernel::MatMulMulti(types, rows, sg) => {
+                ([COMMON, &matvec_multi_source(types, rows, sg, f16)].concat(), "main_multi")
+            }
             Kernel::RmsNorm(from) => {
                 let (decl, name) = if from {
                     ("@group(0) @binding(3) var<storage, read> src: array<f32>;", "src")

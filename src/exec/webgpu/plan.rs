@@ -21,6 +21,9 @@ fn groups(n: usize) -> (u32, u32) {
     }
 }
 
+/// Bytes of a dispatch's parameter binding (its slot in the uniform buffer is at least 256).
+const PARAMS_BYTES: u64 = 128;
+
 /// How matrix products are spread over invocations (see `MatVec`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum MatVecMode {
@@ -216,7 +219,31 @@ pub fn compile(
         }
         _ => false,
     };
-    let fz = if fusing { fuse::plan(g, quantized, pair) } else { fuse::Fusions::default() };
+    let triple = |ops: &[Op]| {
+        let mut ws = Vec::new();
+        for op in ops {
+            let Op::MatMul { w, x, dst, .. } = *op else { return false };
+            if !w_ok(w) || !a_ok(x) || !a_ok(dst) {
+                return false;
+            }
+            let wt = &weights[w.0 as usize];
+            let fits = wt.k() == g.cols(x) && wt.n_rows as usize == g.cols(dst) && g.rows(x) == g.rows(dst);
+            if !fits || wt.parts.len() != 1 {
+                return false;
+            }
+            ws.push(wt);
+        }
+        let aq = ActQuant::for_type(ws[0].dtype);
+        matches!(coop, MatVecMode::Coop { .. })
+            && limits.max_storage_buffers_per_shader_stage >= 10
+            && aq.is_some()
+            && ws.iter().all(|w| {
+                ActQuant::for_type(w.dtype) == aq
+                    && task_values(w.dtype) == task_values(ws[0].dtype)
+                    && w.k() % aq.map_or(1, |q| q.block()) == 0
+            })
+    };
+    let fz = if fusing { fuse::plan(g, quantized, pair, triple) } else { fuse::Fusions::default() };
 
     for (i, op) in g.ops.iter().enumerate() {
         if fz.skip.contains(&i) {
@@ -381,6 +408,69 @@ pub fn compile(
                     }
                 };
                 let avec = if aq.is_some() { k / 16 } else { k / 4 };
+                if fz.triple.contains(&i) {
+                    // Three products of x in one dispatch (matvec_multi.wgsl).
+                    let (Some(&Op::MatMul { w: w2, dst: d2, .. }), Some(&Op::MatMul { w: w3, dst: d3, .. })) =
+                        (g.ops.get(i + 1), g.ops.get(i + 2))
+                    else {
+                        return Err(err("fusion plan out of step with the graph"));
+                    };
+                    let mats = [(wt, dst), (&weights[w2.0 as usize], d2), (&weights[w3.0 as usize], d3)];
+                    let MatVecMode::Coop { subgroup } = coop else {
+                        return Err(err("fusion plan out of step with the graph"));
+                    };
+                    let rows_per = mats.map(|(m, _)| coop_rows(m.n_rows as usize));
+                    let wgs: Vec<usize> = mats
+                        .iter()
+                        .zip(rows_per)
+                        .map(|((m, _), r)| (m.n_rows as usize).div_ceil(r))
+                        .collect();
+                    let off = push(&[
+                        nn as u32,
+                        rows as u32,
+                        wt.row_bytes as u32,
+                        (k / tv) as u32,
+                        0,
+                        nn as u32,
+                        0,
+                        meta as u32,
+                        avec as u32,
+                        nb as u32,
+                        0,
+                        mats[1].0.n_rows as u32,
+                        mats[1].0.row_bytes as u32,
+                        mats[2].0.n_rows as u32,
+                        mats[2].0.row_bytes as u32,
+                        wgs[0] as u32,
+                        wgs[1] as u32,
+                    ]);
+                    let mut bufs = Vec::new();
+                    for (m, (mw, d)) in mats.iter().enumerate() {
+                        let idx = [w.0, w2.0, w3.0][m] as usize;
+                        let main =
+                            if f16 && mw.dtype == GgmlType::F16 { Res::Unused } else { Res::Weight(idx, 0) };
+                        let view = if f16 && reads_f16(mw.dtype) { Res::Weight(idx, 0) } else { Res::Unused };
+                        if m == 0 {
+                            // Bindings 1-6: w, x, dst, (bias), wh, (res).
+                            bufs.extend([main, src, Res::Act(*d), Res::Unused, view, Res::Unused]);
+                        } else {
+                            bufs.extend([main, view, Res::Act(*d)]);
+                        }
+                        version[d.0 as usize] += 1;
+                    }
+                    let types = mats.map(|(m, _)| m.dtype);
+                    items.push(Item::Run(Pending {
+                        label: format!(
+                            "matmul x3 {types:?} {k}x{}/{}/{} rows {rows}",
+                            nn, mats[1].0.n_rows, mats[2].0.n_rows
+                        ),
+                        kernel: Kernel::MatMulMulti(types, rows_per.map(|r| r as u8), subgroup),
+                        params: off,
+                        bufs,
+                        groups: groups(wgs.iter().sum()),
+                    }));
+                    continue;
+                }
                 let add_into = fz.add_into.get(&i).copied();
                 // With the gate/up fusion: the up matrix and slot.
                 let up = match g.ops.get(i + 1) {
@@ -656,7 +746,7 @@ pub fn compile(
             resource: wgpu::BindingResource::Buffer(wgpu::BufferBinding {
                 buffer: &params_buf,
                 offset: params,
-                size: NonZeroU64::new(64),
+                size: NonZeroU64::new(PARAMS_BYTES),
             }),
         }];
         for (i, b) in bufs.iter().enumerate().filter_map(|(i, b)| Some((i, (*b)?))) {
@@ -743,7 +833,7 @@ impl Plan {
                 resource: wgpu::BindingResource::Buffer(wgpu::BufferBinding {
                     buffer: &self.params,
                     offset: b.params,
-                    size: NonZeroU64::new(64),
+                    size: NonZeroU64::new(PARAMS_BYTES),
                 }),
             };
             let layer = match b.what {

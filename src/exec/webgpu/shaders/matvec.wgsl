@@ -32,6 +32,13 @@ struct Params {
     nb: u32,
     // Also add each output into `res` (the residual add fused as an epilogue).
     add: u32,
+    // matvec_multi.wgsl: rows and row bytes of matrices 2 and 3, workgroups of 1 and 2.
+    n_b: u32,
+    rb_b: u32,
+    n_c: u32,
+    rb_c: u32,
+    g_a: u32,
+    g_b: u32,
 }
 
 @group(0) @binding(0) var<uniform> p: Params;
