@@ -426,3 +426,37 @@ impl Pipelines {
             .clone()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The renamed copies of the weight functions are complete: every function of the first
+    /// copy has a `_2` twin, and no module constant is declared twice.
+    #[test]
+    fn second_matrix_renames_every_function() {
+        let src = [WEIGHTS, WVIEW_F32, MATVEC_LEGACY, MATVEC_KQUANT, MATVEC_FLOAT].concat();
+        let copy = second_matrix(&src, "2");
+        for piece in src.split("fn ").skip(1) {
+            let name: String = piece.chars().take_while(|c| c.is_ascii_alphanumeric() || *c == '_').collect();
+            assert!(copy.contains(&format!("fn {name}_2(")), "{name} has no copy");
+        }
+        assert!(!copy.contains("const "));
+        assert!(copy.contains("w2[") && !copy.contains(" w["));
+    }
+
+    /// Each segment of the three-product kernel calls its own matrix's functions.
+    #[test]
+    fn multi_segments_use_their_matrices() {
+        let k = Kernel::MatMulMulti([GgmlType::Q4_K, GgmlType::Q8_0, GgmlType::Q6_K], [4, 1, 2], false);
+        let (src, entry) = k.source(false);
+        assert_eq!(entry, "main_multi");
+        let seg = |i: usize| {
+            let start = src.find(&format!("fn seg_{i}(")).unwrap_or(0);
+            src[start..].split("\n}\n").next().unwrap_or("").to_string()
+        };
+        assert!(seg(1).contains("dot_q4_k(o3,") && seg(1).contains("store_1("));
+        assert!(seg(2).contains("dot_q8_0_2(o0,") && !seg(2).contains("o1"));
+        assert!(seg(3).contains("dot_q6_k_3(o1,") && seg(3).contains("p.rb_c"));
+    }
+}
