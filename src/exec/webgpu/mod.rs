@@ -18,8 +18,8 @@
 //!   a subgroup reads consecutive 16-byte pieces (whole cache lines) and each task's
 //!   activations (q8 bytes, scale, sums) are loaded once for all the rows. Formats whose
 //!   blocks are 16-byte aligned (Q4_K 144 B, Q5_K 176 B, floats) load `vec4<u32>`s directly;
-//!   the others (Q8_0 34 B, Q6_K 210 B, ...) read four words at any offset (the one or two
-//!   aligned 16-byte units holding them, funnel-shifted). The 64 partial sums per row are reduced through workgroup memory
+//!   the others (Q8_0 34 B, Q6_K 210 B, ...) read four words at any offset (five aligned
+//!   loads, funnel-shifted). The 64 partial sums per row are reduced through workgroup memory
 //!   (two barriers) or, where the device has `Features::SUBGROUP` (natively only: wgpu never
 //!   reports it in browsers, and naga rejects `enable subgroups;`), one `subgroupAdd` and one
 //!   barrier. Rows per workgroup (1, 2 or 4) leave at least ~1024 workgroups where the matrix
