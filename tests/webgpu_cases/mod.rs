@@ -22,9 +22,13 @@ use wick::exec::{
 };
 use wick::quant::GgmlType;
 
-struct Rng(u64);
+pub struct Rng(u64);
 
 impl Rng {
+    /// A generator from a nonzero seed.
+    pub fn new(seed: u64) -> Rng {
+        Rng(seed.max(1))
+    }
     fn next(&mut self) -> u64 {
         self.0 ^= self.0 << 13;
         self.0 ^= self.0 >> 7;
@@ -32,7 +36,7 @@ impl Rng {
         self.0
     }
     /// Uniform in [-1, 1).
-    fn f(&mut self) -> f32 {
+    pub fn f(&mut self) -> f32 {
         (self.next() >> 40) as f32 / (1u64 << 23) as f32 - 1.0
     }
     fn vec(&mut self, n: usize, scale: f32) -> Vec<f32> {
@@ -345,6 +349,15 @@ pub async fn attention_with_history_window_softcap(gpu: WebGpuExecutor) {
                 2e-3,
             );
         }
+        // Past 2048 keys the kernel recomputes scores rather than keeping them.
+        if window.is_none() {
+            let kv = p.kv(2100, kd);
+            for pos in [0, 2000, 2090] {
+                let toks = p.tokens(rows, VOCAB);
+                let (a, b) = p.run(id, kv, &toks, pos).await;
+                assert_close(&format!("attention h={n_heads}/{n_kv} hd={hd} at {pos}"), &a, &b, 2e-3);
+            }
+        }
     }
 }
 
@@ -452,5 +465,86 @@ pub async fn split_weights(gpu: WebGpuExecutor) {
         let toks = [0, 299, 150];
         let (a, b) = p.run(id, kv, &toks, 0).await;
         assert_close(&format!("split {t} embed + tied matmul"), &a, &b, 1e-4);
+    }
+}
+
+/// A Llama-like layer, whose ops the executor fuses (RMSNorm with the quantization for the
+/// next product, RoPE of queries and keys with the KV store, products with the residual add
+/// after them, gate and up with SiLU), over several steps, against the CPU; then the same
+/// with fusion off.
+pub async fn fused_layer(gpu: WebGpuExecutor) {
+    let mut p = Pair::new(gpu, 12);
+    let (ne, n_heads, n_kv, hd) = (512, 4, 2, 64);
+    let (qd, kd) = (n_heads * hd, n_kv * hd);
+    // (fusion, type of Q and O, rope mode, token rows, cooperative matmul kernels)
+    for (fuse, wt, mode, rows, coop) in [
+        (true, GgmlType::Q4_K, RopeMode::Normal, 1, true),
+        (true, GgmlType::Q8_0, RopeMode::Neox, 3, false),
+        (true, GgmlType::Q6_K, RopeMode::Normal, 2, true),
+        (true, GgmlType::Q4_0, RopeMode::Normal, 1, true),
+        (true, GgmlType::F16, RopeMode::Normal, 2, true),
+        (false, GgmlType::Q4_K, RopeMode::Neox, 2, true),
+    ] {
+        p.gpu.set_fusion(fuse);
+        p.gpu.set_cooperative_matmul(coop);
+        // The residual as large as the block's output, so that a lost add shows.
+        let tx = p.table(ne, VOCAB, 1e5);
+        let norm = p.weight(GgmlType::F32, ne, 1);
+        let (wq, wk, wv) =
+            (p.weight(wt, ne, qd), p.weight(GgmlType::Q4_K, ne, kd), p.weight(GgmlType::Q6_K, ne, kd));
+        let wo = p.weight(wt, qd, ne);
+        let nf = 768;
+        let norm2 = p.weight(GgmlType::F32, ne, 1);
+        let (wg, wu, wd) = (p.weight(wt, ne, nf), p.weight(wt, ne, nf), p.weight(GgmlType::Q6_K, nf, ne));
+        let g = graph(rows, &[(tx, ne)], |g, s| {
+            let x = s[0];
+            let h = g.act(Rows::All, ne);
+            let (q, k, v) = (g.act(Rows::All, qd), g.act(Rows::All, kd), g.act(Rows::All, kd));
+            let (att, o) = (g.act(Rows::All, qd), g.act(Rows::All, ne));
+            g.push(Op::RmsNorm { x, weight: norm, dst: h, group: ne, eps: 1e-5 });
+            g.push(Op::MatMul { w: wq, x: h, dst: q, bias: None });
+            g.push(Op::MatMul { w: wk, x: h, dst: k, bias: None });
+            g.push(Op::MatMul { w: wv, x: h, dst: v, bias: None });
+            let rope = |x, n_heads| Op::Rope {
+                x,
+                n_heads,
+                head_dim: hd,
+                n_rot: hd,
+                base: 10000.0,
+                freq_scale: 1.0,
+                mode,
+            };
+            g.push(rope(q, n_heads));
+            g.push(rope(k, n_kv));
+            g.push(Op::KvStore { layer: 0, k, v });
+            g.push(Op::Attention {
+                layer: 0,
+                q,
+                dst: att,
+                n_heads,
+                n_kv_heads: n_kv,
+                head_dim: hd,
+                scale: 1.0 / (hd as f32).sqrt(),
+                window: None,
+                softcap: None,
+            });
+            g.push(Op::MatMul { w: wo, x: att, dst: o, bias: None });
+            g.push(Op::Add { a: x, b: o, dst: x });
+            let (gate, up) = (g.act(Rows::All, nf), g.act(Rows::All, nf));
+            g.push(Op::RmsNorm { x, weight: norm2, dst: h, group: ne, eps: 1e-5 });
+            g.push(Op::MatMul { w: wg, x: h, dst: gate, bias: None });
+            g.push(Op::MatMul { w: wu, x: h, dst: up, bias: None });
+            g.push(Op::GatedAct { gate, up, act: Gate::Silu });
+            g.push(Op::MatMul { w: wd, x: gate, dst: o, bias: None });
+            g.push(Op::Add { a: o, b: x, dst: x });
+            x
+        });
+        let id = p.compile(&g);
+        let kv = p.kv(64, kd);
+        for step in 0..4 {
+            let toks = p.tokens(rows, VOCAB);
+            let (a, b) = p.run(id, kv, &toks, step * rows).await;
+            assert_close(&format!("layer fuse={fuse} {wt} {mode:?} rows={rows} step={step}"), &a, &b, 2e-3);
+        }
     }
 }

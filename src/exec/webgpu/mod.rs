@@ -30,13 +30,14 @@
 //!   Prefill (several token rows) loops over the rows inside the workgroup, re-reading the
 //!   weight rows from cache. On CPU-emulated adapters one invocation takes a whole row (no
 //!   barriers, which are slow there).
-//! - Expected on an H100 (3.35 TB/s) for Llama 3.1 8B Q4_K_M: ~4.6 GB of weights per token
-//!   (all but the embedding table) → 1.4 ms at peak bandwidth, ~1.7-2 ms at the 70-85% these
-//!   kernels should reach on the large matrices; plus ~680 dependent dispatches per token
-//!   (about 21 per layer), each costing a few µs of pipeline barrier on Vulkan: ~5-6 ms per
-//!   token, 150-220 tokens/s. Llama 3.2 1B Q8_0: ~1.3 GB per token (0.4 ms) plus ~340
-//!   dispatches: ~2 ms, ~400-550 tokens/s. If measurements fall short, the dispatch count
-//!   (fusing quantize into RMSNorm, rope into the KV store) is the next lever.
+//! - Measured on an H100 through Vulkan (synthetic Llama 3.1 8B Q4_K_M, decode): the step
+//!   was bound by its ~700 dependent dispatches (each ~9 µs with a pipeline barrier), by
+//!   wgpu's CPU cost of recording them (~2.4 ms per step, serialized with the GPU), by a
+//!   64-invocation RMSNorm (50 µs) and by attention (50 µs a layer), not by weight bandwidth.
+//!   Hence: ops fused into fewer dispatches (fuse.rs: 11 per Llama layer instead of 22), the
+//!   next step recorded while the GPU runs the current one (steps differ only in the contents
+//!   of the step buffer), and attention keeping its scores in workgroup memory.
+//!   `WICK_WEBGPU_PROFILE=1` prints per-kernel GPU times (timestamp queries) and CPU times.
 //! - Two precision paths: with `Features::SHADER_F16` (unless `WICK_WEBGPU_F16=0`) kernels
 //!   read bulk f16 data through f16-typed bindings and hardware conversion: the f16 KV cache
 //!   in attention, F16 weights, and the f16 block scales (the weight buffer is bound a second
@@ -46,18 +47,23 @@
 //! - `compile` builds everything a step needs once: activation buffers, one uniform buffer
 //!   holding every dispatch's parameters, pipelines (cached per kernel), bind groups. Bind
 //!   groups that name a KV cache are made at the first step with that cache and kept.
-//! - `run` writes the position and token ids into a small storage buffer, records all
-//!   dispatches into one command encoder, submits once, and reads back the argmax id
+//! - `run` writes the position and token ids into a small storage buffer, submits the step's
+//!   commands (recorded ahead during the previous step of the same graph, cache and readback,
+//!   else now) in one submission, records the next step's, and reads back the argmax id
 //!   (computed on the device) or the logits.
 //! - Activations are f32; the KV cache is f16, two per 32-bit word (read as `vec2<f16>` with
 //!   `shader-f16`, by hand without).
 //! - Environment: `WICK_WEBGPU_F16=0` forces the f32 path, `WICK_WEBGPU_SUBGROUPS=0` the
 //!   workgroup-memory reduction; `WICK_WEBGPU_COOP=1` forces the cooperative matrix kernels
-//!   and `0` the one-row-per-invocation ones, whatever the adapter type.
+//!   and `0` the one-row-per-invocation ones, whatever the adapter type;
+//!   `WICK_WEBGPU_FUSE=0` turns fusions off, `WICK_WEBGPU_AHEAD=0` recording ahead;
+//!   `WICK_WEBGPU_PROFILE=1` profiles (natively).
 
 mod buffers;
+mod fuse;
 mod pipelines;
 mod plan;
+mod profile;
 
 use std::sync::{Arc, Mutex};
 
@@ -97,6 +103,14 @@ pub struct WebGpuExecutor {
     binding_cap: Option<u64>,
     /// The first validation or device error wgpu reported (it reports them out of band).
     error: Arc<Mutex<Option<String>>>,
+    /// Fuse ops into fewer dispatches in graphs compiled from now on (fuse.rs).
+    fuse: bool,
+    /// Record each step's successor while the GPU runs it (`WICK_WEBGPU_AHEAD=0`: off).
+    ahead: bool,
+    /// Profiling (`WICK_WEBGPU_PROFILE=1`, natively): per-plan times; `timestamps`: the
+    /// adapter can write timestamps inside passes.
+    profile: Option<Vec<profile::PlanStats>>,
+    timestamps: bool,
 }
 
 impl WebGpuExecutor {
@@ -142,7 +156,15 @@ impl WebGpuExecutor {
             && std::env::var("WICK_WEBGPU_F16").map_or(true, |v| v != "0");
         let subgroups = have.contains(wgpu::Features::SUBGROUP)
             && std::env::var("WICK_WEBGPU_SUBGROUPS").map_or(true, |v| v != "0");
+        let profiling = cfg!(not(target_arch = "wasm32")) && env_is("WICK_WEBGPU_PROFILE", "1");
+        let ts_features = wgpu::Features::TIMESTAMP_QUERY
+            | wgpu::Features::TIMESTAMP_QUERY_INSIDE_ENCODERS
+            | wgpu::Features::TIMESTAMP_QUERY_INSIDE_PASSES;
+        let timestamps = profiling && have.contains(ts_features);
         let mut features = wgpu::Features::empty();
+        if timestamps {
+            features |= ts_features;
+        }
         if f16 {
             features |= wgpu::Features::SHADER_F16;
         }
@@ -207,6 +229,10 @@ impl WebGpuExecutor {
             subgroup_reduce: subgroups,
             f16,
             error,
+            ahead: !env_is("WICK_WEBGPU_AHEAD", "0"),
+            fuse: fuse::enabled(),
+            profile: profiling.then(Vec::new),
+            timestamps,
         })
     }
 
@@ -227,6 +253,12 @@ impl WebGpuExecutor {
     /// row (the default on CPU-emulated adapters such as lavapipe).
     pub fn set_cooperative_matmul(&mut self, coop: bool) {
         self.coop_matmul = coop;
+    }
+
+    /// Fuse ops into fewer dispatches (the default unless `WICK_WEBGPU_FUSE=0`) in graphs
+    /// compiled from now on, or run every op as its own dispatch.
+    pub fn set_fusion(&mut self, on: bool) {
+        self.fuse = on;
     }
 
     /// Whether the kernels use `shader-f16` (the adapter has it and `WICK_WEBGPU_F16` is not `0`).
@@ -368,9 +400,14 @@ impl Executor for WebGpuExecutor {
             &self.dummy,
             &self.limits,
             mode,
+            self.timestamps,
+            self.fuse,
             graph,
         )?;
         self.take_error()?;
+        if let Some(stats) = &mut self.profile {
+            stats.push(profile::PlanStats { tokens: graph.n_tokens, ..Default::default() });
+        }
         self.plans.push(plan);
         Ok(GraphId(self.plans.len() as u32 - 1))
     }
@@ -383,10 +420,12 @@ impl Executor for WebGpuExecutor {
         pos: usize,
         readback: Readback,
     ) -> LocalFuture<'a, Result<StepOutput>> {
+        let t0 = self.profile.as_ref().map(|_| std::time::Instant::now());
         let submitted = self.submit(graph, kv, tokens, pos, readback);
+        let t1 = t0.map(|_| std::time::Instant::now());
         Box::pin(async move {
-            let plan = submitted?;
-            let plan = &self.plans[plan];
+            let gi = submitted?;
+            let plan = &self.plans[gi];
             let out = match readback {
                 Readback::Argmax => {
                     let b = buffers::read(&self.device, &plan.argmax_read, 4).await?;
@@ -406,9 +445,27 @@ impl Executor for WebGpuExecutor {
                     StepOutput { token: None, logits }
                 }
             };
+            if let (Some(t0), Some(t1)) = (t0, t1) {
+                self.record_profile(gi, t0, t1);
+            }
             self.take_error()?;
             Ok(out)
         })
+    }
+}
+
+/// Whether environment variable `name` is set to `value`.
+fn env_is(name: &str, value: &str) -> bool {
+    std::env::var(name).is_ok_and(|v| v == value)
+}
+
+impl Drop for WebGpuExecutor {
+    fn drop(&mut self) {
+        if let Some(stats) = &self.profile {
+            for (i, s) in stats.iter().enumerate() {
+                eprint!("{}", s.summary(&format!("graph {i}")));
+            }
+        }
     }
 }
 
@@ -437,10 +494,39 @@ impl WebGpuExecutor {
         step.extend_from_slice(&(pos as u32).to_le_bytes());
         tokens.iter().for_each(|t| step.extend_from_slice(&t.to_le_bytes()));
         self.queue.write_buffer(&plan.step, 0, &step);
-        let mut enc =
-            self.device.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some("step") });
-        plan.record(&mut enc, kv.0, readback == Readback::Argmax);
-        self.queue.submit([enc.finish()]);
+        let argmax = readback == Readback::Argmax;
+        let record = |plan: &plan::Plan| {
+            let mut enc =
+                self.device.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some("step") });
+            plan.record(&mut enc, kv.0, argmax);
+            enc.finish()
+        };
+        let cmds = match plan.ahead.take() {
+            Some((k, a, cmds)) if k == kv.0 && a == argmax => cmds,
+            _ => record(plan),
+        };
+        self.queue.submit([cmds]);
+        if self.ahead {
+            // The next step of this graph most likely reads the same cache the same way: record
+            // it now, while the GPU works (wgpu's recording costs microseconds per dispatch).
+            plan.ahead = Some((kv.0, argmax, record(plan)));
+        }
         Ok(gi)
+    }
+
+    /// Add a finished step's CPU times (`t0` start, `t1` submitted) and timestamps to the profile.
+    fn record_profile(&mut self, gi: usize, t0: std::time::Instant, t1: std::time::Instant) {
+        let now = std::time::Instant::now();
+        let plan = &self.plans[gi];
+        let ts = plan.queries.as_ref().and_then(|q| q.read(&self.device));
+        let period = self.queue.get_timestamp_period() as f64;
+        if let Some(s) = self.profile.as_mut().and_then(|p| p.get_mut(gi)) {
+            s.steps += 1;
+            s.record_ns += (t1 - t0).as_nanos() as f64;
+            s.wait_ns += (now - t1).as_nanos() as f64;
+            if let Some(ts) = ts {
+                s.add_timestamps(&ts, &plan.labels, period);
+            }
+        }
     }
 }

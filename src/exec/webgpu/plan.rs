@@ -5,7 +5,9 @@ use std::collections::HashMap;
 use std::num::NonZeroU64;
 
 use super::buffers::{err, GpuKv, GpuWeight};
+use super::fuse;
 use super::pipelines::{task_values, ActQuant, Kernel, MatVec, Pipelines, SUPPORTED};
+use super::profile::StepQueries;
 use crate::exec::{ActId, Gate, Graph, Op, RopeMode};
 use crate::quant::GgmlType;
 use crate::Result;
@@ -18,6 +20,9 @@ fn groups(n: usize) -> (u32, u32) {
         (32768, n.div_ceil(32768) as u32)
     }
 }
+
+/// Bytes of a dispatch's parameter binding (its slot in the uniform buffer is at least 256).
+const PARAMS_BYTES: u64 = 128;
 
 /// How matrix products are spread over invocations (see `MatVec`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -70,8 +75,24 @@ enum Cmd {
 
 /// What a KV bind group binds (built per cache at its first run).
 enum KvUse {
-    Store { src: ActId, layer: usize, value: bool },
-    Attend { q: ActId, dst: ActId, layer: usize, k_dim: usize },
+    Store {
+        src: ActId,
+        layer: usize,
+        value: bool,
+    },
+    /// RoPE of `q` and `k` and the store of `k` and `v` (fuse.rs).
+    RopeStore {
+        q: ActId,
+        k: ActId,
+        v: ActId,
+        layer: usize,
+    },
+    Attend {
+        q: ActId,
+        dst: ActId,
+        layer: usize,
+        k_dim: usize,
+    },
 }
 
 struct KvBind {
@@ -98,11 +119,19 @@ pub struct Plan {
     pub logits_bytes: u64,
     /// Rows of the embedding table (token ids must be below), if the graph embeds.
     pub embed_rows: Option<u64>,
+    /// What each command is (for the profile).
+    pub labels: Vec<String>,
+    /// Timestamp queries, when profiling on an adapter that has them.
+    pub queries: Option<StepQueries>,
+    /// The next step, recorded while the GPU ran the last one: (cache, argmax, commands).
+    /// Steps differ only in the contents of `step`, so their commands are the same.
+    pub ahead: Option<(u32, bool, wgpu::CommandBuffer)>,
 }
 
 /// A deferred dispatch: parameters are pushed first, bind groups made once the uniform
 /// buffer exists.
 struct Pending {
+    label: String,
     kernel: Kernel,
     params: u64,
     bufs: Vec<Res>,
@@ -116,6 +145,8 @@ enum Res {
     Weight(usize, usize),
     Step,
     Dummy,
+    /// A small buffer for unused read_write bindings (a buffer may not be bound both ways).
+    DummyRw,
     /// No buffer at this binding (the kernel does not use it).
     Unused,
     Quant(ActQuant),
@@ -123,7 +154,7 @@ enum Res {
 
 enum Item {
     Run(Pending),
-    Kv { kernel: Kernel, bind: usize, groups: (u32, u32) },
+    Kv { label: String, kernel: Kernel, bind: usize, groups: (u32, u32) },
     Copy { src: ActId, src_off: u64, dst: ActId, size: u64 },
 }
 
@@ -145,6 +176,8 @@ pub fn compile(
     dummy: &wgpu::Buffer,
     limits: &wgpu::Limits,
     coop: MatVecMode,
+    profile: bool,
+    fusing: bool,
     g: &Graph,
 ) -> Result<Plan> {
     let w_ok = |w: crate::exec::WeightId| (w.0 as usize) < weights.len();
@@ -169,8 +202,57 @@ pub fn compile(
     let mut embed_rows = None;
     let f16 = pipes.f16();
     let n = |a: ActId| g.rows(a) * g.cols(a);
+    let quantized = |op: &Op| match *op {
+        Op::MatMul { w, x, .. } => {
+            w_ok(w) && ActQuant::for_type(weights[w.0 as usize].dtype).is_some() && g.cols(x) % 256 == 0
+        }
+        _ => false,
+    };
+    let pair = |a: &Op, b: &Op| match (a, b) {
+        (&Op::MatMul { w: w1, .. }, &Op::MatMul { w: w2, .. }) if w_ok(w1) && w_ok(w2) => {
+            let (a, b) = (&weights[w1.0 as usize], &weights[w2.0 as usize]);
+            matches!(coop, MatVecMode::Coop { .. })
+                && a.dtype == b.dtype
+                && a.dims == b.dims
+                && a.parts.len() == 1
+                && b.parts.len() == 1
+        }
+        _ => false,
+    };
+    let triple = |ops: &[Op]| {
+        let mut ws = Vec::new();
+        for op in ops {
+            let Op::MatMul { w, x, dst, .. } = *op else { return false };
+            if !w_ok(w) || !a_ok(x) || !a_ok(dst) {
+                return false;
+            }
+            let wt = &weights[w.0 as usize];
+            let fits = wt.k() == g.cols(x) && wt.n_rows as usize == g.cols(dst) && g.rows(x) == g.rows(dst);
+            if !fits || wt.parts.len() != 1 {
+                return false;
+            }
+            ws.push(wt);
+        }
+        let aq = ActQuant::for_type(ws[0].dtype);
+        // Natively and with `shader-f16` only: the only combination measured on a GPU (an
+        // H100's op tests of the f32 path did not finish in time with it; see fuse.rs).
+        matches!(coop, MatVecMode::Coop { .. })
+            && f16
+            && cfg!(not(target_arch = "wasm32"))
+            && limits.max_storage_buffers_per_shader_stage >= 10
+            && aq.is_some()
+            && ws.iter().all(|w| {
+                ActQuant::for_type(w.dtype) == aq
+                    && task_values(w.dtype) == task_values(ws[0].dtype)
+                    && w.k() % aq.map_or(1, |q| q.block()) == 0
+            })
+    };
+    let fz = if fusing { fuse::plan(g, quantized, pair, triple) } else { fuse::Fusions::default() };
 
-    for op in &g.ops {
+    for (i, op) in g.ops.iter().enumerate() {
+        if fz.skip.contains(&i) {
+            continue;
+        }
         match *op {
             Op::Embed { table, dst, scale } => {
                 check(w_ok(table) && a_ok(dst), || format!("{op:?}: unknown weight or slot"))?;
@@ -197,6 +279,7 @@ pub fn compile(
                         }
                     }
                     items.push(Item::Run(Pending {
+                        label: format!("embed {}", t.dtype),
                         kernel: Kernel::Embed(t.dtype),
                         params: off,
                         bufs,
@@ -217,9 +300,46 @@ pub fn compile(
                     || format!("RMSNorm weight '{}' ({:?} {}) does not fit {op:?}", w.name, w.dims, w.dtype),
                 )?;
                 let n_groups = n(dst) / group;
+                let next_q = match g.ops.get(i + 1) {
+                    Some(&Op::MatMul { w: mw, .. }) if fz.norm_quant.contains(&i) => {
+                        ActQuant::for_type(weights[mw.0 as usize].dtype)
+                    }
+                    _ => None,
+                };
+                if let Some(q) = next_q {
+                    // Normalize and quantize in one dispatch (norm_quant.wgsl).
+                    let vals = n(dst);
+                    let meta_words = vals / 4;
+                    let need = 4 * (meta_words + vals / q.block() * q.meta_words()) as u64;
+                    let e = qsize.entry(q).or_insert(0);
+                    *e = (*e).max(need);
+                    let off = push(&[
+                        group as u32,
+                        (vals / 256) as u32,
+                        eps.to_bits(),
+                        (w.dtype == GgmlType::F16) as u32,
+                        meta_words as u32,
+                    ]);
+                    items.push(Item::Run(Pending {
+                        label: format!("norm_quant {q:?} {group}x{n_groups}"),
+                        kernel: Kernel::NormQuant(q),
+                        params: off,
+                        bufs: vec![
+                            Res::Weight(weight.0 as usize, 0),
+                            Res::Act(dst),
+                            Res::Act(x),
+                            Res::Quant(q),
+                        ],
+                        groups: groups(vals / 256),
+                    }));
+                    version[dst.0 as usize] += 1;
+                    qstate.insert(q, Some((dst, version[dst.0 as usize])));
+                    continue;
+                }
                 let off =
                     push(&[group as u32, n_groups as u32, eps.to_bits(), (w.dtype == GgmlType::F16) as u32]);
                 items.push(Item::Run(Pending {
+                    label: format!("rms_norm {group}x{n_groups}"),
                     kernel: Kernel::RmsNorm(x != dst),
                     params: off,
                     bufs: if x != dst {
@@ -280,6 +400,7 @@ pub fn compile(
                         if qstate.get(&q).copied().flatten() != cur {
                             let off = push(&[nblk as u32, meta_words as u32]);
                             items.push(Item::Run(Pending {
+                                label: format!("quantize {q:?} {rows}x{k}"),
                                 kernel: Kernel::Quantize(q),
                                 params: off,
                                 bufs: vec![Res::Act(x), Res::Quant(q)],
@@ -291,6 +412,75 @@ pub fn compile(
                     }
                 };
                 let avec = if aq.is_some() { k / 16 } else { k / 4 };
+                if fz.triple.contains(&i) {
+                    // Three products of x in one dispatch (matvec_multi.wgsl).
+                    let (Some(&Op::MatMul { w: w2, dst: d2, .. }), Some(&Op::MatMul { w: w3, dst: d3, .. })) =
+                        (g.ops.get(i + 1), g.ops.get(i + 2))
+                    else {
+                        return Err(err("fusion plan out of step with the graph"));
+                    };
+                    let mats = [(wt, dst), (&weights[w2.0 as usize], d2), (&weights[w3.0 as usize], d3)];
+                    let MatVecMode::Coop { subgroup } = coop else {
+                        return Err(err("fusion plan out of step with the graph"));
+                    };
+                    let rows_per = mats.map(|(m, _)| coop_rows(m.n_rows as usize));
+                    let wgs: Vec<usize> = mats
+                        .iter()
+                        .zip(rows_per)
+                        .map(|((m, _), r)| (m.n_rows as usize).div_ceil(r))
+                        .collect();
+                    let off = push(&[
+                        nn as u32,
+                        rows as u32,
+                        wt.row_bytes as u32,
+                        (k / tv) as u32,
+                        0,
+                        nn as u32,
+                        0,
+                        meta as u32,
+                        avec as u32,
+                        nb as u32,
+                        0,
+                        mats[1].0.n_rows as u32,
+                        mats[1].0.row_bytes as u32,
+                        mats[2].0.n_rows as u32,
+                        mats[2].0.row_bytes as u32,
+                        wgs[0] as u32,
+                        wgs[1] as u32,
+                    ]);
+                    let mut bufs = Vec::new();
+                    for (m, (mw, d)) in mats.iter().enumerate() {
+                        let idx = [w.0, w2.0, w3.0][m] as usize;
+                        let main =
+                            if f16 && mw.dtype == GgmlType::F16 { Res::Unused } else { Res::Weight(idx, 0) };
+                        let view = if f16 && reads_f16(mw.dtype) { Res::Weight(idx, 0) } else { Res::Unused };
+                        if m == 0 {
+                            // Bindings 1-6: w, x, dst, (bias), wh, (res).
+                            bufs.extend([main, src, Res::Act(*d), Res::Unused, view, Res::Unused]);
+                        } else {
+                            bufs.extend([main, view, Res::Act(*d)]);
+                        }
+                        version[d.0 as usize] += 1;
+                    }
+                    let types = mats.map(|(m, _)| m.dtype);
+                    items.push(Item::Run(Pending {
+                        label: format!(
+                            "matmul x3 {types:?} {k}x{}/{}/{} rows {rows}",
+                            nn, mats[1].0.n_rows, mats[2].0.n_rows
+                        ),
+                        kernel: Kernel::MatMulMulti(types, rows_per.map(|r| r as u8), subgroup),
+                        params: off,
+                        bufs,
+                        groups: groups(wgs.iter().sum()),
+                    }));
+                    continue;
+                }
+                let add_into = fz.add_into.get(&i).copied();
+                // With the gate/up fusion: the up matrix and slot.
+                let up = match g.ops.get(i + 1) {
+                    Some(&Op::MatMul { w: uw, dst: ud, .. }) if fz.gate_up.contains(&i) => Some((uw, ud)),
+                    _ => None,
+                };
                 for p in 0..wt.parts.len() {
                     let (start, count) = wt.part_rows(p);
                     let off = push(&[
@@ -304,6 +494,7 @@ pub fn compile(
                         meta as u32,
                         avec as u32,
                         nb as u32,
+                        add_into.is_some() as u32,
                     ]);
                     let (mv, n_groups) = match coop {
                         MatVecMode::Rows => (MatVec::Rows, (count as usize).div_ceil(64)),
@@ -320,14 +511,38 @@ pub fn compile(
                             bufs[0] = Res::Unused;
                         }
                     }
+                    bufs.resize(5, Res::Unused);
+                    bufs.push(add_into.map_or(Res::DummyRw, Res::Act));
+                    let mut kernel = Kernel::MatMul(wt.dtype, mv);
+                    let mut plus = if add_into.is_some() { " +add" } else { "" };
+                    if let Some((uw, ud)) = up {
+                        // Bindings 7 (up matrix), 8 (its f16 view), 9 (up slot); the gated
+                        // entry point uses no bias or residual.
+                        bufs[3] = Res::Unused;
+                        bufs[5] = Res::Unused;
+                        let u = Res::Weight(uw.0 as usize, 0);
+                        let f16_view = bufs[4];
+                        let uw16 = if matches!(f16_view, Res::Unused) { Res::Unused } else { u };
+                        let u_main = if matches!(bufs[0], Res::Unused) { Res::Unused } else { u };
+                        bufs.extend([u_main, uw16, Res::Act(ud)]);
+                        kernel = Kernel::MatMulGated(wt.dtype, mv);
+                        plus = " +up+silu";
+                    }
                     items.push(Item::Run(Pending {
-                        kernel: Kernel::MatMul(wt.dtype, mv),
+                        label: format!("matmul {} {k}x{count} rows {rows}{plus}", wt.dtype),
+                        kernel,
                         params: off,
                         bufs,
                         groups: groups(n_groups),
                     }));
                 }
                 version[dst.0 as usize] += 1;
+                if let Some(r) = add_into {
+                    version[r.0 as usize] += 1;
+                }
+                if let Some((_, ud)) = up {
+                    version[ud.0 as usize] += 1;
+                }
             }
             Op::Rope { x, n_heads, head_dim, n_rot, base, freq_scale, mode } => {
                 check(a_ok(x), || format!("{op:?}: unknown slot"))?;
@@ -336,6 +551,33 @@ pub fn compile(
                 })?;
                 let rows = g.rows(x);
                 let theta_scale = base.powf(-2.0 / n_rot as f32);
+                if let (true, Some(&Op::KvStore { layer, k, v })) =
+                    (fz.rope_kv.contains(&i), g.ops.get(i + 2))
+                {
+                    // RoPE of queries (x) and keys, and the KV store (rope_kv.wgsl).
+                    let (kd, vd) = (g.cols(k), g.cols(v));
+                    let off = push(&[
+                        n_heads as u32,
+                        head_dim as u32,
+                        n_rot as u32,
+                        rows as u32,
+                        theta_scale.to_bits(),
+                        freq_scale.to_bits(),
+                        (mode == RopeMode::Neox) as u32,
+                        g.cols(x) as u32,
+                        kd as u32,
+                        vd as u32,
+                    ]);
+                    kv_uses.push((KvUse::RopeStore { q: x, k, v, layer }, Kernel::RopeKv, off));
+                    items.push(Item::Kv {
+                        label: "rope_kv".into(),
+                        kernel: Kernel::RopeKv,
+                        bind: kv_uses.len() - 1,
+                        groups: groups((rows * (n_heads * n_rot / 2 + kd / 2 + vd / 2)).div_ceil(64)),
+                    });
+                    version[x.0 as usize] += 1;
+                    continue;
+                }
                 let off = push(&[
                     n_heads as u32,
                     head_dim as u32,
@@ -347,6 +589,7 @@ pub fn compile(
                     g.cols(x) as u32,
                 ]);
                 items.push(Item::Run(Pending {
+                    label: "rope".into(),
                     kernel: Kernel::Rope,
                     params: off,
                     bufs: vec![Res::Step, Res::Act(x)],
@@ -363,6 +606,7 @@ pub fn compile(
                     let off = push(&[dim as u32, rows as u32]);
                     kv_uses.push((KvUse::Store { src, layer, value }, Kernel::KvStore, off));
                     items.push(Item::Kv {
+                        label: "kv_store".into(),
                         kernel: Kernel::KvStore,
                         bind: kv_uses.len() - 1,
                         groups: groups((rows * dim / 2).div_ceil(64)),
@@ -398,6 +642,7 @@ pub fn compile(
                 ]);
                 kv_uses.push((KvUse::Attend { q, dst, layer, k_dim: kv_dim }, Kernel::Attention, off));
                 items.push(Item::Kv {
+                    label: "attention".into(),
                     kernel: Kernel::Attention,
                     bind: kv_uses.len() - 1,
                     groups: groups(rows * n_heads),
@@ -411,6 +656,7 @@ pub fn compile(
                 let off = push(&[n(gate) as u32]);
                 let kernel = if act == Gate::Silu { Kernel::GatedSilu } else { Kernel::GatedGelu };
                 items.push(Item::Run(Pending {
+                    label: "gated_act".into(),
                     kernel,
                     params: off,
                     bufs: vec![Res::Act(gate), Res::Act(up)],
@@ -433,6 +679,7 @@ pub fn compile(
                 check(other != dst, || format!("{op:?}: x + x in place is not supported"))?;
                 let off = push(&[n(dst) as u32]);
                 items.push(Item::Run(Pending {
+                    label: "add".into(),
                     kernel: Kernel::Add,
                     params: off,
                     bufs: vec![Res::Act(dst), Res::Act(other)],
@@ -487,6 +734,7 @@ pub fn compile(
     let quant: HashMap<ActQuant, wgpu::Buffer> =
         qsize.iter().map(|(&q, &size)| (q, buffer("quantized activations", size, usage))).collect();
     let argmax_out = buffer("argmax", 16, usage);
+    let dummy_rw = buffer("dummy", 16, wgpu::BufferUsages::STORAGE);
     let map = wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST;
     let argmax_read = buffer("argmax readback", 16, map);
     let logits_read = buffer("logits readback", 4 * n(g.logits) as u64, map);
@@ -502,7 +750,7 @@ pub fn compile(
             resource: wgpu::BindingResource::Buffer(wgpu::BufferBinding {
                 buffer: &params_buf,
                 offset: params,
-                size: NonZeroU64::new(64),
+                size: NonZeroU64::new(PARAMS_BYTES),
             }),
         }];
         for (i, b) in bufs.iter().enumerate().filter_map(|(i, b)| Some((i, (*b)?))) {
@@ -521,22 +769,27 @@ pub fn compile(
             Res::Weight(w, p) => &weights[w].parts[p],
             Res::Step => &step,
             Res::Dummy => dummy,
+            Res::DummyRw => &dummy_rw,
             Res::Quant(q) => &quant[&q],
             Res::Unused => return None,
         })
     };
     let mut cmds = Vec::new();
+    let mut labels = Vec::new();
     for item in items {
         cmds.push(match item {
             Item::Run(p) => {
+                labels.push(p.label);
                 let bufs: Vec<Option<&wgpu::Buffer>> = p.bufs.iter().map(|&r| resolve(r)).collect();
                 let (pipe, bind) = bind(pipes, p.kernel, p.params, &bufs);
                 Cmd::Dispatch { pipe, bind, groups: p.groups }
             }
-            Item::Kv { kernel, bind, groups } => {
+            Item::Kv { label, kernel, bind, groups } => {
+                labels.push(label);
                 Cmd::KvDispatch { pipe: pipes.get(device, kernel), bind, groups }
             }
             Item::Copy { src, src_off, dst, size } => {
+                labels.push("copy".into());
                 Cmd::Copy { src: src.0 as usize, src_off, dst: dst.0 as usize, dst_off: 0, size }
             }
         });
@@ -565,6 +818,9 @@ pub fn compile(
         logits_read,
         logits_bytes: 4 * n(g.logits) as u64,
         embed_rows,
+        queries: if profile { StepQueries::new(device, labels.len()) } else { None },
+        labels,
+        ahead: None,
     })
 }
 
@@ -581,11 +837,13 @@ impl Plan {
                 resource: wgpu::BindingResource::Buffer(wgpu::BufferBinding {
                     buffer: &self.params,
                     offset: b.params,
-                    size: NonZeroU64::new(64),
+                    size: NonZeroU64::new(PARAMS_BYTES),
                 }),
             };
             let layer = match b.what {
-                KvUse::Store { layer, .. } | KvUse::Attend { layer, .. } => layer,
+                KvUse::Store { layer, .. } | KvUse::Attend { layer, .. } | KvUse::RopeStore { layer, .. } => {
+                    layer
+                }
             };
             let l = kv.layers.get(layer).ok_or_else(|| err(format!("KV layer {layer} out of range")))?;
             let entries = match b.what {
@@ -602,6 +860,21 @@ impl Plan {
                             resource: self.acts[src.0 as usize].as_entire_binding(),
                         },
                         wgpu::BindGroupEntry { binding: 3, resource: buf.as_entire_binding() },
+                    ]
+                }
+                KvUse::RopeStore { q, k, v, .. } => {
+                    if self.graph.cols(k) != l.k_dim || self.graph.cols(v) != l.v_dim {
+                        return Err(err(format!("KV store of layer {layer}: rows do not match the cache")));
+                    }
+                    let act = |a: ActId| self.acts[a.0 as usize].as_entire_binding();
+                    vec![
+                        params,
+                        wgpu::BindGroupEntry { binding: 1, resource: self.step.as_entire_binding() },
+                        wgpu::BindGroupEntry { binding: 2, resource: act(q) },
+                        wgpu::BindGroupEntry { binding: 3, resource: act(k) },
+                        wgpu::BindGroupEntry { binding: 4, resource: act(v) },
+                        wgpu::BindGroupEntry { binding: 5, resource: l.k.as_entire_binding() },
+                        wgpu::BindGroupEntry { binding: 6, resource: l.v.as_entire_binding() },
                     ]
                 }
                 KvUse::Attend { q, dst, k_dim, .. } => {
@@ -637,16 +910,27 @@ impl Plan {
     /// Forget the bind groups of a freed cache.
     pub fn unbind_kv(&mut self, id: u32) {
         self.bound.remove(&id);
+        if self.ahead.as_ref().is_some_and(|a| a.0 == id) {
+            self.ahead = None;
+        }
     }
 
-    /// Record the step (for cache `kv`, already bound) and the readback copy into `enc`.
+    /// Record the step (for cache `kv`, already bound) and the readback copy into `enc`;
+    /// with timestamp queries, one before the first command and one after each.
     pub fn record(&self, enc: &mut wgpu::CommandEncoder, kv: u32, argmax: bool) {
         let kvb = &self.bound[&kv];
+        let qs = self.queries.as_ref().map(|q| &q.set);
+        if let Some(qs) = qs {
+            enc.write_timestamp(qs, 0);
+        }
         let mut i = 0;
         while i < self.cmds.len() {
             if let Cmd::Copy { src, src_off, dst, dst_off, size } = self.cmds[i] {
                 enc.copy_buffer_to_buffer(&self.acts[src], src_off, &self.acts[dst], dst_off, size);
                 i += 1;
+                if let Some(qs) = qs {
+                    enc.write_timestamp(qs, i as u32);
+                }
                 continue;
             }
             let mut pass = enc.begin_compute_pass(&wgpu::ComputePassDescriptor::default());
@@ -665,6 +949,9 @@ impl Plan {
                     Cmd::Copy { .. } => break,
                 }
                 i += 1;
+                if let Some(qs) = qs {
+                    pass.write_timestamp(qs, i as u32);
+                }
             }
         }
         let logits = &self.acts[self.graph.logits.0 as usize];
@@ -677,6 +964,10 @@ impl Plan {
             enc.copy_buffer_to_buffer(&self.argmax_out, 0, &self.argmax_read, 0, 4);
         } else {
             enc.copy_buffer_to_buffer(logits, 0, &self.logits_read, 0, self.logits_bytes);
+        }
+        if let Some(q) = &self.queries {
+            enc.write_timestamp(&q.set, self.cmds.len() as u32 + 1);
+            q.resolve(enc);
         }
     }
 }

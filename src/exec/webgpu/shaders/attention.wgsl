@@ -1,8 +1,8 @@
 // Causal attention of one query row and head over the f16 KV cache (one workgroup each),
 // with ggml's numerics: the query rounded to f16, max-subtracted softmax, probabilities
-// rounded to f16 before the product with the values. Scores are recomputed rather than
-// stored, so any context length fits. KV2/KVF: the cache's element type (two f16) and its
-// conversion to vec2<f32>: vec2<f16> and the hardware with `shader-f16`, else u32 and half2.
+// rounded to f16 before the product with the values. Scores are kept in workgroup memory up
+// to 2048 keys and recomputed beyond, so any context length fits. KV2/KVF: the cache's element
+// type (two f16) and its conversion to vec2<f32>: vec2<f16> and the hardware with `shader-f16`, else u32 and half2.
 
 struct Params {
     n_heads: u32,
@@ -25,14 +25,34 @@ struct Params {
 @group(0) @binding(5) var<storage, read_write> dst: array<f32>;
 
 const WG: u32 = 64u;
+// Scores of up to this many keys are kept rather than recomputed in the later passes.
+const KEPT: u32 = 2048u;
 var<workgroup> qh: array<f32, 256>;
+var<workgroup> kept: array<f32, 2048>;
 var<workgroup> red: array<f32, 64>;
 var<workgroup> pw: array<f32, 64>;
 
 fn score(j: u32, kvh: u32) -> f32 {
     let kb = (j * p.k_dim + kvh * p.head_dim) / 2u;
+    let n2 = p.head_dim / 2u;
     var d = 0.0;
-    for (var t = 0u; t < p.head_dim / 2u; t++) {
+    // Four loads issued before their sums (in the same order as one at a time).
+    var t = 0u;
+    for (; t + 4u <= n2; t += 4u) {
+        let k0 = KVF(kc[kb + t]);
+        let k1 = KVF(kc[kb + t + 1u]);
+        let k2 = KVF(kc[kb + t + 2u]);
+        let k3 = KVF(kc[kb + t + 3u]);
+        d += k0.x * qh[2u * t];
+        d += k0.y * qh[2u * t + 1u];
+        d += k1.x * qh[2u * t + 2u];
+        d += k1.y * qh[2u * t + 3u];
+        d += k2.x * qh[2u * t + 4u];
+        d += k2.y * qh[2u * t + 5u];
+        d += k3.x * qh[2u * t + 6u];
+        d += k3.y * qh[2u * t + 7u];
+    }
+    for (; t < n2; t++) {
         let kv = KVF(kc[kb + t]);
         d += kv.x * qh[2u * t];
         d += kv.y * qh[2u * t + 1u];
@@ -42,6 +62,20 @@ fn score(j: u32, kvh: u32) -> f32 {
         v = tanh(v / p.softcap) * p.softcap;
     }
     return v;
+}
+
+// Value element vi of the cache (flat index).
+fn value(vi: u32) -> f32 {
+    let pair = KVF(vc[vi >> 1u]);
+    return select(pair.x, pair.y, (vi & 1u) == 1u);
+}
+
+// The score of key j: kept from the first pass, or recomputed.
+fn score_of(j: u32, start: u32, kvh: u32, keep: bool) -> f32 {
+    if (keep) {
+        return kept[j - start];
+    }
+    return score(j, kvh);
 }
 
 @compute @workgroup_size(64)
@@ -66,9 +100,16 @@ fn attention(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_in
 
     // Just below -f32::MAX as written: Chrome's Tint rejects -3.4028235e38 (as an abstract
     // float it exceeds f32's range before rounding); this literal rounds to -f32::MAX.
+    // Each invocation keeps the scores of its own keys (j - start ≡ lid mod WG): no barrier
+    // is needed between writing and reading them.
+    let keep = pos + 1u - start <= KEPT;
     var m = -3.40282346e38;
     for (var j = start + lid; j <= pos; j += WG) {
-        m = max(m, score(j, kvh));
+        let sj = score(j, kvh);
+        if (keep) {
+            kept[j - start] = sj;
+        }
+        m = max(m, sj);
     }
     red[lid] = m;
     workgroupBarrier();
@@ -83,7 +124,7 @@ fn attention(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_in
 
     var s = 0.0;
     for (var j = start + lid; j <= pos; j += WG) {
-        s += exp(score(j, kvh) - mx);
+        s += exp(score_of(j, start, kvh, keep) - mx);
     }
     red[lid] = s;
     workgroupBarrier();
@@ -101,7 +142,7 @@ fn attention(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_in
         let j = t0 + lid;
         var pr = 0.0;
         if (j <= pos) {
-            pr = f16_round(exp(score(j, kvh) - mx) * inv);
+            pr = f16_round(exp(score_of(j, start, kvh, keep) - mx) * inv);
         }
         pw[lid] = pr;
         workgroupBarrier();
@@ -110,10 +151,30 @@ fn attention(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_in
             let dd = lid + c * WG;
             if (dd < p.head_dim) {
                 var av = acc[c];
-                for (var jj = 0u; jj < cnt; jj++) {
-                    let vi = (t0 + jj) * p.v_dim + kvh * p.head_dim + dd;
-                    let pair = KVF(vc[vi >> 1u]);
-                    av += pw[jj] * select(pair.x, pair.y, (vi & 1u) == 1u);
+                let col = kvh * p.head_dim + dd;
+                // Eight loads issued before their sums (in the same order as one at a time).
+                var jj = 0u;
+                for (; jj + 8u <= cnt; jj += 8u) {
+                    let row = (t0 + jj) * p.v_dim + col;
+                    let v0 = value(row);
+                    let v1 = value(row + p.v_dim);
+                    let v2 = value(row + 2u * p.v_dim);
+                    let v3 = value(row + 3u * p.v_dim);
+                    let v4 = value(row + 4u * p.v_dim);
+                    let v5 = value(row + 5u * p.v_dim);
+                    let v6 = value(row + 6u * p.v_dim);
+                    let v7 = value(row + 7u * p.v_dim);
+                    av += pw[jj] * v0;
+                    av += pw[jj + 1u] * v1;
+                    av += pw[jj + 2u] * v2;
+                    av += pw[jj + 3u] * v3;
+                    av += pw[jj + 4u] * v4;
+                    av += pw[jj + 5u] * v5;
+                    av += pw[jj + 6u] * v6;
+                    av += pw[jj + 7u] * v7;
+                }
+                for (; jj < cnt; jj++) {
+                    av += pw[jj] * value((t0 + jj) * p.v_dim + col);
                 }
                 acc[c] = av;
             }

@@ -30,6 +30,15 @@ struct Params {
     avec: u32,
     // Activation blocks per row (quantized).
     nb: u32,
+    // Also add each output into `res` (the residual add fused as an epilogue).
+    add: u32,
+    // matvec_multi.wgsl: rows and row bytes of matrices 2 and 3, workgroups of 1 and 2.
+    n_b: u32,
+    rb_b: u32,
+    n_c: u32,
+    rb_c: u32,
+    g_a: u32,
+    g_b: u32,
 }
 
 @group(0) @binding(0) var<uniform> p: Params;
@@ -37,6 +46,7 @@ struct Params {
 @group(0) @binding(2) var<storage, read> a: array<vec4<u32>>;
 @group(0) @binding(3) var<storage, read_write> dst: array<f32>;
 @group(0) @binding(4) var<storage, read> bias: array<f32>;
+@group(0) @binding(6) var<storage, read_write> res: array<f32>;
 
 // What one task reads of the activations: up to 64 values (four 16-byte units, q8 or f32
 // bits), the block scale, the q8_1 block's s, and block sums (matvec_kquant.wgsl).
@@ -59,7 +69,11 @@ fn store(r: u32, j: u32, v: f32) {
         if (p.has_bias != 0u) {
             o += bias[p.n_off + j];
         }
-        dst[r * p.n_dst + p.n_off + j] = o;
+        let i = r * p.n_dst + p.n_off + j;
+        dst[i] = o;
+        if (p.add != 0u) {
+            res[i] = res[i] + o;
+        }
     }
 }
 

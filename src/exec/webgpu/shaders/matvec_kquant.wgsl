@@ -91,8 +91,8 @@ fn dot_q6_k(ro: u32, t: u32, x: Act) -> f32 {
     let qh = wvec(o + 128u + 32u * hh + 16u * lh);
     let v0 = (ql & vec4<u32>(M4)) | (((qh >> vec4<u32>(2u * cm)) & vec4<u32>(M2)) << vec4<u32>(4u));
     let v1 = ((ql >> vec4<u32>(4u)) & vec4<u32>(M4)) | (((qh >> vec4<u32>(2u * cm + 4u)) & vec4<u32>(M2)) << vec4<u32>(4u));
-    let sc0 = sext8(wword(o + 192u + (i0 & ~3u)), i0 & 3u);
-    let sc1 = sext8(wword(o + 192u + ((i0 + 4u) & ~3u)), i0 & 3u);
+    let sc0 = bitcast<i32>(wbyte(o + 192u + i0) << 24u) >> 24u;
+    let sc1 = bitcast<i32>(wbyte(o + 196u + i0) << 24u) >> 24u;
     let isum = sc0 * (dot16(v0, x.q0) - 32 * x.s.x) + sc1 * (dot16(v1, x.q1) - 32 * x.s.y);
     return x.d * (whalf(o + 208u) * f32(isum));
 }

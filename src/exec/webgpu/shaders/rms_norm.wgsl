@@ -1,5 +1,5 @@
 // RMSNorm in place over every `group` consecutive values, times the weight (F32 or F16).
-// One workgroup per group. In place (SRC = x), or reading another slot (SRC = src, binding 3)
+// One workgroup of 256 per group. In place (SRC = x), or reading another slot (SRC = src, binding 3)
 // rather than copying it into x first: a copy would also end the compute pass. (The CPU sums the squares in f64; here in f32, tree-reduced.)
 
 struct Params {
@@ -14,7 +14,7 @@ struct Params {
 @group(0) @binding(2) var<storage, read_write> x: array<f32>;
 SRC_BINDING
 
-var<workgroup> red: array<f32, 64>;
+var<workgroup> red: array<f32, 256>;
 
 fn weight(i: u32) -> f32 {
     if (p.w_f16 != 0u) {
@@ -23,7 +23,7 @@ fn weight(i: u32) -> f32 {
     return bitcast<f32>(w[i]);
 }
 
-@compute @workgroup_size(64)
+@compute @workgroup_size(256)
 fn rms_norm(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
     let g = wg_index(wid);
     if (g >= p.n_groups) {
@@ -31,13 +31,13 @@ fn rms_norm(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_ind
     }
     let base = g * p.group;
     var s = 0.0;
-    for (var i = lid; i < p.group; i += 64u) {
+    for (var i = lid; i < p.group; i += 256u) {
         let v = SRC[base + i];
         s += v * v;
     }
     red[lid] = s;
     workgroupBarrier();
-    for (var k = 32u; k > 0u; k >>= 1u) {
+    for (var k = 128u; k > 0u; k >>= 1u) {
         if (lid < k) {
             red[lid] += red[lid + k];
         }
@@ -45,7 +45,7 @@ fn rms_norm(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_ind
     }
     let mean = red[0] / f32(p.group);
     let scale = 1.0 / sqrt(mean + p.eps);
-    for (var i = lid; i < p.group; i += 64u) {
+    for (var i = lid; i < p.group; i += 256u) {
         x[base + i] = (SRC[base + i] * scale) * weight(i);
     }
 }

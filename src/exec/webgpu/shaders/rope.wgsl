@@ -1,6 +1,5 @@
 // Rotary position embedding in place. One invocation per (row, head, pair). Angles as ggml
-// computes them: p · theta_scaleⁱ by repeated multiplication in f32; the angle is reduced to
-// [-π, π], then sin and cos come from polynomials (`sin_cos`), not the built-ins.
+// computes them (rope_math.wgsl).
 
 struct Params {
     n_heads: u32,
@@ -17,31 +16,6 @@ struct Params {
 @group(0) @binding(1) var<storage, read> step: array<u32>;
 @group(0) @binding(2) var<storage, read_write> x: array<f32>;
 
-fn reduce_angle(t: f32) -> f32 {
-    let k = round(t * 0.15915494309189535);
-    // 2π = 6.28125 + 0.0019353071795864769: k · 6.28125 is exact for k < 2¹⁶.
-    return (t - k * 6.28125) - k * 0.0019353071795864769;
-}
-
-// (sin a, cos a) for a in [-π, π], within a few f32 ulps. WGSL promises the built-in sin/cos
-// only to 2⁻¹¹ absolute, and browsers' SwiftShader is about that coarse (1.5e-4 measured):
-// a = q·π/2 + r with |r| ≤ π/4 (π/2 split in two, Cody–Waite), Taylor series to r¹¹ and r¹⁰
-// (truncation below 3e-8), then the quadrant picks and signs the pair.
-fn sin_cos(a: f32) -> vec2<f32> {
-    let q = round(a * 0.6366197723675814);
-    // f32(π/2) = 1.5707963705062866 exceeds π/2 by 4.371139e-8.
-    let r = (a - q * 1.5707963705062866) + q * 4.371139e-8;
-    let r2 = r * r;
-    let sr = r + r * r2 * (-0.16666667 + r2 * (0.008333333 + r2 * (-1.984127e-4 + r2 * (2.7557319e-6 - r2 * 2.5052108e-8))));
-    let cr = 1.0 + r2 * (-0.5 + r2 * (0.041666668 + r2 * (-0.0013888889 + r2 * (2.4801587e-5 - r2 * 2.7557319e-7))));
-    switch (i32(q) & 3) {
-        case 0: { return vec2<f32>(sr, cr); }
-        case 1: { return vec2<f32>(cr, -sr); }
-        case 2: { return vec2<f32>(-sr, -cr); }
-        default: { return vec2<f32>(-cr, sr); }
-    }
-}
-
 @compute @workgroup_size(64)
 fn rope(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
     let half_rot = p.n_rot / 2u;
@@ -52,11 +26,7 @@ fn rope(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     let i = idx % half_rot;
     let h = (idx / half_rot) % p.n_heads;
     let r = idx / (half_rot * p.n_heads);
-    var theta = f32(step[0] + r);
-    for (var t = 0u; t < i; t++) {
-        theta *= p.theta_scale;
-    }
-    let sc = sin_cos(reduce_angle(p.freq_scale * theta));
+    let sc = rope_sin_cos(step[0] + r, i, p.theta_scale, p.freq_scale);
     let s = sc.x;
     let c = sc.y;
     let base = r * p.width + h * p.head_dim;

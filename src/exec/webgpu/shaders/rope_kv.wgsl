@@ -1,0 +1,101 @@
+// RoPE of the queries (in place) and of the keys, and the store of the rotated keys and of
+// the values into a layer's f16 cache at positions pos + r: three ops in one dispatch
+// (fuse.rs). Invocations, per token row: one per query pair, then one per cache word of keys
+// (two adjacent values, each rotated with its partner read from the unrotated keys: the key
+// slot is dead afterwards and is left as it was), then one per cache word of values.
+// Same float operations as rope.wgsl and kv_store.wgsl.
+
+struct Params {
+    n_heads: u32,
+    head_dim: u32,
+    n_rot: u32,
+    rows: u32,
+    theta_scale: f32,
+    freq_scale: f32,
+    neox: u32,
+    q_width: u32,
+    k_dim: u32,
+    v_dim: u32,
+}
+
+@group(0) @binding(0) var<uniform> p: Params;
+@group(0) @binding(1) var<storage, read> step: array<u32>;
+@group(0) @binding(2) var<storage, read_write> q: array<f32>;
+@group(0) @binding(3) var<storage, read> k: array<f32>;
+@group(0) @binding(4) var<storage, read> v: array<f32>;
+@group(0) @binding(5) var<storage, read_write> kc: array<u32>;
+@group(0) @binding(6) var<storage, read_write> vc: array<u32>;
+
+// Value d of the key head starting at `base` of token row r, rotated.
+fn rotated_key(r: u32, base: u32, d: u32) -> f32 {
+    if (d >= p.n_rot) {
+        return k[base + d];
+    }
+    let half_rot = p.n_rot / 2u;
+    var i = d / 2u;
+    var first = d % 2u == 0u;
+    var ia = base + 2u * i;
+    var ib = ia + 1u;
+    if (p.neox != 0u) {
+        first = d < half_rot;
+        i = select(d - half_rot, d, first);
+        ia = base + i;
+        ib = ia + half_rot;
+    }
+    let sc = rope_sin_cos(step[0] + r, i, p.theta_scale, p.freq_scale);
+    let x0 = k[ia];
+    let x1 = k[ib];
+    if (first) {
+        return x0 * sc.y - x1 * sc.x;
+    }
+    return x0 * sc.x + x1 * sc.y;
+}
+
+@compute @workgroup_size(64)
+fn rope_kv(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
+    let half_rot = p.n_rot / 2u;
+    let nq = p.rows * p.n_heads * half_rot;
+    let nk = p.rows * (p.k_dim / 2u);
+    let nv = p.rows * (p.v_dim / 2u);
+    var idx = wg_index(wid) * 64u + lid;
+    if (idx < nq) {
+        let i = idx % half_rot;
+        let h = (idx / half_rot) % p.n_heads;
+        let r = idx / (half_rot * p.n_heads);
+        let sc = rope_sin_cos(step[0] + r, i, p.theta_scale, p.freq_scale);
+        let s = sc.x;
+        let c = sc.y;
+        let base = r * p.q_width + h * p.head_dim;
+        var ia = base + 2u * i;
+        var ib = ia + 1u;
+        if (p.neox != 0u) {
+            ia = base + i;
+            ib = ia + half_rot;
+        }
+        let x0 = q[ia];
+        let x1 = q[ib];
+        q[ia] = x0 * c - x1 * s;
+        q[ib] = x0 * s + x1 * c;
+        return;
+    }
+    idx -= nq;
+    if (idx < nk) {
+        let hd = p.k_dim / 2u;
+        let r = idx / hd;
+        let e = 2u * (idx % hd);
+        let base = r * p.k_dim + (e / p.head_dim) * p.head_dim;
+        let d = e % p.head_dim;
+        let k0 = rotated_key(r, base, d);
+        let k1 = rotated_key(r, base, d + 1u);
+        kc[(step[0] + r) * hd + idx % hd] = f16_bits(k0) | (f16_bits(k1) << 16u);
+        return;
+    }
+    idx -= nk;
+    if (idx < nv) {
+        let hd = p.v_dim / 2u;
+        let r = idx / hd;
+        let c = idx % hd;
+        let s = r * p.v_dim + 2u * c;
+        vc[(step[0] + r) * hd + c] = f16_bits(v[s]) | (f16_bits(v[s + 1u]) << 16u);
+    }
+}
