@@ -1,7 +1,7 @@
 //! Prefill on the CUDA executor end to end: prompts long enough (over 16 tokens) for the
 //! tensor-core matrix products (src/exec/cuda/prefill.rs) and the many-row attention kernel,
-//! on synthetic models, against the CPU executor: the prompt's last logits within a tolerance
-//! and the first greedy tokens equal.
+//! on synthetic models, against the CPU executor: the logits of the prompt and of the decode
+//! steps after it within a tolerance.
 //!
 //! Needs a tokenizer donor (`WICK_DONOR`, else models/SmolLM2); skips (loudly) where no CUDA
 //! driver is installed. `WICK_REQUIRE_CUDA=1` turns the skip into a failure.
@@ -11,10 +11,9 @@ use std::path::PathBuf;
 
 use wick::exec::Readback;
 use wick::model::Arch;
-use wick::sampling::SamplingParams;
 use wick::source::{FileSource, MemorySource};
 use wick::synth::{FileType, SynthSpec};
-use wick::{ExecutorKind, GenerateOptions, LoadOptions, Model, SessionOptions};
+use wick::{ExecutorKind, LoadOptions, Model, SessionOptions};
 
 fn block_on<F: std::future::Future>(f: F) -> F::Output {
     pollster::block_on(f)
@@ -40,25 +39,32 @@ fn donor() -> Option<wick::gguf::Metadata> {
     }))
 }
 
-/// The prompt's last logits, then the first `n` greedy tokens after it.
-fn run(model: &Model, prompt: &[u32], n: usize) -> (Vec<f32>, Vec<u32>) {
+/// The prompt's last logits, then the last logits after each of `forced` (fed one at a time,
+/// as decode steps).
+fn run(model: &Model, prompt: &[u32], forced: &[u32]) -> Vec<Vec<f32>> {
     let mut s = model.session(SessionOptions { n_ctx: 256, ..Default::default() }).unwrap();
-    let logits = block_on(s.eval(prompt, Readback::LastLogits)).unwrap().logits;
-    s.reset();
-    let opts = GenerateOptions { max_tokens: n, sampling: SamplingParams::greedy(), stop: vec![] };
-    let mut gen = s.generate(prompt, opts).unwrap();
-    let mut got = Vec::new();
-    while let Some(t) = block_on(gen.next()) {
-        got.extend(t.unwrap().id);
+    let mut out = vec![block_on(s.eval(prompt, Readback::LastLogits)).unwrap().logits];
+    for &t in forced {
+        out.push(block_on(s.eval(&[t], Readback::LastLogits)).unwrap().logits);
     }
-    (logits, got)
+    out
+}
+
+/// Index of the largest value.
+fn argmax(v: &[f32]) -> u32 {
+    (0..v.len()).fold(0, |b, i| if v[i] > v[b] { i } else { b }) as u32
 }
 
 /// Tiny models (64 wide: the legacy types) and a small one (256 wide: Q4_K and Q6_K), a
-/// prompt of about 60 tokens. Logits within 1e-3 of the largest (a q8 activation may round to
-/// the other side on one executor and not the other; products agree to 1e-4 in cuda_ops), and
-/// the first 8 greedy tokens equal (random weights amplify such roundings over many tokens;
-/// see tests/cuda_generation.rs).
+/// prompt of about 60 tokens, then 8 decode steps fed the CPU's greedy tokens (so that both
+/// executors see the same inputs throughout): every step's logits within 3e-2 of the largest.
+/// Why not exact tokens or a tighter bound: CPU and GPU agree to the last bit of a float
+/// almost everywhere (the tiny Q4_0 model's logits differ by 5e-7 on the H100), but where an
+/// activation lies within an ulp of a q8 rounding step, one executor rounds it up and the
+/// other down, and that one step moves the logits by about 1% (tiny Q8_0 at seed 3: 4.3e-2 of
+/// 4.07, identical with the tensor-core path on or off), enough to swap near-tied greedy
+/// tokens of a random model. A wrong kernel is off by far more. Products alone agree to 1e-4
+/// in cuda_ops.
 #[test]
 fn long_prompts_match_cpu() {
     let Some(donor) = donor() else { return };
@@ -81,13 +87,20 @@ fn long_prompts_match_cpu() {
         assert_eq!(gpu.executor_name(), "cuda");
         let prompt = cpu.tokenizer().encode(&text, true, false).unwrap();
         assert!(prompt.len() >= 32, "prompt of {} tokens is too short to test prefill", prompt.len());
-        let (wl, want) = run(&cpu, &prompt, 8);
-        let (gl, got) = run(&gpu, &prompt, 8);
-        let scale = wl.iter().fold(0f32, |m, v| m.max(v.abs()));
-        let err = wl.iter().zip(&gl).fold(0f32, |m, (a, b)| m.max((a - b).abs()));
+        // The CPU's greedy continuation, fed to both.
+        let mut forced = Vec::new();
+        for _ in 0..8 {
+            let l = run(&cpu, &prompt, &forced);
+            forced.push(argmax(l.last().unwrap()));
+        }
+        let want = run(&cpu, &prompt, &forced);
+        let got = run(&gpu, &prompt, &forced);
         let name = format!("{shape} {} {ft:?}, {} prompt tokens", arch.name(), prompt.len());
-        eprintln!("{name}: prompt logits max error {err:.3e} (largest {scale:.2}); tokens {got:?}");
-        assert!(err <= 1e-3 * scale, "{name}: prompt logits differ by {err} (largest {scale})");
-        assert_eq!(got, want, "{name}: CUDA greedy tokens differ from the CPU's");
+        for (step, (w, g)) in want.iter().zip(&got).enumerate() {
+            let scale = w.iter().fold(0f32, |m, v| m.max(v.abs()));
+            let err = w.iter().zip(g).fold(0f32, |m, (a, b)| m.max((a - b).abs()));
+            eprintln!("{name}, step {step}: logits max error {err:.3e} (largest {scale:.2})");
+            assert!(err <= 3e-2 * scale, "{name}, step {step}: logits differ by {err} (largest {scale})");
+        }
     }
 }
