@@ -98,8 +98,8 @@ pub fn plan(
         match ops[i] {
             Op::RmsNorm { x, dst, group, .. } if group == g.cols(x) => {
                 match next_conversion(g, i, dst, &kind) {
-                    // The fused kernel keeps 8 values per thread of 1024 in registers.
-                    Some(k) if (k != ActQuant::Q8K || group % 256 == 0) && group <= 8192 => {
+                    // The fused kernel: 256 values a block, q8_K blocks whole.
+                    Some(k) if k != ActQuant::Q8K || group % 256 == 0 => {
                         steps.push(Step::NormQuant { op: i, kind: k });
                         have = Some((dst, k));
                         i += 1;

@@ -473,7 +473,7 @@ impl CudaExecutor {
                     Arg::P(scales(k)),
                     Arg::I(kind as i32),
                 ];
-                self.launch("rms_norm_q8s", (1, 1), 1024, &args)
+                self.launch("rms_norm_q8s", (k.div_ceil(256) as u32, 1), 256, &args)
             }
             Step::Quant { x, kind } => {
                 let k = g.cols(x);

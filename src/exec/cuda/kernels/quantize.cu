@@ -140,41 +140,29 @@ extern "C" __global__ void quantize_q8ks(const float* x, i8* qs, float* ds) {
 
 // RMSNorm of one row of k values (as rms_norm.cu computes it) into dst, and dst converted
 // for the next matrix product: kind 0 = q8_0, 1 = q8_1, 2 = q8_K (k a multiple of 256).
-// 1024 threads; each keeps its (at most NORM_VALUES) values in registers between the sum of
-// squares and the conversion, so the row is read once.
-#define NORM_VALUES 8
-extern "C" __global__ void __launch_bounds__(1024) rms_norm_q8s(const float* x, float* dst, const u8* w, int wtype,
-                                                              int k, float eps, i8* qs, float* ds, int kind) {
-    int t = threadIdx.x;
+// ceil(k / 256) blocks of 256 threads: every block sums the squares of the whole row (a few
+// KB from L2; the sum in f64 comes out the same in every block) and normalizes and converts
+// its own 256 values, so the row is spread over many SMs instead of waiting on one.
+extern "C" __global__ void __launch_bounds__(256) rms_norm_q8s(const float* x, float* dst, const u8* w, int wtype,
+                                                             int k, float eps, i8* qs, float* ds, int kind) {
+    int t = threadIdx.x, base = blockIdx.x * 256, i = base + t;
     pdl_trigger();
-    // The norm's weights are read first: before the previous kernel has finished.
-    float v[NORM_VALUES], wv[NORM_VALUES];
-#pragma unroll
-    for (int m = 0; m < NORM_VALUES; m++) {
-        int i = 1024 * m + t;
-        wv[m] = i >= k ? 0.0f : wtype == T_F32 ? ((const float*)w)[i] : deq(wtype, w, k, i);
-    }
+    // The norm's weight first: before the previous kernel has finished.
+    float wv = i >= k ? 0.0f : wtype == T_F32 ? ((const float*)w)[i] : deq(wtype, w, k, i);
     pdl_wait();
     double s = 0.0;
-#pragma unroll
-    for (int m = 0; m < NORM_VALUES; m++) {
-        int i = 1024 * m + t;
-        v[m] = i < k ? x[i] : 0.0f;
-        s += (double)(v[m] * v[m]);
+    for (int j = t; j < k; j += 256) {
+        float v = x[j];
+        s += (double)(v * v);
     }
     s = block_sum_d(s);
     float mean = (float)(s / (double)k);
     float scale = 1.0f / sqrtf(mean + eps);
-#pragma unroll
-    for (int m = 0; m < NORM_VALUES; m++) {
-        int base = 1024 * m, i = base + t;
-        if (base >= k) break;
-        float y = i < k ? (v[m] * scale) * wv[m] : 0.0f;
-        if (i < k) dst[i] = y;
-        if (kind == 2) {
-            q8_k_store(y, i / 256, qs, ds, base + (t & ~255) < k);
-        } else if (base + (t & ~31) < k) {
-            q8_0_store(y, i / 32, qs, ds, kind);
-        }
+    float y = i < k ? (x[i] * scale) * wv : 0.0f;
+    if (i < k) dst[i] = y;
+    if (kind == 2) {
+        q8_k_store(y, i / 256, qs, ds, base < k);
+    } else if (base + (t & ~31) < k) {
+        q8_0_store(y, i / 32, qs, ds, kind);
     }
 }
