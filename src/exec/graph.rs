@@ -159,6 +159,21 @@ impl Op {
         }
     }
 
+    /// The slots this op reads and the slots it writes.
+    pub fn reads_writes(&self) -> (Vec<ActId>, Vec<ActId>) {
+        match *self {
+            Op::Embed { dst, .. } => (vec![], vec![dst]),
+            Op::RmsNorm { x, dst, .. } | Op::MatMul { x, dst, .. } | Op::TakeLast { x, dst } => {
+                (vec![x], vec![dst])
+            }
+            Op::Rope { x, .. } => (vec![x], vec![x]),
+            Op::KvStore { k, v, .. } => (vec![k, v], vec![]),
+            Op::Attention { q, dst, .. } => (vec![q], vec![dst]),
+            Op::GatedAct { gate, up, .. } => (vec![gate, up], vec![gate]),
+            Op::Add { a, b, dst } => (vec![a, b], vec![dst]),
+        }
+    }
+
     /// Whether the op reads and writes one slot where it cannot run in place.
     fn aliases(&self) -> bool {
         match *self {
@@ -171,6 +186,25 @@ impl Op {
 }
 
 impl Graph {
+    /// Whether slot `a` is dead after op `i`: no later op reads it before one overwrites it,
+    /// and it is not the logits. (A step's ops run once: a slot read by no later op is dead.)
+    /// The executors' fusion planners ask this before dropping an intermediate result.
+    pub fn dead_after(&self, i: usize, a: ActId) -> bool {
+        if a == self.logits {
+            return false;
+        }
+        for op in &self.ops[i + 1..] {
+            let (r, w) = op.reads_writes();
+            if r.contains(&a) {
+                return false;
+            }
+            if w.contains(&a) {
+                return true;
+            }
+        }
+        true
+    }
+
     /// The checks every executor makes before running a step of this graph: exactly
     /// `n_tokens` tokens, and room for them in a cache of `n_ctx` positions from `pos`.
     pub fn check_step(

@@ -51,36 +51,6 @@ pub enum Step {
     },
 }
 
-/// The slots an op reads and the slots it writes.
-fn reads_writes(op: &Op) -> (Vec<ActId>, Vec<ActId>) {
-    match *op {
-        Op::Embed { dst, .. } => (vec![], vec![dst]),
-        Op::RmsNorm { x, dst, .. } | Op::MatMul { x, dst, .. } | Op::TakeLast { x, dst } => {
-            (vec![x], vec![dst])
-        }
-        Op::Rope { x, .. } => (vec![x], vec![x]),
-        Op::KvStore { k, v, .. } => (vec![k, v], vec![]),
-        Op::Attention { q, dst, .. } => (vec![q], vec![dst]),
-        Op::GatedAct { gate, up, .. } => (vec![gate, up], vec![gate]),
-        Op::Add { a, b, dst } => (vec![a, b], vec![dst]),
-    }
-}
-
-/// Whether slot `a` is dead after op `i`: no later op reads it before one overwrites it,
-/// and it is not the logits.
-fn dead_after(g: &Graph, i: usize, a: ActId) -> bool {
-    for op in &g.ops[i + 1..] {
-        let (r, w) = reads_writes(op);
-        if r.contains(&a) {
-            return false;
-        }
-        if w.contains(&a) {
-            return true;
-        }
-    }
-    a != g.logits
-}
-
 /// The decode plan of a one-token graph. `kind` gives the q8 format a weight's decode kernel
 /// wants, or None when it has no decode kernel (float weights: launched as plain ops).
 pub fn plan(
@@ -130,7 +100,7 @@ pub fn plan(
                         && d2 != x
                         && kind(w2) == Some(k)
                         && pair
-                        && dead_after(g, i + 2, up)
+                        && g.dead_after(i + 2, up)
                     {
                         let (wg, wu) = if gate == dst { (w, w2) } else { (w2, w) };
                         steps.push(Step::MatVec {
@@ -170,7 +140,7 @@ pub fn plan(
                 }
                 // A residual add of the product.
                 if let Some(&Op::Add { a, b, dst: sum }) = ops.get(i + 1) {
-                    if (a == dst) != (b == dst) && (sum == dst || dead_after(g, i + 1, dst)) {
+                    if (a == dst) != (b == dst) && (sum == dst || g.dead_after(i + 1, dst)) {
                         let other = if a == dst { b } else { a };
                         steps.push(Step::MatVec {
                             w,
@@ -215,7 +185,7 @@ pub fn plan(
             }
             ref op => {
                 steps.push(Step::Op(i));
-                written = reads_writes(op).1;
+                written = op.reads_writes().1;
                 // Float-weight products convert their input into the same scratch.
                 if matches!(op, Op::MatMul { .. }) {
                     have = None;
@@ -244,7 +214,7 @@ fn next_conversion(
                 return kind(w);
             }
         }
-        if reads_writes(op).1.contains(&a) {
+        if op.reads_writes().1.contains(&a) {
             return None;
         }
     }

@@ -387,6 +387,17 @@ impl CudaExecutor {
         Ok(())
     }
 
+    /// A product's optional bias as kernel arguments: its address and type id (0, 0: none).
+    fn bias_arg(&self, bias: Option<WeightId>) -> Result<(u64, i32)> {
+        match bias {
+            Some(b) => {
+                let b = self.weight(b)?;
+                Ok((b.buf.ptr, b.dtype.id() as i32))
+            }
+            None => Ok((0, 0)),
+        }
+    }
+
     fn weight(&self, id: WeightId) -> Result<&Weight> {
         self.weights.get(id.0 as usize).ok_or_else(|| err("unknown weight"))
     }
@@ -497,13 +508,7 @@ impl CudaExecutor {
                 args.extend(dst.iter().map(|&d| Arg::P(act(d))));
                 let mut types = Vec::new();
                 for b in bias {
-                    let (p, t) = match b {
-                        Some(b) => {
-                            let b = self.weight(b)?;
-                            (b.buf.ptr, b.dtype.id() as i32)
-                        }
-                        None => (0, 0),
-                    };
+                    let (p, t) = self.bias_arg(b)?;
                     args.push(Arg::P(p));
                     types.push(Arg::I(t));
                 }
@@ -575,13 +580,7 @@ impl CudaExecutor {
                         self.launch(&f, (n.div_ceil(MMV_WARPS) as u32, 1), 128, &args)
                     }
                     None => {
-                        let (bp, bt) = match bias {
-                            Some(b) => {
-                                let b = self.weight(b)?;
-                                (b.buf.ptr, b.dtype.id() as i32)
-                            }
-                            None => (0, 0),
-                        };
+                        let (bp, bt) = self.bias_arg(bias)?;
                         let args = [
                             Arg::P(wt.buf.ptr),
                             Arg::P(qs),
@@ -826,13 +825,7 @@ impl CudaExecutor {
                     GgmlType::F32 => "matvec_f32",
                     other => return Err(err(format!("no matrix kernel for {other}"))),
                 };
-                let (bp, bt) = match bias {
-                    Some(b) => {
-                        let b = self.weight(b)?;
-                        (b.buf.ptr, b.dtype.id() as i32)
-                    }
-                    None => (0, 0),
-                };
+                let (bp, bt) = self.bias_arg(bias)?;
                 let args = [
                     Arg::P(wt.buf.ptr),
                     Arg::P(a),

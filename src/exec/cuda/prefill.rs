@@ -91,13 +91,7 @@ impl CudaExecutor {
                 self.launch("quantize_q8s", (blocks(32)?, 1), 32, &args)?;
             }
         }
-        let (bp, bt) = match bias {
-            Some(b) => {
-                let b = self.weight(b)?;
-                (b.buf.ptr, b.dtype.id() as i32)
-            }
-            None => (0, 0),
-        };
+        let (bp, bt) = self.bias_arg(bias)?;
         let args = [
             Arg::P(wt.buf.ptr),
             Arg::P(qs),

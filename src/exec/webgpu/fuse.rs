@@ -49,39 +49,6 @@ pub fn enabled() -> bool {
     std::env::var("WICK_WEBGPU_FUSE").map_or(true, |v| v != "0")
 }
 
-/// The slots an op reads and the slots it writes.
-fn reads_writes(op: &Op) -> (Vec<ActId>, Vec<ActId>) {
-    match *op {
-        Op::Embed { dst, .. } => (vec![], vec![dst]),
-        Op::RmsNorm { x, dst, .. } | Op::MatMul { x, dst, .. } | Op::TakeLast { x, dst } => {
-            (vec![x], vec![dst])
-        }
-        Op::Rope { x, .. } => (vec![x], vec![x]),
-        Op::KvStore { k, v, .. } => (vec![k, v], vec![]),
-        Op::Attention { q, dst, .. } => (vec![q], vec![dst]),
-        Op::GatedAct { gate, up, .. } => (vec![gate, up], vec![gate]),
-        Op::Add { a, b, dst } => (vec![a, b], vec![dst]),
-    }
-}
-
-/// Whether slot `a` is dead after op `i`: no later op reads it before one overwrites it, and
-/// it is not the logits. (A step's ops run once: a slot read by no later op is dead.)
-fn dead_after(g: &Graph, i: usize, a: ActId) -> bool {
-    if a == g.logits {
-        return false;
-    }
-    for op in &g.ops[i + 1..] {
-        let (r, w) = reads_writes(op);
-        if r.contains(&a) {
-            return false;
-        }
-        if w.contains(&a) {
-            return true;
-        }
-    }
-    true
-}
-
 /// Choose the fusions of `g`. `quantized(op)`: whether matrix product `op` reads quantized
 /// activations (then a preceding RMSNorm may quantize for it); `pair(a, b)`: whether products
 /// `a` and `b` can run as one gated dispatch (weights of one type and shape, kernels that can);
@@ -165,7 +132,7 @@ pub fn plan(
                     && g.rows(v) == g.rows(k)
                     && nk * head_dim == g.cols(k)
                     && g.cols(v) % 2 == 0
-                    && dead_after(g, i + 2, k)
+                    && g.dead_after(i + 2, k)
                 {
                     f.rope_kv.insert(i);
                     f.skip.insert(i + 1);
