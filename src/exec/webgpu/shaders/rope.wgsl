@@ -29,13 +29,9 @@ fn rope(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     let sc = rope_sin_cos(step[0] + r, i, p.theta_scale, p.freq_scale);
     let s = sc.x;
     let c = sc.y;
-    let base = r * p.width + h * p.head_dim;
-    var ia = base + 2u * i;
-    var ib = ia + 1u;
-    if (p.neox != 0u) {
-        ia = base + i;
-        ib = ia + half_rot;
-    }
+    let ab = rope_pair(r * p.width + h * p.head_dim, i, half_rot, p.neox);
+    let ia = ab.x;
+    let ib = ab.y;
     let x0 = x[ia];
     let x1 = x[ib];
     x[ia] = x0 * c - x1 * s;

@@ -34,14 +34,13 @@ fn rotated_key(r: u32, base: u32, d: u32) -> f32 {
     let half_rot = p.n_rot / 2u;
     var i = d / 2u;
     var first = d % 2u == 0u;
-    var ia = base + 2u * i;
-    var ib = ia + 1u;
     if (p.neox != 0u) {
         first = d < half_rot;
         i = select(d - half_rot, d, first);
-        ia = base + i;
-        ib = ia + half_rot;
     }
+    let ab = rope_pair(base, i, half_rot, p.neox);
+    let ia = ab.x;
+    let ib = ab.y;
     let sc = rope_sin_cos(step[0] + r, i, p.theta_scale, p.freq_scale);
     let x0 = k[ia];
     let x1 = k[ib];
@@ -65,13 +64,9 @@ fn rope_kv(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_inde
         let sc = rope_sin_cos(step[0] + r, i, p.theta_scale, p.freq_scale);
         let s = sc.x;
         let c = sc.y;
-        let base = r * p.q_width + h * p.head_dim;
-        var ia = base + 2u * i;
-        var ib = ia + 1u;
-        if (p.neox != 0u) {
-            ia = base + i;
-            ib = ia + half_rot;
-        }
+        let ab = rope_pair(r * p.q_width + h * p.head_dim, i, half_rot, p.neox);
+        let ia = ab.x;
+        let ib = ab.y;
         let x0 = q[ia];
         let x1 = q[ib];
         q[ia] = x0 * c - x1 * s;

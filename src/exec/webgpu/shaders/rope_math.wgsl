@@ -34,3 +34,12 @@ fn rope_sin_cos(pos: u32, i: u32, theta_scale: f32, freq_scale: f32) -> vec2<f32
     }
     return sin_cos(reduce_angle(freq_scale * theta));
 }
+
+// The two elements element pair i of a head at `base` rotates: adjacent (normal) or half a
+// rotation apart (neox).
+fn rope_pair(base: u32, i: u32, half_rot: u32, neox: u32) -> vec2<u32> {
+    if (neox != 0u) {
+        return vec2<u32>(base + i, base + i + half_rot);
+    }
+    return vec2<u32>(base + 2u * i, base + 2u * i + 1u);
+}
