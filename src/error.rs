@@ -44,7 +44,7 @@ pub enum Error {
         type_name: String,
     },
     /// The model architecture named in `general.architecture` is not implemented.
-    #[error("unsupported model architecture '{0}' (wick supports: llama, qwen2, qwen3, gemma3)")]
+    #[error("unsupported model architecture '{0}' (wick supports: {supported})", supported = crate::model::Arch::names())]
     UnsupportedArchitecture(String),
     /// A required metadata key is absent.
     #[error("missing GGUF metadata key '{0}'")]
@@ -110,5 +110,9 @@ impl Error {
     /// Shorthand for [`Error::BadMetadata`].
     pub fn bad_metadata(key: impl Into<String>, message: impl Into<String>) -> Self {
         Error::BadMetadata { key: key.into(), message: message.into() }
+    }
+    /// A model's executor is already running a step (another task started one meanwhile).
+    pub(crate) fn busy() -> Self {
+        Error::InvalidArgument("the model is busy with another step".into())
     }
 }

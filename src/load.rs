@@ -1,13 +1,11 @@
 //! Loading a model: header first, checks, then every tensor's bytes streamed to the executor.
 
 use std::cell::RefCell;
-use std::collections::HashMap;
 
 use crate::chat::ChatTemplate;
 use crate::exec::{self, Executor, ExecutorKind, GraphId, WeightId};
 use crate::gguf::{GgufReader, Metadata, Progress};
 use crate::model::{self, keys, Hparams, Logits, WeightTable};
-use crate::session::{Session, SessionOptions};
 use crate::source::ByteSource;
 use crate::tokenizer::Tokenizer;
 use crate::{Error, Result};
@@ -39,7 +37,7 @@ pub struct Model {
     pub(crate) template: Option<ChatTemplate>,
     pub(crate) exec: RefCell<Box<dyn Executor>>,
     weights: WeightTable,
-    graphs: RefCell<HashMap<(usize, Logits), GraphId>>,
+    graphs: RefCell<GraphCache>,
     name: Option<String>,
 }
 
@@ -133,7 +131,7 @@ impl Model {
             template: info.template,
             exec: RefCell::new(exec),
             weights: WeightTable::with_handles(&tensors, &handles),
-            graphs: RefCell::new(HashMap::new()),
+            graphs: RefCell::new(GraphCache::default()),
             name,
         })
     }
@@ -167,27 +165,57 @@ impl Model {
     /// it can measure one: the decode floor is the weight bytes divided by it.
     #[allow(clippy::await_holding_refcell_ref)]
     pub async fn measure_bandwidth(&self) -> Result<Option<f64>> {
-        let mut exec = self.exec.try_borrow_mut().map_err(|_| busy())?;
+        let mut exec = self.exec.try_borrow_mut().map_err(|_| Error::busy())?;
         exec.measure_bandwidth().await
     }
 
-    /// A new conversation with its own KV cache.
-    pub fn session(&self, opts: SessionOptions) -> Result<Session<'_>> {
-        Session::new(self, opts)
-    }
-
-    /// The compiled graph for steps of `n` tokens (built on first use).
+    /// The compiled graph for steps of `n` tokens (built on first use; the least recently used
+    /// one is freed once [`GraphCache::CAPACITY`] are kept).
     pub(crate) fn graph(&self, n: usize, logits: Logits) -> Result<GraphId> {
-        if let Some(&g) = self.graphs.borrow().get(&(n, logits)) {
+        if let Some(g) = self.graphs.borrow_mut().get((n, logits)) {
             return Ok(g);
         }
         let graph = model::build_graph(&self.hparams, self.n_vocab, &self.weights, n, logits)?;
-        let id = self.exec.try_borrow_mut().map_err(|_| busy())?.compile(&graph)?;
-        self.graphs.borrow_mut().insert((n, logits), id);
+        let mut exec = self.exec.try_borrow_mut().map_err(|_| Error::busy())?;
+        let id = exec.compile(&graph)?;
+        if let Some(evicted) = self.graphs.borrow_mut().insert((n, logits), id) {
+            exec.free_graph(evicted);
+        }
         Ok(id)
+    }
+
+    /// How many compiled graphs the model keeps now (at most [`GraphCache::CAPACITY`]).
+    pub fn compiled_graphs(&self) -> usize {
+        self.graphs.borrow().entries.len()
     }
 }
 
-pub(crate) fn busy() -> Error {
-    Error::InvalidArgument("the model is busy with another step".into())
+/// The compiled graphs of a model, by (tokens per step, logits), least recently used first.
+///
+/// Each compiled graph owns device memory (its activation slots grow with its token count) and,
+/// on CUDA, captured graphs. A chat sends prompt chunks of ever-different lengths, so an
+/// unbounded map grew with every turn; this keeps a few and frees the rest (ARCHITECTURE.md,
+/// rule "Compile for a bounded set of shapes").
+#[derive(Default)]
+pub(crate) struct GraphCache {
+    entries: Vec<((usize, Logits), GraphId)>,
+}
+
+impl GraphCache {
+    /// Graphs kept: the one-token decode graph, the full prompt chunk, and a few remainders.
+    pub(crate) const CAPACITY: usize = 6;
+
+    /// The graph for `key`, marked as just used.
+    fn get(&mut self, key: (usize, Logits)) -> Option<GraphId> {
+        let i = self.entries.iter().position(|(k, _)| *k == key)?;
+        let e = self.entries.remove(i);
+        self.entries.push(e);
+        Some(e.1)
+    }
+
+    /// Keep `id` for `key`; returns the graph to free when that makes one too many.
+    fn insert(&mut self, key: (usize, Logits), id: GraphId) -> Option<GraphId> {
+        self.entries.push((key, id));
+        (self.entries.len() > Self::CAPACITY).then(|| self.entries.remove(0).1)
+    }
 }

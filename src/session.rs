@@ -1,7 +1,7 @@
 //! Sessions (a conversation's KV cache) and generation as an async stream of tokens.
 
 use crate::exec::{KvId, KvSpec, Readback, StepOutput};
-use crate::load::{busy, Model};
+use crate::load::Model;
 use crate::model::Logits;
 use crate::sampling::{Sampler, SamplingParams};
 use crate::stop::StopMatcher;
@@ -80,8 +80,15 @@ pub struct Token {
     pub text: String,
 }
 
+impl Model {
+    /// A new conversation with its own KV cache.
+    pub fn session(&self, opts: SessionOptions) -> Result<Session<'_>> {
+        Session::new(self, opts)
+    }
+}
+
 impl<'m> Session<'m> {
-    pub(crate) fn new(model: &'m Model, opts: SessionOptions) -> Result<Session<'m>> {
+    fn new(model: &'m Model, opts: SessionOptions) -> Result<Session<'m>> {
         let hp = model.hparams();
         let n_ctx = if opts.n_ctx == 0 { hp.n_ctx_train.min(4096) } else { opts.n_ctx };
         if n_ctx == 0 || n_ctx > 1 << 20 {
@@ -92,7 +99,7 @@ impl<'m> Session<'m> {
             k_dims: vec![hp.n_head_kv * hp.head_dim; hp.n_layer],
             v_dims: vec![hp.n_head_kv * hp.v_head_dim; hp.n_layer],
         };
-        let kv = model.exec.try_borrow_mut().map_err(|_| busy())?.alloc_kv(&spec)?;
+        let kv = model.exec.try_borrow_mut().map_err(|_| Error::busy())?.alloc_kv(&spec)?;
         Ok(Session { model, kv, n_ctx, n_batch: opts.n_batch.max(1), tokens: Vec::new() })
     }
 
@@ -131,7 +138,7 @@ impl<'m> Session<'m> {
             let last = (i + 1) * self.n_batch >= tokens.len();
             let graph = self.model.graph(batch.len(), logits)?;
             let rb = if last || readback == Readback::AllLogits { readback } else { Readback::LastLogits };
-            let mut exec = self.model.exec.try_borrow_mut().map_err(|_| busy())?;
+            let mut exec = self.model.exec.try_borrow_mut().map_err(|_| Error::busy())?;
             let step = exec.run(graph, self.kv, batch, self.tokens.len(), rb).await?;
             drop(exec);
             self.tokens.extend_from_slice(batch);

@@ -205,8 +205,9 @@ impl Graph {
         true
     }
 
-    /// The checks every executor makes before running a step of this graph: exactly
-    /// `n_tokens` tokens, and room for them in a cache of `n_ctx` positions from `pos`.
+    /// The step preamble every executor runs before a step of this graph, so that a bad step
+    /// gets the same error on each: exactly `n_tokens` tokens, each inside the vocabulary (the
+    /// logits' width), and room for them in a cache of `n_ctx` positions from `pos`.
     pub fn check_step(
         &self,
         executor: &'static str,
@@ -220,8 +221,15 @@ impl Graph {
                 message: format!("graph takes {} tokens, got {}", self.n_tokens, tokens.len()),
             });
         }
-        if pos + tokens.len() > n_ctx {
-            return Err(crate::Error::ContextOverflow { needed: pos + tokens.len(), n_ctx });
+        let n_vocab = self.cols(self.logits);
+        if let Some(&t) = tokens.iter().find(|&&t| t as usize >= n_vocab) {
+            return Err(crate::Error::InvalidArgument(format!(
+                "token id {t} is outside the vocabulary of {n_vocab} tokens"
+            )));
+        }
+        let needed = pos.checked_add(tokens.len()).unwrap_or(usize::MAX);
+        if needed > n_ctx {
+            return Err(crate::Error::ContextOverflow { needed, n_ctx });
         }
         Ok(())
     }

@@ -88,6 +88,9 @@ pub trait Executor {
     fn free_kv(&mut self, kv: KvId);
     /// Prepare a graph for repeated execution.
     fn compile(&mut self, graph: &Graph) -> Result<GraphId>;
+    /// Release a compiled graph and everything kept for it (activation buffers, recorded
+    /// commands, captured CUDA graphs). Its id is not valid afterwards.
+    fn free_graph(&mut self, graph: GraphId);
     /// Measured memory bandwidth in bytes/s (bytes read plus bytes written by a large copy on
     /// the device), for the decode floor that `wick bench` prints; `None` when not measured.
     fn measure_bandwidth(&mut self) -> LocalFuture<'_, Result<Option<f64>>> {

@@ -1,9 +1,9 @@
 //! The streaming GGUF reader: header, metadata and tensor infos up front, then tensor bytes in
-//! bounded chunks, front to back, with no seeking (design rule 2, "Stream the weights").
+//! bounded chunks, front to back, with no seeking (ARCHITECTURE.md, rule "Stream the weights").
 //!
 //! Every length read from the file is checked against a cap (see [`super::format`]) and, when the
 //! source knows its length, against the bytes that remain, before anything is allocated for it.
-//! Bad input gives an [`Error`], never a panic; `tests/gguf_mutation.rs` and `fuzz/` hammer this.
+//! Bad input gives an [`Error`], never a panic; `tests/gguf_errors.rs` (truncations, mutations, absurd counts) and `fuzz/` hammer this.
 
 use std::collections::HashSet;
 use std::future::Future;

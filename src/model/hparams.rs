@@ -19,15 +19,20 @@ pub enum Arch {
 }
 
 impl Arch {
+    /// Every architecture wick implements: the one list that parsing, `wick info` and error
+    /// messages read.
+    pub const ALL: [Arch; 4] = [Arch::Llama, Arch::Qwen2, Arch::Qwen3, Arch::Gemma3];
+
     /// From `general.architecture`.
     pub fn from_name(name: &str) -> Result<Arch> {
-        Ok(match name {
-            "llama" => Arch::Llama,
-            "qwen2" => Arch::Qwen2,
-            "qwen3" => Arch::Qwen3,
-            "gemma3" => Arch::Gemma3,
-            other => return Err(Error::UnsupportedArchitecture(other.to_string())),
-        })
+        Arch::ALL
+            .into_iter()
+            .find(|a| a.name() == name)
+            .ok_or_else(|| Error::UnsupportedArchitecture(name.to_string()))
+    }
+    /// The supported architectures' GGUF names, comma-separated (for messages).
+    pub fn names() -> String {
+        Arch::ALL.map(Arch::name).join(", ")
     }
     /// The GGUF name.
     pub fn name(self) -> &'static str {

@@ -9,10 +9,12 @@ mod gemma3;
 mod hparams;
 pub mod keys;
 mod llama;
+mod memory;
 
 use std::collections::HashMap;
 
 pub use hparams::{Arch, Hparams};
+pub use memory::MemoryEstimate;
 
 use crate::exec::{Graph, WeightId};
 use crate::gguf::TensorInfo;

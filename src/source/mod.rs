@@ -1,7 +1,7 @@
 //! Byte sources: where GGUF bytes come from.
 //!
 //! A [`ByteSource`] is an ordered stream of bytes with no seeking: the GGUF reader consumes the
-//! header, then every tensor's bytes, front to back (design rule 2, "Stream the weights"). That is
+//! header, then every tensor's bytes, front to back (ARCHITECTURE.md, rule "Stream the weights"). That is
 //! all a browser `fetch` body or a `ReadableStream` can give, so it is all wick asks of any source.
 //!
 //! - [`MemorySource`]: bytes already in memory (an owned `Vec<u8>`, a borrowed `&[u8]`, anything

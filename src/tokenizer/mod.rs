@@ -23,6 +23,7 @@
 //! - Only `gpt2` and `llama` tokenizer models; WPM, UGM, RWKV and PLaMo-2 are errors.
 
 mod bpe;
+mod bytes;
 mod pretokenize;
 mod special;
 mod spm;

@@ -412,7 +412,7 @@ impl Vocab {
     }
 
     fn build_pieces(&mut self) {
-        let unicode_to_byte = super::bpe::unicode_to_byte_table();
+        let unicode_to_byte = super::bytes::unicode_to_byte_table();
         let mut pieces = Vec::with_capacity(self.texts.iter().map(|t| t.len()).sum());
         let mut ends = Vec::with_capacity(self.texts.len());
         for (i, text) in self.texts.iter().enumerate() {

@@ -225,6 +225,19 @@ pub async fn info(a: InfoArgs) -> Result<()> {
     match ModelInfo::from_header(&h.metadata, &h.tensors) {
         Ok(mi) => {
             let _ = writeln!(o, "wick can run this model: {:?}", mi.hparams);
+            // What a session takes at the default context (the model's own, capped at 4096) and
+            // prompt chunk (256), and at the model's whole context.
+            let default_ctx = mi.hparams.n_ctx_train.clamp(1, 4096);
+            for n_ctx in [default_ctx, mi.hparams.n_ctx_train.max(1)] {
+                if let Ok(m) =
+                    wick::model::MemoryEstimate::new(&mi.hparams, mi.n_vocab, &h.tensors, n_ctx, 256)
+                {
+                    let _ = writeln!(o, "memory at a context of {n_ctx}: {m}");
+                }
+                if n_ctx == mi.hparams.n_ctx_train {
+                    break;
+                }
+            }
         }
         Err(e) => {
             let _ = writeln!(o, "wick cannot run this model: {e}");

@@ -51,7 +51,8 @@ struct KvCache {
 pub struct CpuExecutor {
     weights: Vec<Weight>,
     kvs: Vec<Option<KvCache>>,
-    graphs: Vec<Graph>,
+    /// Compiled graphs by [`GraphId`]; `None` once freed.
+    graphs: Vec<Option<Graph>>,
 }
 
 impl CpuExecutor {
@@ -85,7 +86,11 @@ impl CpuExecutor {
         pos: usize,
         readback: Readback,
     ) -> Result<StepOutput> {
-        let g = self.graphs.get(graph.0 as usize).ok_or_else(|| Self::err("unknown graph"))?;
+        let g = self
+            .graphs
+            .get(graph.0 as usize)
+            .and_then(Option::as_ref)
+            .ok_or_else(|| Self::err("unknown graph"))?;
         let cache = self
             .kvs
             .get_mut(kv.0 as usize)
@@ -93,14 +98,6 @@ impl CpuExecutor {
             .ok_or_else(|| Self::err("unknown KV cache"))?;
         g.check_step("cpu", tokens, pos, cache.n_ctx)?;
         let weights = &self.weights;
-        for &t in tokens {
-            // The embedding table is checked at run time: a token id past it is an error.
-            if let Some(Op::Embed { table, .. }) = g.ops.first() {
-                if t as usize >= weights[table.0 as usize].n_rows() {
-                    return Err(Error::InvalidArgument(format!("token id {t} is outside the vocabulary")));
-                }
-            }
-        }
         let mut acts: Vec<Vec<f32>> = g.acts.iter().map(|_| Vec::new()).collect();
         for (i, _) in g.acts.iter().enumerate() {
             let a = super::ActId(i as u32);
@@ -299,8 +296,14 @@ impl Executor for CpuExecutor {
 
     fn compile(&mut self, graph: &Graph) -> Result<GraphId> {
         self.validate(graph)?;
-        self.graphs.push(graph.clone());
+        self.graphs.push(Some(graph.clone()));
         Ok(GraphId(self.graphs.len() as u32 - 1))
+    }
+
+    fn free_graph(&mut self, graph: GraphId) {
+        if let Some(slot) = self.graphs.get_mut(graph.0 as usize) {
+            *slot = None;
+        }
     }
 
     fn run<'a>(

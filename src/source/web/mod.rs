@@ -4,7 +4,7 @@
 //! - Each source holds at most one chunk, as a `Uint8Array` in JS memory (outside the wasm
 //!   heap), and copies from it straight into the reader's buffer. So the wasm heap does not grow
 //!   with the file: a 4 GB model streams through a tab whose heap stays at the loader's chunk
-//!   size (design rule 2).
+//!   size (ARCHITECTURE.md, rule "Stream the weights").
 //! - A `Blob` is read in slices of a bounded size (`Blob.slice().arrayBuffer()`), never whole.
 //! - A URL is `fetch`ed once and its body streamed; if the body fails midway, the download
 //!   resumes from the current byte with `Range: bytes=N-` (see [`UrlSource`]).
