@@ -80,15 +80,15 @@ mod tests {
     #[test]
     fn kv_of_the_8b_shape_is_128_kib_a_position() {
         let mut md = Metadata::default();
-        let set = |md: &mut Metadata, k: &str, v: u32| md.insert(k.into(), MetaValue::U32(v));
-        md.insert("general.architecture".into(), MetaValue::Str("llama".into()));
+        let set = |md: &mut Metadata, k: &str, v: u32| md.insert(k, MetaValue::U32(v));
+        md.insert("general.architecture", MetaValue::Str("llama".into()));
         set(&mut md, "llama.context_length", 8192);
         set(&mut md, "llama.embedding_length", 4096);
         set(&mut md, "llama.block_count", 32);
         set(&mut md, "llama.feed_forward_length", 14336);
         set(&mut md, "llama.attention.head_count", 32);
         set(&mut md, "llama.attention.head_count_kv", 8);
-        md.insert("llama.attention.layer_norm_rms_epsilon".into(), MetaValue::F32(1e-5));
+        md.insert("llama.attention.layer_norm_rms_epsilon", MetaValue::F32(1e-5));
         let hp = Hparams::from_metadata(&md).unwrap();
         let t = |name: &str, dims: &[u64], dtype| TensorInfo {
             name: name.into(),
@@ -115,8 +115,9 @@ mod tests {
         let e = MemoryEstimate::new(&hp, 1000, &tensors, 4096, 256).unwrap();
         assert_eq!(e.kv, 4096 * 128 * 1024);
         assert_eq!(e.weights, tensors.iter().map(TensorInfo::n_bytes).sum::<u64>());
-        // Scores: 256 rows × 32 heads × 4096 positions × 4 bytes = 128 MiB, plus activations.
-        assert!(e.scratch > 128 << 20 && e.scratch < 160 << 20, "{e}");
+        // Scores: 256 rows × 32 heads × 4096 positions × 4 bytes = 128 MiB, plus ~50 MiB of
+        // activations (256 rows of the f32 slots: 4096-wide ones, two 14336-wide FFN ones, ...).
+        assert!(e.scratch > 128 << 20 && e.scratch < 200 << 20, "{e}");
         let doubled = MemoryEstimate::new(&hp, 1000, &tensors, 8192, 256).unwrap();
         assert_eq!(doubled.kv, 2 * e.kv);
     }
