@@ -91,8 +91,12 @@ impl<'m> Session<'m> {
     fn new(model: &'m Model, opts: SessionOptions) -> Result<Session<'m>> {
         let hp = model.hparams();
         let n_ctx = if opts.n_ctx == 0 { hp.n_ctx_train.min(4096) } else { opts.n_ctx };
-        if n_ctx == 0 || n_ctx > 1 << 20 {
-            return Err(Error::InvalidArgument(format!("context size {n_ctx} is out of range")));
+        if n_ctx > hp.n_ctx_train {
+            return Err(Error::InvalidArgument(format!(
+                "a context of {n_ctx} tokens is more than the model's own ({}, {}.context_length)",
+                hp.n_ctx_train,
+                hp.arch.name()
+            )));
         }
         let spec = KvSpec {
             n_ctx,

@@ -152,15 +152,34 @@ impl Hparams {
                 _ => None,
             },
         };
-        for (name, v) in
-            [("embedding_length", hp.n_embd), ("block_count", hp.n_layer), ("feed_forward_length", hp.n_ff)]
-        {
-            if v == 0 || v > 1 << 20 {
-                return Err(Error::bad_metadata(key(name), format!("{v} is out of range")));
+        // Every size is bounded before anything is sized from it: a hostile file must not make
+        // wick compute with NaNs, divide by zero, or allocate without limit.
+        for (name, v, max) in [
+            (suffix::EMBEDDING_LENGTH, hp.n_embd, 1 << 20),
+            (suffix::BLOCK_COUNT, hp.n_layer, 1 << 12),
+            (suffix::FEED_FORWARD_LENGTH, hp.n_ff, 1 << 20),
+            (suffix::CONTEXT_LENGTH, hp.n_ctx_train, 1 << 24),
+            (suffix::HEAD_COUNT, hp.n_head, 1 << 12),
+            (suffix::KEY_LENGTH, hp.head_dim, 1 << 12),
+            (suffix::VALUE_LENGTH, hp.v_head_dim, 1 << 12),
+        ] {
+            if v == 0 || v > max {
+                return Err(Error::bad_metadata(key(name), format!("{v} is out of range (1 to {max})")));
             }
         }
         if !(hp.eps > 0.0 && hp.eps < 1.0) {
             return Err(Error::bad_metadata(key(suffix::RMS_EPS), format!("{} is out of range", hp.eps)));
+        }
+        if !(hp.rope_base.is_finite() && hp.rope_base > 0.0) {
+            return Err(Error::bad_metadata(
+                key(suffix::ROPE_FREQ_BASE),
+                format!("{} is not a finite positive number", hp.rope_base),
+            ));
+        }
+        if let Some(w) = hp.sliding_window {
+            if w == 0 {
+                return Err(Error::bad_metadata(key(suffix::SLIDING_WINDOW), "a window of 0 sees nothing"));
+            }
         }
         Ok(hp)
     }

@@ -94,8 +94,9 @@ impl SynthSpec {
         Ok(match name {
             "tiny" => SynthSpec { file_type: ft, ..SynthSpec::tiny(arch, seed) },
             "small" => base(256, 8, 4, 1, 64, 768, false),
-            "1b" => base(2048, 16, 32, 8, 64, 8192, true),
-            "8b" => base(4096, 32, 32, 8, 128, 14336, false),
+            // Llama 3.x's own context (131072), so benchmarks can run at depth 16k and beyond.
+            "1b" => SynthSpec { n_ctx: 131072, ..base(2048, 16, 32, 8, 64, 8192, true) },
+            "8b" => SynthSpec { n_ctx: 131072, ..base(4096, 32, 32, 8, 128, 14336, false) },
             other => {
                 return Err(Error::InvalidArgument(format!(
                     "unknown shape '{other}' (available: {})",

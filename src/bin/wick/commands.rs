@@ -13,10 +13,11 @@ use super::progress::Bar;
 use super::{BenchArgs, ChatArgs, GenerateArgs, InfoArgs, ModelArgs, SamplingArgs, SynthArgs, TokenizeArgs};
 
 async fn load(a: &ModelArgs) -> Result<Model> {
+    let executor = a.executor.parse()?;
     let src = FileSource::open(&a.model).await?;
     let mut bar = (!a.no_progress).then(Bar::new);
     let opts = LoadOptions {
-        executor: a.executor.parse()?,
+        executor,
         on_progress: bar.as_mut().map(|b| Box::new(move |p: &_| b.update(p)) as wick::ProgressFn),
         ..LoadOptions::default()
     };
@@ -85,6 +86,8 @@ async fn run(session: &mut Session<'_>, prompt: &[u32], opts: GenerateOptions, j
 }
 
 pub async fn generate(a: GenerateArgs) -> Result<()> {
+    // Every option is checked before the model loads: a typo costs no multi-GB read.
+    sampling(&a.sampling).validate()?;
     let model = load(&a.model).await?;
     let text = if a.chat {
         let mut msgs = Vec::new();
@@ -109,6 +112,7 @@ pub async fn generate(a: GenerateArgs) -> Result<()> {
 }
 
 pub async fn chat(a: ChatArgs) -> Result<()> {
+    sampling(&a.sampling).validate()?;
     let model = load(&a.model).await?;
     let mut session = model.session(SessionOptions { n_ctx: a.model.n_ctx, ..Default::default() })?;
     let mut msgs = Vec::new();

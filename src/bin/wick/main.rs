@@ -7,6 +7,7 @@ mod progress;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+use clap::builder::TypedValueParser as _;
 use clap::{Args, Parser, Subcommand};
 
 /// Run GGUF language models: generate text, chat, tokenize, inspect files.
@@ -42,8 +43,8 @@ struct ModelArgs {
     /// Executor: auto, cpu, webgpu or cuda.
     #[arg(long, default_value = "auto")]
     executor: String,
-    /// Context size in tokens (0: the model's, at most 4096).
-    #[arg(long = "ctx", default_value_t = 0)]
+    /// Context size in tokens (0: the model's, at most 4096); at most the model's own context.
+    #[arg(long = "ctx", default_value_t = 0, value_parser = count(1 << 24))]
     n_ctx: usize,
     /// Do not draw the loading progress bar.
     #[arg(long)]
@@ -57,7 +58,7 @@ struct SamplingArgs {
     #[arg(long = "temp", default_value_t = 0.8)]
     temperature: f32,
     /// Keep the k most likely tokens (0: off).
-    #[arg(long, default_value_t = 40)]
+    #[arg(long, default_value_t = 40, value_parser = count(1 << 24))]
     top_k: usize,
     /// Keep the most likely tokens up to this total probability (1: off).
     #[arg(long, default_value_t = 0.95)]
@@ -75,7 +76,7 @@ struct SamplingArgs {
     #[arg(long, default_value_t = 0.0)]
     frequency_penalty: f32,
     /// How many recent tokens the penalties consider.
-    #[arg(long, default_value_t = 64)]
+    #[arg(long, default_value_t = 64, value_parser = count(1 << 24))]
     repeat_last_n: usize,
     /// Random seed.
     #[arg(long, default_value_t = 42)]
@@ -93,7 +94,7 @@ struct GenerateArgs {
     #[arg(short, long)]
     prompt: String,
     /// Tokens to generate at most.
-    #[arg(short = 'n', long, default_value_t = 128)]
+    #[arg(short = 'n', long, default_value_t = 128, value_parser = count(1 << 24))]
     n_predict: usize,
     /// Treat the prompt as a user message and render it with the model's chat template.
     #[arg(long)]
@@ -116,7 +117,7 @@ struct ChatArgs {
     #[arg(long)]
     system: Option<String>,
     /// Tokens per reply at most.
-    #[arg(short = 'n', long, default_value_t = 512)]
+    #[arg(short = 'n', long, default_value_t = 512, value_parser = count(1 << 24))]
     n_predict: usize,
     #[command(flatten)]
     sampling: SamplingArgs,
@@ -159,23 +160,23 @@ struct BenchArgs {
     #[arg(long, default_value = "auto")]
     executor: String,
     /// Prompt tokens of the prefill test (0: skip).
-    #[arg(short = 'p', long, default_value_t = 512)]
+    #[arg(short = 'p', long, default_value_t = 512, value_parser = count(1 << 24))]
     n_prompt: usize,
     /// Tokens of the decode test (0: skip).
-    #[arg(short = 'n', long, default_value_t = 128)]
+    #[arg(short = 'n', long, default_value_t = 128, value_parser = count(1 << 24))]
     n_gen: usize,
     /// Tokens already in the KV cache before each test.
-    #[arg(short = 'd', long, default_value_t = 0)]
+    #[arg(short = 'd', long, default_value_t = 0, value_parser = count(1 << 24))]
     depth: usize,
-    /// Repetitions of each test.
-    #[arg(short = 'r', long, default_value_t = 5)]
+    /// Repetitions of each test (1 to 1000).
+    #[arg(short = 'r', long, default_value_t = 5, value_parser = clap::value_parser!(u64).range(1..=1000).map(|v| v as usize))]
     repetitions: usize,
     /// Print JSON instead of a markdown table.
     #[arg(long)]
     json: bool,
     /// Memory bandwidth in GB/s for the decode floor, instead of measuring it with a large copy
     /// on the device (the WebGPU executor cannot measure it yet).
-    #[arg(long)]
+    #[arg(long, value_parser = positive_f64)]
     bandwidth: Option<f64>,
 }
 
@@ -205,6 +206,22 @@ struct SynthArgs {
     /// Output file.
     #[arg(short, long)]
     output: PathBuf,
+}
+
+/// A count flag: 0 to `max`. Counts are bounded here so that an absurd value is a clear error
+/// before anything loads, not an allocation that overflows later.
+fn count(max: u64) -> impl clap::builder::TypedValueParser<Value = usize> {
+    clap::value_parser!(u64).range(0..=max).map(|v| v as usize)
+}
+
+/// A finite, positive number.
+fn positive_f64(s: &str) -> Result<f64, String> {
+    let v: f64 = s.parse().map_err(|e| format!("{e}"))?;
+    if v.is_finite() && v > 0.0 {
+        Ok(v)
+    } else {
+        Err(format!("{v} is not a finite positive number"))
+    }
 }
 
 fn main() -> ExitCode {
