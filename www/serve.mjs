@@ -16,14 +16,14 @@
 //   --test-log      answer GET /__wick/requests with how many GET requests each path has had and
 //                   the Range headers they carried (the browser tests check with it that a cached
 //                   model is not downloaded twice and that a cut download resumes). Bounded (the
-//                   latest 1,000 paths, the latest 100 Range headers of each); off by default,
+//                   1,000 paths asked for last, the last 100 Range headers of each); off by default,
 //                   and /__wick/requests is then a 404 like any other unknown path.
 //
 // The rules, each tested by tests/browser/serve.test.mjs:
 // - A path is served only when every segment is a plain name (none starts with a dot, so no
 //   `..`, no .git/, no dot-files) and it lies under a served folder once symlinks are resolved
-//   (realpath). The served folders are themselves resolved once (models/ may well be a symlink
-//   to a shared directory), and a symlink inside one is followed only if it lands inside one of
+//   (realpath). The served folders are themselves resolved once, when they first exist (models/
+//   may well be a symlink to a shared directory), and a symlink inside one is followed only if it lands inside one of
 //   them, so a model symlinked from elsewhere needs its real folder added with --serve-dir.
 // - Redirects (`/` to `/www/`, a folder to its trailing-slash form) carry a Location built from
 //   the checked segments, so it is always a path on this origin: `/` then a name, never `//` or
@@ -38,7 +38,7 @@
 //   web page cannot reach it through a DNS name rebound to 127.0.0.1.
 
 import { createServer } from 'node:http';
-import { createReadStream, realpathSync } from 'node:fs';
+import { createReadStream, realpathSync, statSync } from 'node:fs';
 import { realpath, stat } from 'node:fs/promises';
 import { extname, join, relative, resolve, sep } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -178,7 +178,7 @@ export function parseArgs(argv, env = process.env) {
 
 /** The segments of a URL prefix such as `/models-test` or `/a/b`: plain names only. */
 function prefixSegments(prefix) {
-  const segs = prefix.split('/').slice(1);
+  const segs = prefix.replace(/\/+$/, '').split('/').slice(1);
   if (segs.some((s) => !/^[A-Za-z0-9_~-][A-Za-z0-9._~-]*$/.test(s)) || segs[0] === '__wick') {
     throw new Error(`--serve-dir prefix ${JSON.stringify(prefix)}: want /NAME[/NAME...] of letters, digits, . _ ~ - (no leading dot)`);
   }
@@ -193,18 +193,18 @@ function mountsFor(o) {
   for (const name of DEFAULT_DIRS) mounts.set(name, { segs: [name], dir: resolve(o.root, name), real: null });
   for (const { prefix, dir } of o.serveDirs) {
     const segs = prefixSegments(prefix);
-    let real;
+    let real = null;
     try {
       real = realpathSync(resolve(dir));
-    } catch {
-      throw new Error(`--serve-dir ${prefix}=${dir}: no such folder`);
-    }
+    } catch {}
+    if (real === null || !statSync(real).isDirectory()) throw new Error(`--serve-dir ${prefix}=${dir}: no such folder`);
     mounts.set(segs.join('/'), { segs, dir: resolve(dir), real });
   }
   // Longest prefix first, so that /a/b is matched before /a.
   return [...mounts.values()].sort((x, y) => y.segs.length - x.segs.length);
 }
 
+/** The realpath of a served folder, null while it does not exist. */
 async function resolveMount(m) {
   if (m.real === null) m.real = await realpath(m.dir).catch(() => null);
   return m.real;
@@ -212,13 +212,16 @@ async function resolveMount(m) {
 
 /** What `file` is once symlinks are resolved: `{ file, st, dir }` (its realpath, stat and whether
  *  it is a folder) when it lies inside one of `roots` with no dot-named segment below that root;
- *  `{ status: 403 }` when it exists but resolves elsewhere; `{ status: 404 }` otherwise. */
+ *  `{ status: 403 }` when it exists but resolves elsewhere; `{ status: 404 }` otherwise. The
+ *  realpath is what gets opened, so a symlink retargeted after this check is not followed (only
+ *  someone who can write the served folders could swap one in that instant, and they can read
+ *  what they would point it at anyway). */
 async function locate(file, roots) {
   const real = await realpath(file).catch(() => null);
   const st = real && (await stat(real).catch(() => null));
   if (!st || !(st.isFile() || st.isDirectory())) return { status: 404 };
   for (const root of roots) {
-    if (real !== root && !real.startsWith(root + sep)) continue;
+    if (real !== root && !real.startsWith(root.endsWith(sep) ? root : root + sep)) continue;
     if (!relative(root, real).split(sep).some((s) => s.startsWith('.'))) return { file: real, st, dir: st.isDirectory() };
   }
   return { status: 403 };

@@ -96,7 +96,7 @@ function get(port, path, { method = 'GET', headers = {} } = {}) {
 
 let server;
 before(async () => {
-  server = await start(['--serve-dir', `/extra=${join(tmp, 'extra')}`]);
+  server = await start(['--serve-dir', `/extra/=${join(tmp, 'extra')}`]);
 });
 after(() => server.stop());
 
@@ -257,7 +257,7 @@ test('localhost by default; a foreign Host header is refused (DNS rebinding)', a
 });
 
 test('bad arguments stop it with a message', async () => {
-  for (const args of [['--serve-dir', `/.git=${root}`], ['--serve-dir', `/x=${join(tmp, 'missing')}`], ['--serve-dir', 'x'], ['--bogus'], ['--port', '70000']]) {
+  for (const args of [['--serve-dir', `/.git=${root}`], ['--serve-dir', `/x=${join(tmp, 'missing')}`], ['--serve-dir', `/x=${join(tmp, 'outside.txt')}`], ['--serve-dir', 'x'], ['--bogus'], ['--port', '70000']]) {
     const r = await refused(args);
     assert.equal(r.code, 2, `${args.join(' ')}: ${r.err}`);
     assert.match(r.err, /serve\.mjs: /);
