@@ -5,11 +5,8 @@
 //   node tests/browser/cache.test.mjs   (needs pkg/ and the test model, as demo.test.mjs)
 
 import { statSync } from 'node:fs';
-import { join, relative } from 'node:path';
-import { repo, startServer, launch, echo, check } from './harness.mjs';
+import { modelFile, modelPath, startServer, launch, echo, check } from './harness.mjs';
 
-const modelFile = process.env.WICK_TEST_MODEL || join(repo, 'target/web-test/tiny.gguf');
-const modelPath = '/' + relative(repo, modelFile);
 const size = statSync(modelFile).size;
 const CUT = 3 << 20;
 

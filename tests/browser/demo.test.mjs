@@ -6,11 +6,9 @@
 //                                       target/web-test/tiny.gguf; see .ci/web-tests)
 
 import { mkdirSync } from 'node:fs';
-import { join, relative } from 'node:path';
-import { repo, startServer, launch, echo, check } from './harness.mjs';
+import { join } from 'node:path';
+import { repo, modelPath, startServer, launch, echo, check } from './harness.mjs';
 
-const modelFile = process.env.WICK_TEST_MODEL || join(repo, 'target/web-test/tiny.gguf');
-const modelPath = '/' + relative(repo, modelFile);
 const shots = join(repo, 'target/web-test');
 mkdirSync(shots, { recursive: true });
 

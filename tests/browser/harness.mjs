@@ -4,17 +4,28 @@
 import { spawn } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { basename, dirname, join, resolve as resolvePath } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { chromium } from 'playwright-core';
 
 export const repo = fileURLToPath(new URL('../..', import.meta.url));
 
-/** Start www/serve.mjs on a free port, serving `root` (default: the repository); resolves
- *  to { base, stop, requests() }. */
-export function startServer(root = repo) {
+/** The model the tests load: $WICK_TEST_MODEL, else target/web-test/tiny.gguf (which
+ *  .ci/web-tests makes). */
+export const modelFile = resolvePath(process.env.WICK_TEST_MODEL || join(repo, 'target/web-test/tiny.gguf'));
+
+/** The model's URL path on the test server, which serves the model's folder at /test-model/. */
+export const modelPath = `/test-model/${basename(modelFile)}`;
+
+/** Start www/serve.mjs on a free port with its request log on (--test-log). Besides what it
+ *  serves to anyone (the repository's www/, pkg/ and models/) it serves, through --serve-dir,
+ *  the test pages at /tests/browser/, the test model's folder at /test-model/ and `extra`
+ *  ({ '/prefix': folder }). Resolves to { base, stop, requests() }. */
+export function startServer(extra = {}) {
+  const dirs = { '/tests/browser': join(repo, 'tests/browser'), '/test-model': dirname(modelFile), ...extra };
   return new Promise((resolve, reject) => {
-    const args = [join(repo, 'www/serve.mjs'), '--port', '0', '--root', root];
+    const args = [join(repo, 'www/serve.mjs'), '--port', '0', '--root', repo, '--test-log'];
+    for (const [prefix, dir] of Object.entries(dirs)) args.push('--serve-dir', `${prefix}=${dir}`);
     const child = spawn(process.execPath, args, { stdio: ['ignore', 'pipe', 'inherit'] });
     let out = '';
     child.on('error', reject);

@@ -4,11 +4,7 @@
 //
 //   node tests/browser/package.test.mjs   (needs pkg/ and the test model, as demo.test.mjs)
 
-import { join, relative } from 'node:path';
-import { repo, startServer, launch, echo, check } from './harness.mjs';
-
-const modelFile = process.env.WICK_TEST_MODEL || join(repo, 'target/web-test/tiny.gguf');
-const modelPath = '/' + relative(repo, modelFile);
+import { modelPath, startServer, launch, echo, check } from './harness.mjs';
 
 const server = await startServer();
 const browser = await launch();

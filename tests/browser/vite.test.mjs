@@ -4,12 +4,11 @@
 //
 //   node tests/browser/vite.test.mjs   (needs pkg/ and the test model, as demo.test.mjs)
 
-import { copyFileSync, readdirSync } from 'node:fs';
+import { readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { build } from 'vite';
-import { repo, startServer, launch, echo, check } from './harness.mjs';
+import { repo, modelPath, startServer, launch, echo, check } from './harness.mjs';
 
-const modelFile = process.env.WICK_TEST_MODEL || join(repo, 'target/web-test/tiny.gguf');
 const dist = join(repo, 'target/web-test/vite-dist');
 
 await build({ configFile: join(repo, 'tests/browser/vite/vite.config.mjs') });
@@ -17,16 +16,16 @@ const assets = readdirSync(join(dist, 'assets'));
 console.log(`  bundle: ${assets.join(', ')}`);
 check(assets.some((f) => /^worker-.*\.js$/.test(f)), 'vite bundled the worker');
 check(assets.some((f) => /^wick_bg-.*\.wasm$/.test(f)), 'vite emitted the wasm');
-copyFileSync(modelFile, join(dist, 'model.gguf'));
 
-const server = await startServer(dist);
+// The bundle is built for /vite/ (vite.config.mjs's base), where the server mounts it.
+const server = await startServer({ '/vite': dist });
 const browser = await launch();
 try {
   const page = await browser.context.newPage();
   echo(page, 'vite');
-  await page.goto(`${server.base}/index.html`);
+  await page.goto(`${server.base}/vite/index.html`);
   for (const worker of [true, false]) {
-    const r = await page.evaluate(({ worker }) => window.generate('/model.gguf', worker), { worker });
+    const r = await page.evaluate(({ url, worker }) => window.generate(url, worker), { url: modelPath, worker });
     check(r.executor === 'webgpu' && r.text.length > 0, `the bundle generates ${worker ? 'in the worker' : 'on the main thread'}: ${JSON.stringify(r.text)}`);
   }
   console.log('vite test: all passed');
