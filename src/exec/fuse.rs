@@ -153,25 +153,20 @@ pub fn plan(g: &Graph, caps: &Capabilities) -> Vec<Step> {
                     && group == g.cols(x)
                     && g.cols(dst) == group =>
             {
-                let nq = caps.norm_quant.unwrap_or(NormQuant {
-                    later_product: false,
-                    any_length: false,
-                    in_place: false,
+                let kind = caps.norm_quant.and_then(|nq| {
+                    let k = conversion_after(g, i, dst, nq.later_product, &quant)?;
+                    ((nq.any_length && k != ActQuant::Q8K) || group % 256 == 0).then_some(k)
                 });
-                match conversion_after(g, i, dst, nq.later_product, &quant) {
-                    Some(k) if (nq.any_length && k != ActQuant::Q8K) || group % 256 == 0 => {
-                        steps.push(Step::NormQuant { op: i, kind: k });
-                        if caps.shared_conversion {
-                            have = Some((dst, k));
-                        }
-                        i += 1;
-                        continue;
+                if let Some(k) = kind {
+                    steps.push(Step::NormQuant { op: i, kind: k });
+                    if caps.shared_conversion {
+                        have = Some((dst, k));
                     }
-                    _ => {
-                        steps.push(Step::Op(i));
-                        written.push(dst);
-                    }
+                    i += 1;
+                    continue;
                 }
+                steps.push(Step::Op(i));
+                written.push(dst);
             }
             Op::MatMul { w, x, dst, bias } if caps.float_products || quant(&ops[i]).is_some() => {
                 if let (true, Some(k)) = (caps.shared_conversion, quant(&ops[i])) {
@@ -279,9 +274,8 @@ pub fn plan(g: &Graph, caps: &Capabilities) -> Vec<Step> {
                 written.push(dst);
             }
             Op::Rope { x: q, head_dim, n_rot, base, freq_scale, mode, .. } if caps.rope_kv.is_some() => {
-                let rk = caps.rope_kv.unwrap_or(RopeKv { writes_keys: false, even_values: true });
                 // The keys' rope: same rotation, another slot (n_heads differs).
-                let keys = |o: Option<&Op>| match o {
+                let keys = match ops.get(i + 1) {
                     Some(&Op::Rope {
                         x,
                         n_heads,
@@ -297,26 +291,28 @@ pub fn plan(g: &Graph, caps: &Capabilities) -> Vec<Step> {
                     }
                     _ => None,
                 };
-                if let (Some((k, nk)), Some(&Op::KvStore { k: sk, v, .. })) =
-                    (keys(ops.get(i + 1)), ops.get(i + 2))
-                {
-                    if sk == k
-                        && k != q
-                        && v != q
-                        && v != k
-                        && g.rows(q) == g.rows(k)
-                        && g.rows(v) == g.rows(k)
-                        && nk * head_dim == g.cols(k)
-                        && (!rk.even_values || g.cols(v) % 2 == 0)
-                        && (rk.writes_keys || g.dead_after(i + 2, k))
-                    {
-                        steps.push(Step::RopeKv { op: i });
-                        if have.is_some_and(|(h, _)| h == q || h == k) {
-                            have = None;
-                        }
-                        i += 3;
-                        continue;
+                let fused = match (caps.rope_kv, keys, ops.get(i + 2)) {
+                    (Some(rk), Some((k, nk)), Some(&Op::KvStore { k: sk, v, .. })) => {
+                        sk == k
+                            && k != q
+                            && v != q
+                            && v != k
+                            && g.rows(q) == g.rows(k)
+                            && g.rows(v) == g.rows(k)
+                            && nk * head_dim == g.cols(k)
+                            && (!rk.even_values || g.cols(v) % 2 == 0)
+                            && (rk.writes_keys || g.dead_after(i + 2, k))
                     }
+                    _ => false,
+                };
+                if fused {
+                    let k = keys.map_or(q, |(k, _)| k);
+                    steps.push(Step::RopeKv { op: i });
+                    if have.is_some_and(|(h, _)| h == q || h == k) {
+                        have = None;
+                    }
+                    i += 3;
+                    continue;
                 }
                 steps.push(Step::Op(i));
                 written.push(q);

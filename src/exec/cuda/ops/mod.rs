@@ -25,7 +25,7 @@ use crate::quant::GgmlType;
 /// - a product with a residual add as its epilogue, the product's own slot not written
 ///   (`mmv_*` with `add`), and the logits' product keeping their argmax;
 /// - gate and up (either order, SiLU or GELU) with their activation, the up slot not written
-///   (`mmv2_*`, one weight type);
+///   (`mmv2_*`, both weights of one type);
 /// - three products of one input, biases allowed, one type or mixed K-quants (`mmv3_*`);
 /// - RoPE of queries and keys with the KV store, the rotated keys also written to their slot
 ///   (`rope_kv`).
@@ -54,7 +54,14 @@ pub(super) fn fusions<'a>(
         gate_up: Some(GateUp {
             writes_up: false,
             either_order: true,
-            pair: Box::new(move |g: &Op, u: &Op, _| product(g).is_some() && product(g) == product(u)),
+            // mmv2_T reads both matrices as type T. (The planner before the shared one paired
+            // them by q8 format only, which would misread an up matrix of another K-quant.)
+            pair: Box::new(move |g: &Op, u: &Op, _| match (g, u) {
+                (&Op::MatMul { w: wg, .. }, &Op::MatMul { w: wu, .. }) => {
+                    product(g).is_some() && dtype(wg) == dtype(wu)
+                }
+                _ => false,
+            }),
         }),
         triple: Some(Triple {
             bias: true,

@@ -206,3 +206,13 @@ fn live_outputs_are_kept() {
     let steps = cuda_plan(&g, &|_| Some(GgmlType::Q4_K));
     assert!(matches!(steps[1], Step::MatVec { add: None, dst, .. } if dst == t), "{steps:?}");
 }
+
+/// Gate and up of different types are not fused (`mmv2_T` reads both as T).
+#[test]
+fn gate_and_up_of_two_types_stay_apart() {
+    let (_, g, w) = crate::exec::fuse::tests::graphs().swap_remove(0);
+    let up = WeightId(8);
+    let steps = cuda_plan(&g, &|id| Some(if id == up { GgmlType::Q5_K } else { w.dtype(id) }));
+    let d: Vec<String> = steps.iter().map(describe).collect();
+    assert!(d.contains(&"mv 12 w7 -> a7".to_string()) && d.contains(&"mv 13 w8 -> a8".to_string()), "{d:?}");
+}
