@@ -31,6 +31,13 @@ pub enum ActQuant {
     Q8K = 2,
 }
 
+/// The q8 format a product reads its input in (None: floats).
+pub type QuantOf<'a> = Box<dyn Fn(&Op) -> Option<ActQuant> + 'a>;
+/// Whether a gate product, an up product and their activation can run as one launch.
+pub type PairTest<'a> = Box<dyn Fn(&Op, &Op, Gate) -> bool + 'a>;
+/// Whether some products can run as one launch.
+pub type OpsTest<'a> = Box<dyn Fn(&[Op]) -> bool + 'a>;
+
 /// The RMSNorm + q8 conversion kernel an executor has.
 #[derive(Debug, Clone, Copy)]
 pub struct NormQuant {
@@ -65,7 +72,7 @@ pub struct GateUp<'a> {
     /// The gate may be either product (else the first).
     pub either_order: bool,
     /// Whether the gate product, the up product and the activation can run as one launch.
-    pub pair: Box<dyn Fn(&Op, &Op, Gate) -> bool + 'a>,
+    pub pair: PairTest<'a>,
 }
 
 /// The three-product kernel an executor has.
@@ -73,7 +80,7 @@ pub struct Triple<'a> {
     /// Products with a bias may be fused.
     pub bias: bool,
     /// Whether these three products (of one input) can run as one launch.
-    pub same: Box<dyn Fn(&[Op]) -> bool + 'a>,
+    pub same: OpsTest<'a>,
 }
 
 /// The RoPE + RoPE + KV store kernel an executor has.
@@ -88,7 +95,7 @@ pub struct RopeKv {
 /// What an executor can fuse. `None`: that fusion is not planned.
 pub struct Capabilities<'a> {
     /// The q8 format a product (a MatMul op) reads its input in; None where it reads floats.
-    pub quant: Box<dyn Fn(&Op) -> Option<ActQuant> + 'a>,
+    pub quant: QuantOf<'a>,
     /// Products reading floats may be fused too (else they stay plain ops).
     pub float_products: bool,
     /// One converted input is kept in a scratch and reused by later products of the same
