@@ -10,8 +10,13 @@
 //!   and a position and reads back only a token id or logits.
 
 pub mod cpu;
+// The fusion planner of the GPU executors (only CUDA plans with it so far: WebGPU's port is
+// pending, hence unused in a WebGPU-only build).
 #[cfg(all(feature = "cuda", not(target_arch = "wasm32")))]
 pub mod cuda;
+#[cfg(any(feature = "cuda", feature = "webgpu"))]
+#[cfg_attr(not(feature = "cuda"), allow(dead_code))]
+pub(crate) mod fuse;
 mod graph;
 #[cfg(feature = "webgpu")]
 pub mod webgpu;

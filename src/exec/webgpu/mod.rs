@@ -60,7 +60,7 @@
 //!   `WICK_WEBGPU_PROFILE=1` profiles (natively).
 
 mod buffers;
-mod fuse;
+pub(crate) mod fuse;
 mod pipelines;
 mod plan;
 mod profile;

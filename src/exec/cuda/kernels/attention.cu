@@ -2,9 +2,10 @@
 // As ggml does: the query is rounded to f16 before the K·Q products, the softmax
 // probabilities are rounded to f16 before the product with V. Scores go through `scores`
 // (n_ctx floats per (row, head)) so the softmax sees them all, in the CPU's order.
-extern "C" __global__ void attention(const float* q, float* dst, const u16* kc, const u16* vc, float* scores,
-                                     const int* posp, int n_ctx, int n_heads, int n_kv_heads, int head_dim, int k_dim,
-                                     int v_dim, float scale, int window, float softcap) {
+__device__ __forceinline__ void attention_one(const float* q, float* dst, const u16* kc, const u16* vc,
+                                              float* scores, const int* posp, int n_ctx, int n_heads, int n_kv_heads,
+                                              int head_dim, int k_dim, int v_dim, float scale, int window,
+                                              float softcap) {
     __shared__ float qh[512];
     pdl_trigger();
     pdl_wait();
@@ -83,4 +84,9 @@ extern "C" __global__ void attention(const float* q, float* dst, const u16* kc, 
         for (int w = 0; w < nw; w++) v += part[w][d];
         o[d] = v;
     }
+}
+
+extern "C" __global__ void attention(const AttentionParams p) {
+    attention_one(p.q, p.dst, p.kc, p.vc, p.scores, p.posp, p.n_ctx, p.n_heads, p.n_kv_heads, p.head_dim, p.k_dim,
+                  p.v_dim, p.scale, p.window, p.softcap);
 }

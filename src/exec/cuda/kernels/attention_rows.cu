@@ -125,12 +125,9 @@ __device__ __forceinline__ void attention_rows_t(const float* q, float* dst, con
 }
 
 #define ATTENTION_ROWS(HD)                                                                                     \
-    extern "C" __global__ void __launch_bounds__(128) attention_rows_##HD(                                     \
-        const float* q, float* dst, const u16* kc, const u16* vc, float* scores, const int* posp, int n_ctx,   \
-        int n_heads, int n_kv_heads, int head_dim, int k_dim, int v_dim, float scale, int window, float softcap, \
-        int n_rows) {                                                                                          \
-        attention_rows_t<HD>(q, dst, kc, vc, scores, posp, n_ctx, n_heads, n_kv_heads, head_dim, k_dim, v_dim, \
-                             scale, window, softcap, n_rows);                                                  \
+    extern "C" __global__ void __launch_bounds__(128) attention_rows_##HD(const AttentionParams p) {           \
+        attention_rows_t<HD>(p.q, p.dst, p.kc, p.vc, p.scores, p.posp, p.n_ctx, p.n_heads, p.n_kv_heads,        \
+                             p.head_dim, p.k_dim, p.v_dim, p.scale, p.window, p.softcap, p.n_rows);            \
     }
 ATTENTION_ROWS(64)
 ATTENTION_ROWS(128)

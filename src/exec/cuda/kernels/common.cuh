@@ -1,4 +1,5 @@
-// Shared helpers of every wick CUDA kernel: integer types, f16 conversion without headers
+// Shared helpers of every wick CUDA kernel (prepended to every module, before the generated
+// parameter header): integer types, f16 conversion without headers
 // (NVRTC compiles these with no include path), little-endian loads from unaligned GGUF
 // blocks, warp and block reductions, and per-element dequantization of every supported
 // weight type. The block layouts mirror src/quant/blocks.rs (llama.cpp's ggml-common.h).
@@ -118,6 +119,16 @@ __device__ float block_sum_f(float v) {
     __syncthreads();
     v = l < nw ? part[l] : 0.0f;
     return warp_sum(v);
+}
+
+// ggml's GELU (tanh approximation), evaluated as its f16 lookup table does.
+__device__ float gelu_f16(float x) {
+    const float SQRT_2_OVER_PI = 0.7978846f, COEF_A = 0.044715f;
+    if (x <= -10.0f) return 0.0f;
+    if (x >= 10.0f) return x;
+    x = f16r(x);
+    float y = 0.5f * x * (1.0f + tanhf(SQRT_2_OVER_PI * x * (1.0f + COEF_A * x * x)));
+    return f16r(y);
 }
 
 // Scale and min of sub-block j (0..8) of Q4_K/Q5_K from their 12 packed bytes.

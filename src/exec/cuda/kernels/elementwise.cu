@@ -1,29 +1,33 @@
-// Elementwise ops: gated activations, addition, copy.
+// Elementwise ops: embedding rows, gated activations, addition, copy. Parameters: the structs
+// of params.rs (generated header).
 
-// ggml's GELU (tanh approximation), evaluated as its f16 lookup table does.
-__device__ float gelu_f16(float x) {
-    const float SQRT_2_OVER_PI = 0.7978846f, COEF_A = 0.044715f;
-    if (x <= -10.0f) return 0.0f;
-    if (x >= 10.0f) return x;
-    x = f16r(x);
-    float y = 0.5f * x * (1.0f + tanhf(SQRT_2_OVER_PI * x * (1.0f + COEF_A * x * x)));
-    return f16r(y);
+// Embed: dst row r = row tokens[r] of the table (n_rows rows of k, any weight type, in the
+// device layout), times scale. Blocks (r, c) take row r, columns from c·blockDim.x on.
+extern "C" __global__ void embed(const EmbedParams p) {
+    pdl_trigger();
+    pdl_wait();
+    int r = blockIdx.x, k = p.k;
+    long long row = (long long)p.tokens[r] * k;
+    for (int i = blockIdx.y * blockDim.x + threadIdx.x; i < k; i += gridDim.y * blockDim.x) {
+        float v = deq(p.wtype, p.table, p.n_rows * k, row + i);
+        p.dst[(long long)r * k + i] = p.scale != 1.0f ? v * p.scale : v;
+    }
 }
 
 // gate = act(gate) * up; act 0 = SiLU, 1 = GELU.
-extern "C" __global__ void gated_act(float* gate, const float* up, int act, long long n) {
+extern "C" __global__ void gated_act(const GatedActParams p) {
     long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i >= n) return;
-    float g = gate[i];
-    gate[i] = act == 0 ? g / (1.0f + expf(-g)) * up[i] : gelu_f16(g) * up[i];
+    if (i >= p.n) return;
+    float g = p.gate[i];
+    p.gate[i] = p.act == 0 ? g / (1.0f + expf(-g)) * p.up[i] : gelu_f16(g) * p.up[i];
 }
 
-extern "C" __global__ void add(const float* a, const float* b, float* dst, long long n) {
+extern "C" __global__ void add(const AddParams p) {
     long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i < n) dst[i] = a[i] + b[i];
+    if (i < p.n) p.dst[i] = p.a[i] + p.b[i];
 }
 
-extern "C" __global__ void copy(const float* src, float* dst, long long n) {
+extern "C" __global__ void copy(const CopyParams p) {
     long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i < n) dst[i] = src[i];
+    if (i < p.n) p.dst[i] = p.src[i];
 }

@@ -1,6 +1,6 @@
 // Prefill matrix products on the int8 tensor cores (mma.sync, sm_80 and later): out[t][r] =
 // W[r] · x[t] for many tokens t at once. Weights in the device layout of common.cuh;
-// activations in the split q8 layout of quantize.cu (`quantize_q8s` / `quantize_q8ks` over all
+// activations in the split q8 layout of matmul_quantize.cu (`quantize_q8s` / `quantize_q8ks` over all
 // rows: qs[rows][k] int8, then floats: q8_0/q8_1 (d, s) per 32 values, q8_K d per 256).
 //
 // A block of MMQ_THREADS computes MMQ_BM weight rows × 64 (or 32) tokens. Per MMQ_KS values of k
@@ -121,7 +121,7 @@ __device__ void unpack_q4_k(const u8* W, long long hoff, long long b, int c, u32
 __device__ void unpack_q5_k(const u8* W, long long hoff, long long b, int c, u32* v, float* ws, float* wm) {
     unpack_q45_k<true>(W, hoff, b, c, v, ws, wm);
 }
-// Q6_K chunk c (0..8): half hh = c / 4, chunk cc = c % 4 of it (see matvec_k.cu).
+// Q6_K chunk c (0..8): half hh = c / 4, chunk cc = c % 4 of it (see matmul_k.cu).
 __device__ void unpack_q6_k(const u8* W, long long hoff, long long b, int c, u32* v, float* ws, float* wm) {
     const u8* q = W + b * Q_q6_k;
     int hh = c / 4, cc = c % 4;
@@ -317,19 +317,16 @@ __device__ __forceinline__ void mmq_tile(const u8* W, const i8* aq, const float*
     }
 }
 
-// Two entry points per type: `mmq_T(W, qs, ds, out, bias, btype, k, n, rows)`, a grid of
-// (⌈n / MMQ_BM⌉, ⌈rows / 64⌉) blocks of MMQ_THREADS, and `mmq_T_n32`, the same for
-// (⌈n / MMQ_BM⌉, ⌈rows / 32⌉).
+// Two entry points per type: `mmq_T`, a grid of (⌈n / MMQ_BM⌉, ⌈rows / 64⌉) blocks of
+// MMQ_THREADS, and `mmq_T_n32`, the same for (⌈n / MMQ_BM⌉, ⌈rows / 32⌉).
 #define MMQ(T, KSUB, MIN, KACT)                                                                                \
-    extern "C" __global__ void __launch_bounds__(MMQ_THREADS)                                                  \
-        mmq_##T(const u8* W, const i8* aq, const float* ad, float* out, const u8* bias, int btype, int k, int n, \
-                int rows) {                                                                                    \
-        mmq_tile<QB_##T, Q_##T, KSUB, MIN, KACT, unpack_##T, 64>(W, aq, ad, out, bias, btype, k, n, rows);      \
+    extern "C" __global__ void __launch_bounds__(MMQ_THREADS) mmq_##T(const MmqParams p) {                     \
+        mmq_tile<QB_##T, Q_##T, KSUB, MIN, KACT, unpack_##T, 64>(p.w, p.aq, p.ad, p.out, p.bias, p.btype, p.k,  \
+                                                                  p.n, p.rows);                                \
     }                                                                                                          \
-    extern "C" __global__ void __launch_bounds__(MMQ_THREADS)                                                  \
-        mmq_##T##_n32(const u8* W, const i8* aq, const float* ad, float* out, const u8* bias, int btype, int k,  \
-                      int n, int rows) {                                                                       \
-        mmq_tile<QB_##T, Q_##T, KSUB, MIN, KACT, unpack_##T, 32>(W, aq, ad, out, bias, btype, k, n, rows);      \
+    extern "C" __global__ void __launch_bounds__(MMQ_THREADS) mmq_##T##_n32(const MmqParams p) {               \
+        mmq_tile<QB_##T, Q_##T, KSUB, MIN, KACT, unpack_##T, 32>(p.w, p.aq, p.ad, p.out, p.bias, p.btype, p.k,  \
+                                                                  p.n, p.rows);                                \
     }
 
 MMQ(q4_0, 32, false, false)

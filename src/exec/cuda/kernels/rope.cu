@@ -1,5 +1,5 @@
-// Rotary embedding in place (the step's first position read from device memory, so that a
-// captured CUDA graph replays at any position). Angles as ggml computes them: position times
+// Rotary embedding in place, and the appends to the KV cache (the step's first position read
+// from device memory, so that a captured CUDA graph replays at any position). Angles as ggml computes them: position times
 // theta_scale^i by repeated multiplication.
 
 // Rotate one head at position pos: the block's threads take the rotated pairs in turn.
@@ -18,30 +18,35 @@ __device__ __forceinline__ void rope_head(float* head, int pos, int n_rot, float
 }
 
 // One block per (row, head).
-extern "C" __global__ void rope(float* x, const int* posp, int n_heads, int head_dim, int n_rot, float theta_scale,
-                                float freq_scale, int neox) {
-    int r = blockIdx.x / n_heads, h = blockIdx.x % n_heads;
-    rope_head(x + ((long long)r * n_heads + h) * head_dim, *posp + r, n_rot, theta_scale, freq_scale, neox);
+extern "C" __global__ void rope(const RopeParams p) {
+    int r = blockIdx.x / p.n_heads, h = blockIdx.x % p.n_heads;
+    rope_head(p.x + ((long long)r * p.n_heads + h) * p.head_dim, *p.posp + r, p.n_rot, p.theta_scale, p.freq_scale,
+              p.neox);
 }
 
 // Decode (one row): RoPE on the query heads and the key heads, and the keys and values
 // appended to the f16 cache at the step's position, in one launch. Blocks 0..n_heads take
 // query heads, then n_kv_heads key heads, then one block copies the values.
-extern "C" __global__ void rope_kv(float* q, float* k, const float* v, u16* kc, u16* vc, const int* posp, int n_heads,
-                                   int n_kv_heads, int head_dim, int n_rot, float theta_scale, float freq_scale,
-                                   int neox, int k_dim, int v_dim) {
+extern "C" __global__ void rope_kv(const RopeKvParams p) {
     pdl_trigger();
     pdl_wait();
-    int b = blockIdx.x, pos = *posp;
+    int n_heads = p.n_heads, head_dim = p.head_dim;
+    int b = blockIdx.x, pos = *p.posp;
     if (b < n_heads) {
-        rope_head(q + (long long)b * head_dim, pos, n_rot, theta_scale, freq_scale, neox);
-    } else if (b < n_heads + n_kv_heads) {
-        float* head = k + (long long)(b - n_heads) * head_dim;
-        rope_head(head, pos, n_rot, theta_scale, freq_scale, neox);
+        rope_head(p.q + (long long)b * head_dim, pos, p.n_rot, p.theta_scale, p.freq_scale, p.neox);
+    } else if (b < n_heads + p.n_kv_heads) {
+        float* head = p.k + (long long)(b - n_heads) * head_dim;
+        rope_head(head, pos, p.n_rot, p.theta_scale, p.freq_scale, p.neox);
         __syncthreads();
-        u16* dst = kc + (long long)pos * k_dim + (b - n_heads) * head_dim;
+        u16* dst = p.kc + (long long)pos * p.k_dim + (b - n_heads) * head_dim;
         for (int i = threadIdx.x; i < head_dim; i += blockDim.x) dst[i] = f2h(head[i]);
     } else {
-        for (int i = threadIdx.x; i < v_dim; i += blockDim.x) vc[(long long)pos * v_dim + i] = f2h(v[i]);
+        for (int i = threadIdx.x; i < p.v_dim; i += blockDim.x) p.vc[(long long)pos * p.v_dim + i] = f2h(p.v[i]);
     }
+}
+
+// Append rows of k (or v) to an f16 cache at positions pos.. : one thread per element.
+extern "C" __global__ void kv_store(const KvStoreParams p) {
+    long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < p.n) p.cache[(long long)*p.posp * p.dim + i] = f2h(p.src[i]);
 }

@@ -155,11 +155,9 @@ __device__ __forceinline__ void mmv3_kmix_body(const u8* W0, const u8* W1, const
     if (threadIdx.x % 32 == 0) out[row] = bias ? v + deq(bt, bias, n, row) : v;
 }
 #define MMV3_KMIX(SUF, MINB)                                                                                  \
-    extern "C" __global__ void __launch_bounds__(MMV_THREADS, MINB)                                           \
-        mmv3_kmix##SUF(const u8* W0, const u8* W1, const u8* W2, float* o0, float* o1, float* o2, const u8* b0, \
-                       const u8* b1, const u8* b2, int bt0, int bt1, int bt2, int n0, int n1, int n2,         \
-                       const i8* aq, const float* ad, int k, int t0, int t1, int t2) {                        \
-        mmv3_kmix_body(W0, W1, W2, o0, o1, o2, b0, b1, b2, bt0, bt1, bt2, n0, n1, n2, aq, ad, k, t0, t1, t2); \
+    extern "C" __global__ void __launch_bounds__(MMV_THREADS, MINB) mmv3_kmix##SUF(const Mmv3Params p) {      \
+        mmv3_kmix_body(p.w0, p.w1, p.w2, p.o0, p.o1, p.o2, p.b0, p.b1, p.b2, p.bt0, p.bt1, p.bt2, p.n0, p.n1, \
+                       p.n2, p.aq, p.ad, p.k, p.t0, p.t1, p.t2);                                              \
     }
 MMV3_KMIX(, MMV_MIN_BLOCKS)
 MMV3_KMIX(_o, MMV_OCC_BLOCKS)

@@ -1,3 +1,5 @@
+// Sampling on the device: the argmax of a row of logits (greedy decoding).
+
 // Index of the largest of n values (the first on ties; NaN never wins), one block.
 __device__ __forceinline__ bool better(float a, int ia, float b, int ib) {
     if (isnan(a)) return false;
@@ -5,12 +7,13 @@ __device__ __forceinline__ bool better(float a, int ia, float b, int ib) {
     return a > b || (a == b && ia < ib);
 }
 
-extern "C" __global__ void argmax(const float* x, int n, u32* out) {
+extern "C" __global__ void argmax(const ArgmaxParams p) {
     __shared__ float sv[1024];
     __shared__ int si[1024];
+    const float* x = p.x;
     float bv = NAN;
     int bi = 0x7fffffff;
-    for (int i = threadIdx.x; i < n; i += blockDim.x)
+    for (int i = threadIdx.x; i < p.n; i += blockDim.x)
         if (better(x[i], i, bv, bi)) { bv = x[i]; bi = i; }
     sv[threadIdx.x] = bv;
     si[threadIdx.x] = bi;
@@ -22,5 +25,5 @@ extern "C" __global__ void argmax(const float* x, int n, u32* out) {
         }
         __syncthreads();
     }
-    if (threadIdx.x == 0) out[0] = si[0] == 0x7fffffff ? 0u : (u32)si[0];
+    if (threadIdx.x == 0) p.out[0] = si[0] == 0x7fffffff ? 0u : (u32)si[0];
 }

@@ -1,6 +1,6 @@
 // F32 and F16 weights times f32 activations (already rounded to f16 for F16 weights, as the
 // CPU does): one warp per output, lanes stride the row.
-// ROWS activation rows per warp, as in matvec.cuh.
+// ROWS activation rows per warp, as in matmul.cuh.
 template <int ROWS, typename T, float (*LD)(T)>
 __device__ __forceinline__ void matvec_float(const T* W, const float* x, float* out, const u8* bias, int btype,
                                              int k, int n, int rows) {
@@ -30,13 +30,11 @@ __device__ __forceinline__ float ld_f(float v) { return v; }
 __device__ __forceinline__ float ld_h(u16 v) { return h2f(v); }
 
 #define MATVEC_FLOAT(name, T, LD)                                                                            \
-    extern "C" __global__ void name(const u8* W, const u8* A, float* out, const u8* bias, int btype, int k,   \
-                                    int n, int rows) {                                                       \
-        matvec_float<1, T, LD>((const T*)W, (const float*)A, out, bias, btype, k, n, rows);                  \
+    extern "C" __global__ void name(const MatVecParams p) {                                                  \
+        matvec_float<1, T, LD>((const T*)p.w, (const float*)p.a, p.out, p.bias, p.btype, p.k, p.n, p.rows);  \
     }                                                                                                        \
-    extern "C" __global__ void name##_r8(const u8* W, const u8* A, float* out, const u8* bias, int btype,     \
-                                         int k, int n, int rows) {                                           \
-        matvec_float<8, T, LD>((const T*)W, (const float*)A, out, bias, btype, k, n, rows);                  \
+    extern "C" __global__ void name##_r8(const MatVecParams p) {                                             \
+        matvec_float<8, T, LD>((const T*)p.w, (const float*)p.a, p.out, p.bias, p.btype, p.k, p.n, p.rows);  \
     }
 
 MATVEC_FLOAT(matvec_f32, float, ld_f)

@@ -1,13 +1,6 @@
 // Legacy 32-element weight blocks (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0) times q8_0 (Q4_0, Q5_0,
 // Q8_0) or q8_1 (Q4_1, Q5_1) activations. Weights in the device layout of common.cuh.
 
-// The fifth bits of four elements (bit `first + t` of qh for byte t) moved to bit 4 of each byte.
-__device__ __forceinline__ u32 high_bits(u32 qh, int first) {
-    u32 h = 0;
-    for (int t = 0; t < 4; t++) h |= ((qh >> (first + t)) & 1u) << (8 * t + 4);
-    return h;
-}
-
 // ---- prefill: whole blocks against q8 activation blocks in the file layout (d, [s], qs[32])
 
 // Σ w·a over a block: low nibbles pair with a[0..16], high nibbles with a[16..32]; Q5 adds

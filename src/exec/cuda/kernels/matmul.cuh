@@ -6,7 +6,7 @@
 // Prefill: one warp per output column j (weight row j) and ROWS activation rows (blockIdx.y
 // selects the group); its lanes take the weight row's blocks in turn and dot each with the
 // ROWS activation blocks while it is in registers (a weight block is read once per ROWS
-// tokens). Activations in the file's q8 block layout (AB bytes a block; quantize.cu).
+// tokens). Activations in the file's q8 block layout (AB bytes a block; matmul_quantize.cu).
 template <int ROWS, int QB, int Q, int H, int AB, float (*DOT)(const u8*, const u8*, const u8*)>
 __device__ __forceinline__ void matvec_blocks(const u8* W, const u8* A, float* out, const u8* bias, int btype,
                                               int k, int n, int rows) {
@@ -37,13 +37,11 @@ __device__ __forceinline__ void matvec_blocks(const u8* W, const u8* A, float* o
 // Two prefill entry points per type: `matvec_T` (one activation row per warp) and
 // `matvec_T_r8` (eight).
 #define MATVEC(T, AB, DOT)                                                                                    \
-    extern "C" __global__ void matvec_##T(const u8* W, const u8* A, float* out, const u8* bias, int btype,    \
-                                          int k, int n, int rows) {                                           \
-        matvec_blocks<1, QB_##T, Q_##T, H_##T, AB, DOT>(W, A, out, bias, btype, k, n, rows);                  \
+    extern "C" __global__ void matvec_##T(const MatVecParams p) {                                             \
+        matvec_blocks<1, QB_##T, Q_##T, H_##T, AB, DOT>(p.w, p.a, p.out, p.bias, p.btype, p.k, p.n, p.rows);  \
     }                                                                                                         \
-    extern "C" __global__ void matvec_##T##_r8(const u8* W, const u8* A, float* out, const u8* bias,          \
-                                               int btype, int k, int n, int rows) {                           \
-        matvec_blocks<8, QB_##T, Q_##T, H_##T, AB, DOT>(W, A, out, bias, btype, k, n, rows);                  \
+    extern "C" __global__ void matvec_##T##_r8(const MatVecParams p) {                                        \
+        matvec_blocks<8, QB_##T, Q_##T, H_##T, AB, DOT>(p.w, p.a, p.out, p.bias, p.btype, p.k, p.n, p.rows);  \
     }
 
 // Decode (one activation row): a warp per output (MMV_WARPS outputs a block, no block-level
@@ -51,7 +49,7 @@ __device__ __forceinline__ void matvec_blocks(const u8* W, const u8* A, float* o
 // warp's lanes take the row's parts in turn, so a warp-wide load reads 32 consecutive 8-byte
 // pieces (512 bytes for 16-byte parts, against 64 with the 2-byte loads the file layout allows) and, unrolled,
 // each lane has several loads in flight: at 1B-model sizes a whole matrix is requested at
-// once. The activation is in the split q8 layout of quantize.cu: qs (k bytes, 16-byte
+// once. The activation is in the split q8 layout of matmul_quantize.cu: qs (k bytes, 16-byte
 // aligned) and AF floats a block (q8_0/q8_1: d and s; q8_K: d). PART returns one part's
 // share of its block's product.
 #define MMV_WARPS 4
@@ -118,8 +116,7 @@ __device__ __forceinline__ float2 mmv_row2(const u8* W1, const u8* W2, const i8*
 // The output row of this warp.
 __device__ __forceinline__ int mmv_out_row() { return blockIdx.x * MMV_WARPS + threadIdx.x / 32; }
 
-// act 0 = SiLU, 1 = GELU (as gated_act in elementwise.cu).
-__device__ float gelu_f16(float x);
+// act 0 = SiLU, 1 = GELU (as gated_act in elementwise.cu; gelu_f16 in common.cuh).
 __device__ __forceinline__ float gate_act(float g, float u, int act) {
     return act == 0 ? g / (1.0f + expf(-g)) * u : gelu_f16(g) * u;
 }
@@ -141,60 +138,53 @@ __device__ __forceinline__ void argmax_update(u64* best, float v, int row) {
 // V) in one launch, blocks taking the rows of W0, then W1, then W2; `mmv_T`: out[row] = W·a (+ bias[row]) (+ add[row]), the
 // residual add of the next op fused, and the running argmax kept in *best when best is set; `mmv2_T`: out[row] = act(W1·a) · (W2·a), the gate and
 // up projections and their gated activation in one pass over the activations.
-#define MMV_VARIANT(T, TPB, AF, PART, SUF, MINB)                                                                                 \
-    extern "C" __global__ void __launch_bounds__(MMV_THREADS, MINB)                                 \
-        mmv_##T##SUF(const u8* W, const i8* aq, const float* ad, float* out, const u8* bias, int btype,            \
-                const float* add, int k, int n, u64* best) {                                                  \
+#define MMV_VARIANT(T, TPB, AF, PART, SUF, MINB)                                                              \
+    extern "C" __global__ void __launch_bounds__(MMV_THREADS, MINB) mmv_##T##SUF(const MmvParams p) {         \
         pdl_trigger();                                                                                        \
-        int row = mmv_out_row();                                                                              \
+        int row = mmv_out_row(), k = p.k, n = p.n;                                                            \
         if (row >= n) return;                                                                                 \
-        mmv_prefetch<QB_##T, Q_##T, H_##T>(W, k, n, row);                                                     \
+        mmv_prefetch<QB_##T, Q_##T, H_##T>(p.w, k, n, row);                                                   \
         pdl_wait();                                                                                           \
-        float v = mmv_row<TPB, QB_##T, Q_##T, H_##T, AF, PART>(W, aq, ad, k, n, row);                         \
+        float v = mmv_row<TPB, QB_##T, Q_##T, H_##T, AF, PART>(p.w, p.aq, p.ad, k, n, row);                   \
         if (threadIdx.x % 32 == 0) {                                                                          \
-            if (bias) v += deq(btype, bias, n, row);                                                          \
-            if (add) v += add[row];                                                                           \
-            out[row] = v;                                                                                     \
-            if (best) argmax_update(best, v, row);                                                            \
+            if (p.bias) v += deq(p.btype, p.bias, n, row);                                                    \
+            if (p.add) v += p.add[row];                                                                       \
+            p.out[row] = v;                                                                                   \
+            if (p.best) argmax_update(p.best, v, row);                                                        \
         }                                                                                                     \
     }                                                                                                         \
-    extern "C" __global__ void __launch_bounds__(MMV_THREADS, MINB)                                 \
-        mmv2_##T##SUF(const u8* W1, const u8* W2, const i8* aq, const float* ad, float* out, int act, int k,       \
-                 int n) {                                                                                     \
+    extern "C" __global__ void __launch_bounds__(MMV_THREADS, MINB) mmv2_##T##SUF(const Mmv2Params p) {       \
         pdl_trigger();                                                                                        \
-        int row = mmv_out_row();                                                                              \
+        int row = mmv_out_row(), k = p.k, n = p.n;                                                            \
         if (row >= n) return;                                                                                 \
-        mmv_prefetch<QB_##T, Q_##T, H_##T>(W1, k, n, row);                                                    \
-        mmv_prefetch<QB_##T, Q_##T, H_##T>(W2, k, n, row);                                                    \
+        mmv_prefetch<QB_##T, Q_##T, H_##T>(p.w1, k, n, row);                                                  \
+        mmv_prefetch<QB_##T, Q_##T, H_##T>(p.w2, k, n, row);                                                  \
         pdl_wait();                                                                                           \
-        float2 gu = mmv_row2<TPB, QB_##T, Q_##T, H_##T, AF, PART>(W1, W2, aq, ad, k, n, row);                 \
-        if (threadIdx.x % 32 == 0) out[row] = gate_act(gu.x, gu.y, act);                                      \
+        float2 gu = mmv_row2<TPB, QB_##T, Q_##T, H_##T, AF, PART>(p.w1, p.w2, p.aq, p.ad, k, n, row);         \
+        if (threadIdx.x % 32 == 0) p.out[row] = gate_act(gu.x, gu.y, p.act);                                  \
     }                                                                                                         \
-    extern "C" __global__ void __launch_bounds__(MMV_THREADS, MINB)                                 \
-        mmv3_##T##SUF(const u8* W0, const u8* W1, const u8* W2, float* o0, float* o1, float* o2, const u8* b0,     \
-                 const u8* b1, const u8* b2, int bt0, int bt1, int bt2, int n0, int n1, int n2, const i8* aq, \
-                 const float* ad, int k) {                                                                    \
+    extern "C" __global__ void __launch_bounds__(MMV_THREADS, MINB) mmv3_##T##SUF(const Mmv3Params p) {       \
         pdl_trigger();                                                                                        \
-        int row = mmv_out_row();                                                                              \
-        if (row >= n0 + n1 + n2) return;                                                                      \
-        const u8 *W = W0, *bias = b0;                                                                         \
-        float* out = o0;                                                                                      \
-        int n = n0, bt = bt0;                                                                                 \
+        int row = mmv_out_row(), n0 = p.n0, n1 = p.n1;                                                        \
+        if (row >= n0 + n1 + p.n2) return;                                                                    \
+        const u8 *W = p.w0, *bias = p.b0;                                                                     \
+        float* out = p.o0;                                                                                    \
+        int n = n0, bt = p.bt0;                                                                               \
         if (row >= n0 + n1) {                                                                                 \
-            row -= n0 + n1; W = W2; out = o2; bias = b2; n = n2; bt = bt2;                                    \
+            row -= n0 + n1; W = p.w2; out = p.o2; bias = p.b2; n = p.n2; bt = p.bt2;                          \
         } else if (row >= n0) {                                                                               \
-            row -= n0; W = W1; out = o1; bias = b1; n = n1; bt = bt1;                                         \
+            row -= n0; W = p.w1; out = p.o1; bias = p.b1; n = n1; bt = p.bt1;                                 \
         }                                                                                                     \
-        mmv_prefetch<QB_##T, Q_##T, H_##T>(W, k, n, row);                                                     \
+        mmv_prefetch<QB_##T, Q_##T, H_##T>(W, p.k, n, row);                                                   \
         pdl_wait();                                                                                           \
-        float v = mmv_row<TPB, QB_##T, Q_##T, H_##T, AF, PART>(W, aq, ad, k, n, row);                         \
+        float v = mmv_row<TPB, QB_##T, Q_##T, H_##T, AF, PART>(W, p.aq, p.ad, p.k, n, row);                   \
         if (threadIdx.x % 32 == 0) out[row] = bias ? v + deq(bt, bias, n, row) : v;                           \
     }
 
 // Each decode entry point twice: as many registers as the compiler likes (the better choice
 // where a launch has several waves of blocks anyway, e.g. 8b matrices), and `_o`, limited to
 // MMV_OCC_BLOCKS blocks' worth per SM, for launches that then fit in one wave (the executor
-// picks by row length, see mmv_variant in mod.rs).
+// picks by row length: `Kernel::decode_variant` in kernels.rs).
 #define MMV_OCC_BLOCKS 6
 #define MMV(T, TPB, AF, PART) MMV_VARIANT(T, TPB, AF, PART, , MMV_MIN_BLOCKS) MMV_VARIANT(T, TPB, AF, PART, _o, MMV_OCC_BLOCKS)
 
@@ -211,6 +201,12 @@ __device__ __forceinline__ uint4 nib_lo16(uint4 w) {
 }
 __device__ __forceinline__ uint4 nib_hi16(uint4 w) {
     return make_uint4((w.x >> 4) & 0x0f0f0f0fu, (w.y >> 4) & 0x0f0f0f0fu, (w.z >> 4) & 0x0f0f0f0fu, (w.w >> 4) & 0x0f0f0f0fu);
+}
+// The fifth bits of four elements (bit `first + t` of qh for byte t) moved to bit 4 of each byte.
+__device__ __forceinline__ u32 high_bits(u32 qh, int first) {
+    u32 h = 0;
+    for (int t = 0; t < 4; t++) h |= ((qh >> (first + t)) & 1u) << (8 * t + 4);
+    return h;
 }
 // Bit `bit` of each byte of the 16 bytes of qh, moved to bit 4.
 __device__ __forceinline__ uint4 bit4_16(uint4 qh, int bit) {

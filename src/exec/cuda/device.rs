@@ -1,0 +1,288 @@
+//! The device and its memory: the context and the one stream, device buffers ([`Buf`]), the
+//! weights (allocated in their device layout and uploaded through a pinned double buffer),
+//! and the KV caches.
+
+use std::sync::Arc;
+
+use cudarc::driver::{CudaContext, CudaSlice, CudaStream, DevicePtr};
+
+use super::{drv, err, kernels, layout, ops, CudaExecutor};
+use crate::exec::{KvId, KvSpec, WeightId};
+use crate::quant::GgmlType;
+use crate::{Error, Result};
+
+/// Weight types the kernels can read (matrix products and per-element reads).
+pub(super) const TYPES: &[GgmlType] = &[
+    GgmlType::F32,
+    GgmlType::F16,
+    GgmlType::Q4_0,
+    GgmlType::Q4_1,
+    GgmlType::Q5_0,
+    GgmlType::Q5_1,
+    GgmlType::Q8_0,
+    GgmlType::Q4_K,
+    GgmlType::Q5_K,
+    GgmlType::Q6_K,
+];
+
+/// A device buffer and its raw address (kernel parameters take the address).
+pub(super) struct Buf<T> {
+    pub(super) mem: CudaSlice<T>,
+    pub(super) ptr: u64,
+}
+
+impl<T: cudarc::driver::DeviceRepr + cudarc::driver::ValidAsZeroBits> Buf<T> {
+    /// `n` zeroed values (at least one: a zero-sized allocation has no address).
+    pub(super) fn zeros(stream: &Arc<CudaStream>, n: usize) -> Result<Self> {
+        let mem = stream.alloc_zeros::<T>(n.max(1)).map_err(drv("device allocation"))?;
+        let ptr = mem.device_ptr(stream).0;
+        Ok(Buf { mem, ptr })
+    }
+}
+
+/// A weight tensor on the device.
+pub(super) struct Weight {
+    pub(super) name: String,
+    pub(super) dtype: GgmlType,
+    pub(super) dims: Vec<u64>,
+    /// Bytes of the tensor in the file.
+    pub(super) bytes: usize,
+    /// The device buffer: the file's bytes, or for block types the split layout of `layout`.
+    pub(super) buf: Buf<u8>,
+    /// Splits the blocks of a quantized tensor as they are uploaded (file order).
+    pub(super) repack: Option<layout::Repacker>,
+}
+
+impl Weight {
+    /// Values a row.
+    pub(super) fn k(&self) -> usize {
+        self.dims[0] as usize
+    }
+    /// Rows (all dimensions after the first).
+    pub(super) fn n_rows(&self) -> usize {
+        self.dims[1..].iter().product::<u64>() as usize
+    }
+    fn blocks(&self) -> u64 {
+        (self.k() * self.n_rows() / self.dtype.block_size()) as u64
+    }
+}
+
+/// One layer's keys and values, f16, n_ctx rows of k_dim and v_dim.
+pub(super) struct KvLayer {
+    pub(super) k: Buf<u16>,
+    pub(super) v: Buf<u16>,
+    pub(super) k_dim: usize,
+    pub(super) v_dim: usize,
+}
+
+/// A KV cache.
+pub(super) struct Kv {
+    pub(super) n_ctx: usize,
+    pub(super) layers: Vec<KvLayer>,
+}
+
+/// Bytes of each of the two pinned staging buffers of the upload.
+const STAGE_BYTES: usize = 8 << 20;
+
+/// The upload's double buffer: weight bytes are copied into page-locked host memory and sent
+/// with asynchronous copies, so the next chunk is read (and repacked) while the last one
+/// travels; a buffer is reused once its copy's event has completed. Dropped when the upload
+/// finishes (page-locked memory is scarce).
+pub(super) struct Staging {
+    bufs: [cudarc::driver::PinnedHostSlice<u8>; 2],
+    done: [Option<cudarc::driver::CudaEvent>; 2],
+    next: usize,
+}
+
+impl CudaExecutor {
+    /// Open device 0 and load the kernels. Errors (never panics) when the driver, NVRTC or a
+    /// device is missing.
+    pub fn new() -> Result<Self> {
+        // SAFETY: these only try to open the shared libraries.
+        if !unsafe { cudarc::driver::sys::is_culib_present() } {
+            return Err(err("no CUDA driver library (libcuda) found on this machine"));
+        }
+        if !unsafe { cudarc::nvrtc::sys::is_culib_present() } {
+            return Err(err("no NVRTC library (libnvrtc) found: install the CUDA runtime compiler"));
+        }
+        let n = CudaContext::device_count().map_err(drv("counting CUDA devices"))?;
+        if n < 1 {
+            return Err(err("the CUDA driver reports no device"));
+        }
+        let ctx = CudaContext::new(0).map_err(drv("opening CUDA device 0"))?;
+        // SAFETY: called before any buffer or stream exists; the executor orders all work on
+        // one stream, so cudarc's per-buffer events are not needed.
+        unsafe { ctx.disable_event_tracking() };
+        // A stream of its own: the legacy default stream cannot be captured into a graph.
+        let stream = ctx.new_stream().map_err(drv("creating a CUDA stream"))?;
+        let fns = kernels::load(&ctx)?;
+        let device = ctx.name().unwrap_or_else(|_| "unknown".into());
+        let occ = match std::env::var("WICK_CUDA_OCC").as_deref() {
+            Ok("0") => Some(false),
+            Ok("1") => Some(true),
+            _ => None,
+        };
+        let mmq = ops::mmq_enabled(ctx.compute_capability().unwrap_or((0, 0)));
+        let pdl = ctx.compute_capability().is_ok_and(|c| c.0 >= 9)
+            && std::env::var("WICK_CUDA_PDL").as_deref() != Ok("0");
+        Ok(CudaExecutor {
+            _ctx: ctx,
+            stream,
+            fns,
+            weights: Vec::new(),
+            kvs: Vec::new(),
+            graphs: Vec::new(),
+            scores: None,
+            device,
+            debug: std::env::var_os("WICK_CUDA_DEBUG").is_some(),
+            use_graphs: std::env::var("WICK_CUDA_GRAPHS").as_deref() != Ok("0")
+                && std::env::var_os("WICK_CUDA_DEBUG").is_none(),
+            use_fusion: std::env::var("WICK_CUDA_FUSE").as_deref() != Ok("0"),
+            mmq,
+            staging: None,
+            pdl,
+            occ,
+        })
+    }
+
+    /// The device's name.
+    pub fn device_name(&self) -> &str {
+        &self.device
+    }
+
+    /// The weight `id`.
+    pub(super) fn weight(&self, id: WeightId) -> Result<&Weight> {
+        self.weights.get(id.0 as usize).ok_or_else(|| err("unknown weight"))
+    }
+
+    /// Reserve a weight of `dims` and type `dtype` in its device layout.
+    pub(super) fn alloc_weight_buf(&mut self, name: &str, dtype: GgmlType, dims: &[u64]) -> Result<WeightId> {
+        if !TYPES.contains(&dtype) {
+            return Err(Error::UnsupportedType {
+                tensor: name.into(),
+                type_id: dtype.id(),
+                type_name: dtype.name().into(),
+            });
+        }
+        if dims.is_empty() || dims.len() > 4 {
+            return Err(err(format!("tensor '{name}' has {} dimensions", dims.len())));
+        }
+        let rows: u64 = dims[1..].iter().product();
+        let bytes = dtype.row_bytes(dims[0])?.checked_mul(rows).ok_or_else(|| err("tensor too large"))?;
+        let bytes = usize::try_from(bytes).map_err(|_| err("tensor too large for this platform"))?;
+        let split = layout::split(dtype);
+        let device = match &split {
+            Some(s) => layout::device_bytes(s, (bytes / s.block) as u64) as usize,
+            None => bytes,
+        };
+        let buf = Buf::zeros(&self.stream, device)
+            .map_err(|e| err(format!("allocating {device} bytes for '{name}' on the device: {e}")))?;
+        let repack = split.map(layout::Repacker::new);
+        self.weights.push(Weight { name: name.into(), dtype, dims: dims.to_vec(), bytes, buf, repack });
+        Ok(WeightId(self.weights.len() as u32 - 1))
+    }
+
+    /// Upload `bytes` of the file's tensor at byte `offset` (split as they arrive for block
+    /// types, which must come in order).
+    pub(super) fn write_weight_bytes(&mut self, id: WeightId, offset: u64, bytes: &[u8]) -> Result<()> {
+        let w = self.weights.get_mut(id.0 as usize).ok_or_else(|| err("unknown weight"))?;
+        let start = usize::try_from(offset).map_err(|_| err("offset out of range"))?;
+        let end = start.checked_add(bytes.len()).filter(|&e| e <= w.bytes);
+        end.ok_or_else(|| err(format!("write past the end of '{}'", w.name)))?;
+        let blocks = w.blocks();
+        let base = w.buf.ptr;
+        let Some(repack) = w.repack.as_mut() else {
+            return self.upload(base + offset, bytes);
+        };
+        if offset != repack.received() {
+            return Err(err(format!(
+                "'{}': quantized weights must be uploaded in order (got byte {offset}, expected {})",
+                w.name,
+                repack.received()
+            )));
+        }
+        let p = repack.push(bytes, blocks);
+        self.upload(base + p.quant_at, &p.quants)?;
+        self.upload(base + p.header_at, &p.header)
+    }
+
+    /// Copy `bytes` to device address `dst` through the pinned double buffer (asynchronous:
+    /// `finish_upload` waits for the last copies).
+    fn upload(&mut self, dst: u64, bytes: &[u8]) -> Result<()> {
+        if self.staging.is_none() {
+            let ctx = self.stream.context();
+            // SAFETY: page-locked host buffers; every byte is written before it is copied.
+            let alloc =
+                || unsafe { ctx.alloc_pinned::<u8>(STAGE_BYTES) }.map_err(drv("allocating pinned memory"));
+            self.staging = Some(Staging { bufs: [alloc()?, alloc()?], done: [None, None], next: 0 });
+        }
+        let st = self.staging.as_mut().ok_or_else(|| err("no staging buffer"))?;
+        for (n, piece) in bytes.chunks(STAGE_BYTES).enumerate() {
+            let i = st.next;
+            st.next ^= 1;
+            if let Some(e) = st.done[i].take() {
+                e.synchronize().map_err(drv("waiting for an upload"))?;
+            }
+            let host = st.bufs[i].as_mut_slice().map_err(drv("staging"))?;
+            host[..piece.len()].copy_from_slice(piece);
+            let at = dst + (n * STAGE_BYTES) as u64;
+            // SAFETY: `at` lies in a device buffer of this executor with room for the piece
+            // (checked by the caller); the host bytes stay untouched until `done[i]` completes.
+            unsafe {
+                cudarc::driver::result::memcpy_htod_async(at, &host[..piece.len()], self.stream.cu_stream())
+            }
+            .map_err(drv("uploading weights"))?;
+            st.done[i] = Some(self.stream.record_event(None).map_err(drv("recording an upload"))?);
+        }
+        Ok(())
+    }
+
+    /// Wait for the upload's last copies and drop the staging buffers.
+    pub(super) fn finish_weights(&mut self) -> Result<()> {
+        let r = self.stream.synchronize().map_err(drv("finishing the upload"));
+        self.staging = None;
+        r
+    }
+
+    /// Allocate a zeroed f16 KV cache of `spec`.
+    pub(super) fn alloc_kv_bufs(&mut self, spec: &KvSpec) -> Result<KvId> {
+        if spec.k_dims.len() != spec.v_dims.len() {
+            return Err(err("KV spec: key and value layer counts differ"));
+        }
+        let mut layers = Vec::with_capacity(spec.k_dims.len());
+        for (&k_dim, &v_dim) in spec.k_dims.iter().zip(&spec.v_dims) {
+            let kn = spec.n_ctx.checked_mul(k_dim).ok_or_else(|| err("KV cache too large"))?;
+            let vn = spec.n_ctx.checked_mul(v_dim).ok_or_else(|| err("KV cache too large"))?;
+            layers.push(KvLayer {
+                k: Buf::zeros(&self.stream, kn)?,
+                v: Buf::zeros(&self.stream, vn)?,
+                k_dim,
+                v_dim,
+            });
+        }
+        self.kvs.push(Some(Kv { n_ctx: spec.n_ctx, layers }));
+        Ok(KvId(self.kvs.len() as u32 - 1))
+    }
+
+    /// The KV cache `kv`.
+    pub(super) fn kv(&self, kv: KvId) -> Result<&Kv> {
+        self.kvs.get(kv.0 as usize).and_then(|c| c.as_ref()).ok_or_else(|| err("unknown KV cache"))
+    }
+
+    /// Device memory bandwidth: a 1 GiB device-to-device copy, best of five, counting bytes
+    /// read plus bytes written.
+    pub(super) fn bandwidth(&self) -> Result<f64> {
+        const N: usize = 1 << 30;
+        let src = self.stream.alloc_zeros::<u8>(N).map_err(drv("device allocation"))?;
+        let mut dst = self.stream.alloc_zeros::<u8>(N).map_err(drv("device allocation"))?;
+        let mut best = f64::INFINITY;
+        for _ in 0..5 {
+            self.stream.synchronize().map_err(drv("synchronizing"))?;
+            let t = std::time::Instant::now();
+            self.stream.memcpy_dtod(&src, &mut dst).map_err(drv("device copy"))?;
+            self.stream.synchronize().map_err(drv("synchronizing"))?;
+            best = best.min(t.elapsed().as_secs_f64());
+        }
+        Ok(2.0 * N as f64 / best.max(1e-9))
+    }
+}

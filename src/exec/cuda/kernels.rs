@@ -1,0 +1,532 @@
+//! The kernels: every entry point named by [`Kernel`], each living in one NVRTC [`Module`] (one
+//! op family). A module's source is common.cuh, the generated parameter header of its family
+//! (params.rs) and its own files from `kernels/`, compiled by NVRTC for the device's own
+//! architecture at first use and the PTX cached on disk keyed by a hash of that source, the
+//! options and the architecture (`$WICK_CACHE_DIR`, else `$XDG_CACHE_HOME/wick`, else
+//! `~/.cache/wick`). Changing one family's kernels recompiles only its module.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use cudarc::driver::{CudaContext, CudaFunction};
+use cudarc::nvrtc::{CompileOptions, Ptx};
+
+use super::{err, params};
+use crate::quant::GgmlType;
+use crate::Result;
+
+/// One NVRTC program: the kernels of one op family.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Module {
+    /// Embedding rows, gated activations, addition, copy (elementwise.cu).
+    Elementwise,
+    /// RMSNorm, alone or fused with the q8 conversion (norm.cu).
+    Norm,
+    /// RoPE, RoPE with the KV store, and the KV store (rope.cu).
+    Rope,
+    /// Attention, one query row or many (attention.cu, attention_rows.cu).
+    Attention,
+    /// The argmax of the logits (sampling.cu).
+    Sampling,
+    /// The q8 conversion of activations and the dp4a matrix products, decode and prefill
+    /// (matmul_*.cu).
+    Matmul,
+    /// The tensor-core prefill products (mmq.cu).
+    Mmq,
+}
+
+impl Module {
+    /// Every module.
+    pub const ALL: [Module; 7] = [
+        Module::Elementwise,
+        Module::Norm,
+        Module::Rope,
+        Module::Attention,
+        Module::Sampling,
+        Module::Matmul,
+        Module::Mmq,
+    ];
+
+    /// Lowercase name, for the cache file and error messages.
+    pub fn name(self) -> &'static str {
+        match self {
+            Module::Elementwise => "elementwise",
+            Module::Norm => "norm",
+            Module::Rope => "rope",
+            Module::Attention => "attention",
+            Module::Sampling => "sampling",
+            Module::Matmul => "matmul",
+            Module::Mmq => "mmq",
+        }
+    }
+
+    /// The module's own files, in order (after common.cuh and the parameter header).
+    fn files(self) -> &'static [(&'static str, &'static str)] {
+        const Q8: (&str, &str) = ("q8.cuh", include_str!("kernels/q8.cuh"));
+        const MATMUL: (&str, &str) = ("matmul.cuh", include_str!("kernels/matmul.cuh"));
+        match self {
+            Module::Elementwise => &[("elementwise.cu", include_str!("kernels/elementwise.cu"))],
+            Module::Norm => &[Q8, ("norm.cu", include_str!("kernels/norm.cu"))],
+            Module::Rope => &[("rope.cu", include_str!("kernels/rope.cu"))],
+            Module::Attention => &[
+                ("attention.cu", include_str!("kernels/attention.cu")),
+                ("attention_rows.cu", include_str!("kernels/attention_rows.cu")),
+            ],
+            Module::Sampling => &[("sampling.cu", include_str!("kernels/sampling.cu"))],
+            Module::Matmul => &[
+                Q8,
+                ("matmul_quantize.cu", include_str!("kernels/matmul_quantize.cu")),
+                MATMUL,
+                ("matmul_legacy.cu", include_str!("kernels/matmul_legacy.cu")),
+                ("matmul_k.cu", include_str!("kernels/matmul_k.cu")),
+                ("matmul_float.cu", include_str!("kernels/matmul_float.cu")),
+            ],
+            // The 16-byte load and bit helpers of matmul.cuh.
+            Module::Mmq => &[MATMUL, ("mmq.cu", include_str!("kernels/mmq.cu"))],
+        }
+    }
+}
+
+/// The eight block types of the quantized kernels (decode, prefill and tensor-core products).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(crate) enum Block {
+    Q4_0,
+    Q4_1,
+    Q5_0,
+    Q5_1,
+    Q8_0,
+    Q4K,
+    Q5K,
+    Q6K,
+}
+
+impl Block {
+    const ALL: [Block; 8] =
+        [Block::Q4_0, Block::Q4_1, Block::Q5_0, Block::Q5_1, Block::Q8_0, Block::Q4K, Block::Q5K, Block::Q6K];
+
+    /// The kernels' block type for weights of type `t`, if they have one.
+    pub(crate) fn of(t: GgmlType) -> Option<Block> {
+        Some(match t {
+            GgmlType::Q4_0 => Block::Q4_0,
+            GgmlType::Q4_1 => Block::Q4_1,
+            GgmlType::Q5_0 => Block::Q5_0,
+            GgmlType::Q5_1 => Block::Q5_1,
+            GgmlType::Q8_0 => Block::Q8_0,
+            GgmlType::Q4_K => Block::Q4K,
+            GgmlType::Q5_K => Block::Q5K,
+            GgmlType::Q6_K => Block::Q6K,
+            _ => return None,
+        })
+    }
+
+    /// The suffix of the entry points (`mmv_q4_k`).
+    fn suffix(self) -> &'static str {
+        match self {
+            Block::Q4_0 => "q4_0",
+            Block::Q4_1 => "q4_1",
+            Block::Q5_0 => "q5_0",
+            Block::Q5_1 => "q5_1",
+            Block::Q8_0 => "q8_0",
+            Block::Q4K => "q4_k",
+            Block::Q5K => "q5_k",
+            Block::Q6K => "q6_k",
+        }
+    }
+}
+
+/// Weights of the dp4a prefill products (`matvec_*`): a block type or a float type.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(crate) enum MatVecType {
+    Block(Block),
+    F16,
+    F32,
+}
+
+impl MatVecType {
+    /// The kernels' type for weights of type `t`, if they have one.
+    pub(crate) fn of(t: GgmlType) -> Option<MatVecType> {
+        match t {
+            GgmlType::F16 => Some(MatVecType::F16),
+            GgmlType::F32 => Some(MatVecType::F32),
+            _ => Block::of(t).map(MatVecType::Block),
+        }
+    }
+
+    fn suffix(self) -> &'static str {
+        match self {
+            MatVecType::Block(b) => b.suffix(),
+            MatVecType::F16 => "f16",
+            MatVecType::F32 => "f32",
+        }
+    }
+}
+
+/// The decode products (matmul.cuh): one matrix (`mmv_`), gate and up with their activation
+/// (`mmv2_`), or three matrices of one input (`mmv3_`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(crate) enum MmvForm {
+    One,
+    Gated,
+    Three,
+}
+
+/// The head size a many-row attention entry point is unrolled for (`attention_rows_64`,
+/// `_128`, `_256`): heads of up to that many values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(crate) enum HeadDims {
+    D64,
+    D128,
+    D256,
+}
+
+impl HeadDims {
+    /// The smallest entry point for heads of `head_dim` values (at most 256).
+    pub(crate) fn fitting(head_dim: usize) -> HeadDims {
+        match head_dim {
+            ..=64 => HeadDims::D64,
+            65..=128 => HeadDims::D128,
+            _ => HeadDims::D256,
+        }
+    }
+}
+
+/// A kernel entry point. It takes one parameter, the struct of params.rs that
+/// [`Kernel::params`] names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(crate) enum Kernel {
+    Embed,
+    GatedAct,
+    Add,
+    Copy,
+    RmsNorm,
+    RmsNormQ8,
+    Rope,
+    RopeKv,
+    KvStore,
+    Attention,
+    AttentionRows(HeadDims),
+    Argmax,
+    QuantizeQ8_0,
+    QuantizeQ8K,
+    RoundF16,
+    QuantizeQ8s,
+    QuantizeQ8Ks,
+    /// `MatVecParams`; `r8`: eight activation rows a warp.
+    MatVec {
+        t: MatVecType,
+        r8: bool,
+    },
+    /// `MmvParams`, `Mmv2Params` or `Mmv3Params` by form; `occ`: the `_o` build, limited in
+    /// registers for more resident blocks (see [`Kernel::decode_variant`]).
+    Mmv {
+        t: Block,
+        form: MmvForm,
+        occ: bool,
+    },
+    /// `Mmv3Params`: three K-quant matrices of mixed types.
+    Mmv3Kmix {
+        occ: bool,
+    },
+    /// `MmqParams`; `n32`: tiles of 32 tokens instead of 64.
+    Mmq {
+        t: Block,
+        n32: bool,
+    },
+}
+
+impl Kernel {
+    /// Every entry point.
+    pub(crate) fn all() -> Vec<Kernel> {
+        use Kernel::*;
+        let mut v = vec![
+            Embed,
+            GatedAct,
+            Add,
+            Copy,
+            RmsNorm,
+            RmsNormQ8,
+            Rope,
+            RopeKv,
+            KvStore,
+            Attention,
+            AttentionRows(HeadDims::D64),
+            AttentionRows(HeadDims::D128),
+            AttentionRows(HeadDims::D256),
+            Argmax,
+            QuantizeQ8_0,
+            QuantizeQ8K,
+            RoundF16,
+            QuantizeQ8s,
+            QuantizeQ8Ks,
+        ];
+        for occ in [false, true] {
+            for t in Block::ALL {
+                v.extend([MmvForm::One, MmvForm::Gated, MmvForm::Three].map(|form| Mmv { t, form, occ }));
+            }
+            v.push(Mmv3Kmix { occ });
+        }
+        let matvec = Block::ALL.map(MatVecType::Block).into_iter().chain([MatVecType::F32, MatVecType::F16]);
+        for t in matvec {
+            v.extend([false, true].map(|r8| MatVec { t, r8 }));
+        }
+        for t in Block::ALL {
+            v.extend([false, true].map(|n32| Mmq { t, n32 }));
+        }
+        v
+    }
+
+    /// The entry point's name in the CUDA C source.
+    pub(crate) fn name(self) -> String {
+        let fixed = match self {
+            Kernel::Embed => "embed",
+            Kernel::GatedAct => "gated_act",
+            Kernel::Add => "add",
+            Kernel::Copy => "copy",
+            Kernel::RmsNorm => "rms_norm",
+            Kernel::RmsNormQ8 => "rms_norm_q8s",
+            Kernel::Rope => "rope",
+            Kernel::RopeKv => "rope_kv",
+            Kernel::KvStore => "kv_store",
+            Kernel::Attention => "attention",
+            Kernel::AttentionRows(HeadDims::D64) => "attention_rows_64",
+            Kernel::AttentionRows(HeadDims::D128) => "attention_rows_128",
+            Kernel::AttentionRows(HeadDims::D256) => "attention_rows_256",
+            Kernel::Argmax => "argmax",
+            Kernel::QuantizeQ8_0 => "quantize_q8_0",
+            Kernel::QuantizeQ8K => "quantize_q8_k",
+            Kernel::RoundF16 => "round_f16",
+            Kernel::QuantizeQ8s => "quantize_q8s",
+            Kernel::QuantizeQ8Ks => "quantize_q8ks",
+            Kernel::MatVec { t, r8 } => {
+                return format!("matvec_{}{}", t.suffix(), if r8 { "_r8" } else { "" })
+            }
+            Kernel::Mmv { t, form, occ } => {
+                let prefix = match form {
+                    MmvForm::One => "mmv",
+                    MmvForm::Gated => "mmv2",
+                    MmvForm::Three => "mmv3",
+                };
+                return format!("{prefix}_{}{}", t.suffix(), if occ { "_o" } else { "" });
+            }
+            Kernel::Mmv3Kmix { occ } => return format!("mmv3_kmix{}", if occ { "_o" } else { "" }),
+            Kernel::Mmq { t, n32 } => return format!("mmq_{}{}", t.suffix(), if n32 { "_n32" } else { "" }),
+        };
+        fixed.to_string()
+    }
+
+    /// The name of the parameter struct the entry point takes (params.rs).
+    pub(crate) fn params(self) -> &'static str {
+        match self {
+            Kernel::Embed => "EmbedParams",
+            Kernel::GatedAct => "GatedActParams",
+            Kernel::Add => "AddParams",
+            Kernel::Copy => "CopyParams",
+            Kernel::RmsNorm => "RmsNormParams",
+            Kernel::RmsNormQ8 => "RmsNormQ8Params",
+            Kernel::Rope => "RopeParams",
+            Kernel::RopeKv => "RopeKvParams",
+            Kernel::KvStore => "KvStoreParams",
+            Kernel::Attention | Kernel::AttentionRows(_) => "AttentionParams",
+            Kernel::Argmax => "ArgmaxParams",
+            Kernel::QuantizeQ8_0 | Kernel::QuantizeQ8K => "QuantizeParams",
+            Kernel::RoundF16 => "RoundF16Params",
+            Kernel::QuantizeQ8s | Kernel::QuantizeQ8Ks => "QuantizeSplitParams",
+            Kernel::MatVec { .. } => "MatVecParams",
+            Kernel::Mmv { form: MmvForm::One, .. } => "MmvParams",
+            Kernel::Mmv { form: MmvForm::Gated, .. } => "Mmv2Params",
+            Kernel::Mmv { form: MmvForm::Three, .. } | Kernel::Mmv3Kmix { .. } => "Mmv3Params",
+            Kernel::Mmq { .. } => "MmqParams",
+        }
+    }
+
+    /// The module the entry point is compiled in.
+    pub(crate) fn module(self) -> Module {
+        match self {
+            Kernel::Embed | Kernel::GatedAct | Kernel::Add | Kernel::Copy => Module::Elementwise,
+            Kernel::RmsNorm | Kernel::RmsNormQ8 => Module::Norm,
+            Kernel::Rope | Kernel::RopeKv | Kernel::KvStore => Module::Rope,
+            Kernel::Attention | Kernel::AttentionRows(_) => Module::Attention,
+            Kernel::Argmax => Module::Sampling,
+            Kernel::QuantizeQ8_0
+            | Kernel::QuantizeQ8K
+            | Kernel::RoundF16
+            | Kernel::QuantizeQ8s
+            | Kernel::QuantizeQ8Ks
+            | Kernel::MatVec { .. }
+            | Kernel::Mmv { .. }
+            | Kernel::Mmv3Kmix { .. } => Module::Matmul,
+            Kernel::Mmq { .. } => Module::Mmq,
+        }
+    }
+
+    /// Whether the kernel is written for programmatic dependent launch: it calls `pdl_wait`
+    /// (common.cuh) before touching anything an earlier kernel writes, so it may be launched
+    /// while that kernel still runs.
+    pub(crate) fn pdl_aware(self) -> bool {
+        matches!(
+            self,
+            Kernel::RmsNormQ8
+                | Kernel::QuantizeQ8s
+                | Kernel::QuantizeQ8Ks
+                | Kernel::RopeKv
+                | Kernel::Attention
+                | Kernel::Embed
+                | Kernel::Mmv { .. }
+                | Kernel::Mmv3Kmix { .. }
+        )
+    }
+
+    /// The build of a decode kernel to launch on rows of `k` values: the `_o` one (at most 80
+    /// registers, six blocks a SM) for short rows of 4- and 5-bit types, where a warp has few
+    /// loads to issue and more resident warps hide the memory latency better; the
+    /// unrestricted one for long rows, where a warp's own unrolled loads keep the memory busy,
+    /// and for Q8_0. Measured on the H100 (tg128): 1b Q4_K_M 999 -> 1172 tok/s, Q4_0 1285 ->
+    /// 1330, but Q8_0 1162 -> 1015 and 8b Q4_K_M 276 -> 233 with `_o`. `force` (from
+    /// `WICK_CUDA_OCC`): `Some(false)` never, `Some(true)` always. Other kernels: unchanged.
+    pub(crate) fn decode_variant(self, k: usize, force: Option<bool>) -> Kernel {
+        let short = |q8_0: bool| force.unwrap_or(k <= 2048 && !q8_0);
+        match self {
+            Kernel::Mmv { t, form, .. } => Kernel::Mmv { t, form, occ: short(t == Block::Q8_0) },
+            Kernel::Mmv3Kmix { .. } => Kernel::Mmv3Kmix { occ: short(false) },
+            other => other,
+        }
+    }
+}
+
+/// NVRTC options. No FMA contraction: the CPU reference rounds every product, and token-exact
+/// agreement is worth more than the few percent contraction would buy in memory-bound kernels.
+fn options(arch: (i32, i32)) -> Vec<String> {
+    let mut o = vec![
+        format!("--gpu-architecture=compute_{}{}", arch.0, arch.1),
+        "--fmad=false".into(),
+        "-std=c++17".into(),
+    ];
+    // A tuning knob for experiments: registers of the decode kernels (see matmul.cuh).
+    if let Ok(n) = std::env::var("WICK_CUDA_MMV_MIN_BLOCKS") {
+        if let Ok(n) = n.parse::<u32>() {
+            o.push(format!("-DMMV_MIN_BLOCKS={n}"));
+        }
+    }
+    o
+}
+
+/// The CUDA C source of `module`, as NVRTC compiles it: common.cuh, the generated parameter
+/// header, then the module's own files.
+pub fn source(module: Module) -> String {
+    let mut s = format!("// ---- common.cuh\n{}\n", include_str!("kernels/common.cuh"));
+    s += &format!("// ---- params.rs (generated)\n{}\n", params::header(module));
+    for (name, text) in module.files() {
+        s += &format!("// ---- {name}\n{text}\n");
+    }
+    s
+}
+
+/// FNV-1a, 64 bits: stable across Rust versions (the std hasher is not).
+fn fnv1a(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, &b| (h ^ b as u64).wrapping_mul(0x0000_0100_0000_01b3))
+}
+
+fn cache_dir() -> Option<PathBuf> {
+    let env = |k: &str| std::env::var_os(k).filter(|v| !v.is_empty()).map(PathBuf::from);
+    env("WICK_CACHE_DIR")
+        .or_else(|| env("XDG_CACHE_HOME").map(|p| p.join("wick")))
+        .or_else(|| env("HOME").map(|p| p.join(".cache").join("wick")))
+}
+
+/// Compile `module` for `arch` with NVRTC (no GPU needed), returning the PTX text.
+pub fn compile_module(module: Module, arch: (i32, i32)) -> Result<String> {
+    let opts = CompileOptions { options: options(arch), ..Default::default() };
+    let ptx = cudarc::nvrtc::compile_ptx_with_opts(source(module), opts)
+        .map_err(|e| err(format!("NVRTC could not compile the {} kernels: {e}", module.name())))?;
+    Ok(ptx.to_src())
+}
+
+/// Compile every module for `arch` with NVRTC (no GPU needed), returning their PTX texts one
+/// after the other. Checks that every [`Kernel`] is an entry point of its module's PTX, so CI
+/// (which runs this without a GPU) catches a name or module the enum gets wrong.
+pub fn compile(arch: (i32, i32)) -> Result<String> {
+    let mut all = String::new();
+    for m in Module::ALL {
+        let ptx = compile_module(m, arch)?;
+        for k in Kernel::all().into_iter().filter(|k| k.module() == m) {
+            let name = k.name();
+            if !ptx.contains(&format!(".entry {name}(")) {
+                return Err(err(format!("kernel '{name}' is not an entry point of the {} module", m.name())));
+            }
+            // Its one parameter has the size of the struct `launch` passes.
+            let size = params::size_of(k.params()).unwrap_or(0);
+            if !ptx.contains(&format!("{name}_param_0[{size}]")) || ptx.contains(&format!("{name}_param_1")) {
+                return Err(err(format!("kernel '{name}' does not take one {} ({size} bytes)", k.params())));
+            }
+        }
+        all += &ptx;
+    }
+    Ok(all)
+}
+
+/// PTX of `module` for `arch`, from the disk cache or freshly compiled (then cached; a cache
+/// that cannot be written is not an error).
+fn ptx(module: Module, arch: (i32, i32)) -> Result<String> {
+    let key = fnv1a(format!("{}\n{:?}", source(module), options(arch)).as_bytes());
+    let file = format!("kernels-{}-sm{}{}-{key:016x}.ptx", module.name(), arch.0, arch.1);
+    let path = cache_dir().map(|d| d.join(file));
+    if let Some(text) = path.as_ref().and_then(|p| std::fs::read_to_string(p).ok()) {
+        return Ok(text);
+    }
+    let text = compile_module(module, arch)?;
+    if let Some(p) = &path {
+        let _ = p.parent().map(std::fs::create_dir_all);
+        let tmp = p.with_extension(format!("tmp{}", std::process::id()));
+        if std::fs::write(&tmp, &text).is_ok() {
+            let _ = std::fs::rename(&tmp, p);
+        }
+    }
+    Ok(text)
+}
+
+/// Load every module into `ctx` and look up every entry point.
+pub(crate) fn load(ctx: &Arc<CudaContext>) -> Result<HashMap<Kernel, CudaFunction>> {
+    let arch = ctx.compute_capability().map_err(|e| err(format!("compute capability: {e}")))?;
+    let all = Kernel::all();
+    let mut fns = HashMap::with_capacity(all.len());
+    for module in Module::ALL {
+        let loaded = ctx.load_module(Ptx::from_src(ptx(module, arch)?)).map_err(|e| {
+            err(format!("loading the {} kernels for sm_{}{}: {e}", module.name(), arch.0, arch.1))
+        })?;
+        for &k in all.iter().filter(|k| k.module() == module) {
+            let f =
+                loaded.load_function(&k.name()).map_err(|e| err(format!("kernel '{}': {e}", k.name())))?;
+            fns.insert(k, f);
+        }
+    }
+    Ok(fns)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The 105 entry points, each named once (that each is in its module's PTX is checked by
+    /// `compile`, run in CI with NVRTC).
+    #[test]
+    fn every_kernel_named_once() {
+        let all = Kernel::all();
+        assert_eq!(all.len(), 105);
+        let names: std::collections::HashSet<String> = all.iter().map(|k| k.name()).collect();
+        assert_eq!(names.len(), all.len());
+    }
+
+    /// Decode builds: `_o` for short rows except Q8_0; forced either way; others untouched.
+    #[test]
+    fn decode_variants() {
+        let mmv = |t| Kernel::Mmv { t, form: MmvForm::One, occ: false };
+        assert_eq!(mmv(Block::Q4K).decode_variant(2048, None).name(), "mmv_q4_k_o");
+        assert_eq!(mmv(Block::Q4K).decode_variant(4096, None).name(), "mmv_q4_k");
+        assert_eq!(mmv(Block::Q8_0).decode_variant(2048, None).name(), "mmv_q8_0");
+        assert_eq!(mmv(Block::Q8_0).decode_variant(4096, Some(true)).name(), "mmv_q8_0_o");
+        assert_eq!(Kernel::Mmv3Kmix { occ: false }.decode_variant(1024, None).name(), "mmv3_kmix_o");
+        assert_eq!(Kernel::Mmv3Kmix { occ: false }.decode_variant(1024, Some(false)).name(), "mmv3_kmix");
+        assert_eq!(Kernel::Add.decode_variant(16, Some(true)), Kernel::Add);
+    }
+}

@@ -1,0 +1,429 @@
+//! From a graph to launches: compiling a graph (validation, its buffers, the decode plan),
+//! recording a step op by op or by the plan, capturing a one-token step as a CUDA graph and
+//! replaying it, launching a kernel (with programmatic dependent launch where it can), and
+//! reading the result back.
+
+use cudarc::driver::sys::{CUgraphInstantiate_flags, CUstreamCaptureMode};
+use cudarc::driver::{
+    CudaFunction, CudaGraph, CudaSlice, DevicePtr, DeviceRepr, LaunchConfig, PushKernelArg,
+};
+
+use super::device::Buf;
+use super::kernels::Kernel;
+use super::{drv, err, ops, CudaExecutor};
+use crate::exec::fuse::{self, Step};
+use crate::exec::{ActId, Graph, GraphId, KvId, Op, Readback, StepOutput, WeightId};
+use crate::{Error, Result};
+
+/// A compiled graph: the graph and its device buffers.
+pub(super) struct Compiled {
+    pub(super) g: Graph,
+    acts: Vec<Buf<f32>>,
+    /// Activations converted for the matrix products (largest need of the graph).
+    pub(super) qact: Buf<u8>,
+    /// Owns the step's inputs on the device: [first position, token ids...] (at `io_ptr`).
+    _io: CudaSlice<u32>,
+    io_ptr: u64,
+    /// Page-locked copies of the step's inputs and of the fused argmax: a captured step
+    /// starts by copying `io_host` to `io` and ends by copying `best` to `best_host`, so a
+    /// token costs one graph launch and one wait, no separate copies.
+    _io_host: cudarc::driver::PinnedHostSlice<u32>,
+    _best_host: cudarc::driver::PinnedHostSlice<u64>,
+    /// Their addresses, taken once: cudarc's accessors wait on an event, which a stream
+    /// being captured does not allow.
+    io_host: *mut u32,
+    io_len: usize,
+    best_host: *mut u64,
+    argmax: CudaSlice<u32>,
+    argmax_ptr: u64,
+    /// The argmax the logits' decode kernel keeps (see `argmax_update` in matmul.cuh).
+    _best: CudaSlice<u64>,
+    pub(super) best_ptr: u64,
+    /// The captured step, valid for one KV cache and one attention scratch buffer.
+    captured: Option<(KvId, u64, CudaGraph)>,
+    /// One-token graphs: the fused launches (`exec/fuse.rs`); empty: op by op.
+    plan: Vec<Step>,
+}
+
+impl Compiled {
+    /// The device address of slot `a`.
+    pub(super) fn act(&self, a: ActId) -> u64 {
+        self.acts[a.0 as usize].ptr
+    }
+    /// The device address of the step's first position (an i32; the token ids follow).
+    pub(super) fn pos(&self) -> u64 {
+        self.io_ptr
+    }
+    /// The device address of the step's token ids.
+    pub(super) fn tokens(&self) -> u64 {
+        self.io_ptr + 4
+    }
+    /// Where the block scales of a row of `k` values start in the split q8 scratch: after k
+    /// bytes of quants, from a 16-byte boundary.
+    pub(super) fn scales(&self, k: usize) -> u64 {
+        self.qact.ptr + k.div_ceil(16) as u64 * 16
+    }
+    /// The host copy of slot `a` (for debugging; synchronizes).
+    pub(super) fn read(&self, ex: &CudaExecutor, a: ActId) -> Result<Vec<f32>> {
+        ex.stream.clone_dtoh(&self.acts[a.0 as usize].mem).map_err(drv("reading a slot"))
+    }
+}
+
+/// `WICK_CUDA_PROFILE=1`: many-token steps run op by op with a synchronization around each,
+/// and the time per kind of op is printed to stderr (a diagnostic: slower than a plain run).
+fn profiling() -> bool {
+    std::env::var("WICK_CUDA_PROFILE").as_deref() == Ok("1")
+}
+
+impl CudaExecutor {
+    /// Launch kernel `k` on a grid of `grid` blocks of `block` threads with its parameter
+    /// struct `p` (the struct that `k`'s doc names; checked by name here).
+    pub(super) fn launch<P: DeviceRepr>(&self, k: Kernel, grid: (u32, u32), block: u32, p: &P) -> Result<()> {
+        let f = self.fns.get(&k).ok_or_else(|| err(format!("no kernel '{}'", k.name())))?;
+        let given = std::any::type_name::<P>().rsplit("::").next().unwrap_or("");
+        if given != k.params() {
+            return Err(err(format!("kernel '{}' takes {}, not {given}", k.name(), k.params())));
+        }
+        if self.pdl && k.pdl_aware() {
+            return self.launch_pdl(k, f, grid, block, p);
+        }
+        let cfg =
+            LaunchConfig { grid_dim: (grid.0, grid.1, 1), block_dim: (block, 1, 1), shared_mem_bytes: 0 };
+        let mut b = self.stream.launch_builder(f);
+        b.arg(p);
+        // SAFETY: the kernel takes exactly one parameter, a struct whose C declaration NVRTC
+        // checked against `P`'s layout (params.rs), and `P` is its struct (checked above);
+        // buffer sizes are checked in `compile_graph` and `run_sync`.
+        unsafe { b.launch(cfg) }.map_err(|e| err(format!("{}: {e}", k.name())))?;
+        Ok(())
+    }
+
+    /// Launch with programmatic stream serialization: the kernel's blocks may start while the
+    /// previous kernel runs (they wait for it in `pdl_wait`, common.cuh).
+    fn launch_pdl<P: DeviceRepr>(
+        &self,
+        k: Kernel,
+        f: &CudaFunction,
+        grid: (u32, u32),
+        block: u32,
+        p: &P,
+    ) -> Result<()> {
+        use cudarc::driver::sys;
+        // One parameter: the struct, which the driver copies when the launch is enqueued.
+        let mut params = [p as *const P as *mut std::ffi::c_void];
+        // SAFETY: an all-zero attribute is valid plain data; its id and value are set below.
+        let mut attr: sys::CUlaunchAttribute = unsafe { std::mem::zeroed() };
+        attr.id = sys::CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+        attr.value.programmaticStreamSerializationAllowed = 1;
+        let cfg = sys::CUlaunchConfig {
+            gridDimX: grid.0,
+            gridDimY: grid.1,
+            gridDimZ: 1,
+            blockDimX: block,
+            blockDimY: 1,
+            blockDimZ: 1,
+            sharedMemBytes: 0,
+            hStream: self.stream.cu_stream(),
+            attrs: &mut attr,
+            numAttrs: 1,
+        };
+        // SAFETY: as in `launch`; `params` points to `p`, alive for the call.
+        unsafe { sys::cuLaunchKernelEx(&cfg, f.cu_function(), params.as_mut_ptr(), std::ptr::null_mut()) }
+            .result()
+            .map_err(|e| err(format!("{}: {e}", k.name())))
+    }
+
+    /// Check `g` against the weights and what the kernels support.
+    fn validate(&self, g: &Graph) -> Result<()> {
+        g.check(self.weights.len(), |w| {
+            let wt = &self.weights[w.0 as usize];
+            (wt.k(), wt.n_rows())
+        })
+        .map_err(err)?;
+        for op in &g.ops {
+            match op {
+                Op::MatMul { w, .. } => {
+                    let wt = self.weight(*w)?;
+                    if wt.k() % wt.dtype.block_size() != 0 {
+                        return Err(err(format!("'{}': row length {} is not whole blocks", wt.name, wt.k())));
+                    }
+                }
+                // The attention kernel keeps the query head in 512 floats of shared memory.
+                Op::Attention { head_dim, n_heads, n_kv_heads, .. }
+                    if *head_dim > 512 || *n_kv_heads == 0 || n_heads % n_kv_heads != 0 =>
+                {
+                    return Err(err(format!("attention op {op:?} is not supported")));
+                }
+                _ => {}
+            }
+        }
+        Ok(())
+    }
+
+    /// Validate `graph`, allocate its buffers and plan its fusions.
+    pub(super) fn compile_graph(&mut self, graph: &Graph) -> Result<GraphId> {
+        self.validate(graph)?;
+        let mut acts = Vec::with_capacity(graph.acts.len());
+        for i in 0..graph.acts.len() {
+            let a = ActId(i as u32);
+            acts.push(Buf::zeros(&self.stream, graph.rows(a) * graph.cols(a))?);
+        }
+        let mut qbytes = 0;
+        for op in &graph.ops {
+            if let Op::MatMul { w, x, .. } = op {
+                qbytes = qbytes.max(ops::qact_bytes(self.weight(*w)?, graph.rows(*x))?);
+            }
+        }
+        let qact = Buf::zeros(&self.stream, qbytes)?;
+        let io = self.stream.alloc_zeros::<u32>(graph.n_tokens + 1).map_err(drv("device allocation"))?;
+        let io_ptr = io.device_ptr(&self.stream).0;
+        let argmax = self.stream.alloc_zeros::<u32>(1).map_err(drv("device allocation"))?;
+        let argmax_ptr = argmax.device_ptr(&self.stream).0;
+        let ctx = self.stream.context();
+        // SAFETY: page-locked host memory, written before it is read.
+        let io_host = unsafe { ctx.alloc_pinned_with_flags::<u32>(graph.n_tokens + 1, 0) }
+            .map_err(drv("allocating pinned memory"))?;
+        let mut best_host =
+            unsafe { ctx.alloc_pinned_with_flags::<u64>(1, 0) }.map_err(drv("allocating pinned memory"))?;
+        let mut io_host = io_host;
+        let io_host_ptr = io_host.as_mut_ptr().map_err(drv("pinned memory"))?;
+        let best_host_ptr = best_host.as_mut_ptr().map_err(drv("pinned memory"))?;
+        // SAFETY: fresh page-locked buffers of these lengths, not yet used by any copy.
+        unsafe {
+            std::ptr::write_bytes(io_host_ptr, 0, graph.n_tokens + 1);
+            best_host_ptr.write(0);
+        }
+        let best = self.stream.alloc_zeros::<u64>(1).map_err(drv("device allocation"))?;
+        let best_ptr = best.device_ptr(&self.stream).0;
+        let plan = if graph.n_tokens == 1 && self.use_fusion {
+            let dtype = |w: WeightId| self.weights.get(w.0 as usize).map(|w| w.dtype);
+            fuse::plan(graph, &ops::fusions(|w| self.act_quant(w), dtype))
+        } else {
+            Vec::new()
+        };
+        self.graphs.push(Compiled {
+            plan,
+            g: graph.clone(),
+            acts,
+            qact,
+            _io: io,
+            io_ptr,
+            argmax,
+            argmax_ptr,
+            _best: best,
+            best_ptr,
+            io_host: io_host_ptr,
+            io_len: graph.n_tokens + 1,
+            best_host: best_host_ptr,
+            _io_host: io_host,
+            _best_host: best_host,
+            captured: None,
+        });
+        Ok(GraphId(self.graphs.len() as u32 - 1))
+    }
+
+    /// Enqueue a whole step: the copy of its inputs, the decode plan if there is one (else
+    /// op by op), and the copy of the fused argmax.
+    fn record_all(&self, c: &Compiled, kv: KvId) -> Result<()> {
+        // SAFETY: io_host points to io_len page-locked u32 owned by `c`.
+        let io = unsafe { std::slice::from_raw_parts(c.io_host, c.io_len) };
+        // SAFETY: io_ptr is the device buffer `io`, as long as `io_host`.
+        unsafe { cudarc::driver::result::memcpy_htod_async(c.io_ptr, io, self.stream.cu_stream()) }
+            .map_err(drv("uploading token ids"))?;
+        if c.plan.is_empty() {
+            if c.g.n_tokens > 1 && profiling() {
+                return self.record_profiled(c, kv);
+            }
+            return c.g.ops.iter().try_for_each(|op| self.record(c, kv, op));
+        }
+        let argmax = c.plan.iter().any(|s| matches!(s, Step::MatVec { argmax: true, .. }));
+        if argmax {
+            // Zeroed before the first kernel, not between two (which would cut the chain of
+            // programmatic launches).
+            // SAFETY: best_ptr is the 8-byte buffer `best` of this compiled graph.
+            unsafe { cudarc::driver::result::memset_d8_async(c.best_ptr, 0, 8, self.stream.cu_stream()) }
+                .map_err(drv("zeroing the argmax"))?;
+        }
+        c.plan.iter().try_for_each(|s| self.record_step(c, kv, s))?;
+        if argmax {
+            let ptr = c.best_host;
+            // SAFETY: best_host is page-locked memory of one u64 owned by `c`; the host reads
+            // it only after synchronizing the stream.
+            let dst = unsafe { std::slice::from_raw_parts_mut(ptr, 1) };
+            unsafe { cudarc::driver::result::memcpy_dtoh_async(dst, c.best_ptr, self.stream.cu_stream()) }
+                .map_err(drv("reading the argmax"))?;
+        }
+        Ok(())
+    }
+
+    /// Enqueue one op on the stream (the launchers are in `ops/`).
+    pub(super) fn record(&self, c: &Compiled, kv: KvId, op: &Op) -> Result<()> {
+        match *op {
+            Op::Embed { table, dst, scale } => self.embed(c, table, dst, scale),
+            Op::RmsNorm { x, weight, dst, group, eps } => self.rms_norm(c, x, weight, dst, group, eps),
+            Op::MatMul { w, x, dst, bias } => self.matmul(c, op, w, x, dst, bias),
+            Op::Rope { x, n_heads, head_dim, n_rot, base, freq_scale, mode } => {
+                self.rope(c, x, n_heads, head_dim, n_rot, base, freq_scale, mode)
+            }
+            Op::KvStore { layer, k, v } => self.kv_store(c, kv, layer, k, v),
+            Op::Attention { .. } => self.attention(c, kv, op),
+            Op::GatedAct { gate, up, act } => self.gated_act(c, gate, up, act),
+            Op::Add { a, b, dst } => self.add(c, a, b, dst),
+            Op::TakeLast { x, dst } => self.take_last(c, x, dst),
+        }
+    }
+
+    /// Enqueue one step of a decode plan.
+    fn record_step(&self, c: &Compiled, kv: KvId, step: &Step) -> Result<()> {
+        match *step {
+            Step::Op(i) => self.record(c, kv, &c.g.ops[i]),
+            Step::NormQuant { op, kind } => self.rms_norm_quant(c, op, kind),
+            Step::Quant { x, kind } => self.quantize_split(c, x, kind),
+            Step::MatVec3 { w, bias, dst, .. } => self.matvec3(c, w, bias, dst),
+            Step::RopeKv { op } => self.rope_kv(c, kv, op),
+            Step::MatVec { w, gate, bias, add, dst, argmax, .. } => {
+                self.matvec(c, w, gate, bias, add, dst, argmax)
+            }
+        }
+    }
+
+    /// Enqueue graph `c` op by op, timing each (see [`profiling`]).
+    fn record_profiled(&self, c: &Compiled, kv: KvId) -> Result<()> {
+        let mut times: Vec<(String, f64, usize)> = Vec::new();
+        let sync = || self.stream.synchronize().map_err(drv("profiling"));
+        for op in &c.g.ops {
+            sync()?;
+            let t = std::time::Instant::now();
+            self.record(c, kv, op)?;
+            sync()?;
+            let dt = t.elapsed().as_secs_f64();
+            let label = match op {
+                Op::MatMul { w, x, .. } => {
+                    let wt = self.weight(*w)?;
+                    format!("MatMul {} {}x{}", wt.dtype, wt.k(), wt.n_rows())
+                        + &format!(" rows {}", c.g.rows(*x))
+                }
+                other => format!("{other:?}").split([' ', '{']).next().unwrap_or("?").to_string(),
+            };
+            match times.iter_mut().find(|e| e.0 == label) {
+                Some(e) => {
+                    e.1 += dt;
+                    e.2 += 1;
+                }
+                None => times.push((label, dt, 1)),
+            }
+        }
+        times.sort_by(|a, b| b.1.total_cmp(&a.1));
+        let total: f64 = times.iter().map(|e| e.1).sum();
+        eprintln!("profile: {} tokens, {:.3} ms", c.g.n_tokens, total * 1e3);
+        for (label, t, n) in times {
+            eprintln!("  {:8.3} ms {n:4}x {label}", t * 1e3);
+        }
+        Ok(())
+    }
+
+    /// Run compiled graph `graph` on `tokens` at `pos` of cache `kv` and read back.
+    pub(super) fn run_sync(
+        &mut self,
+        graph: GraphId,
+        kv: KvId,
+        tokens: &[u32],
+        pos: usize,
+        readback: Readback,
+    ) -> Result<StepOutput> {
+        let gi = graph.0 as usize;
+        let c = self.graphs.get(gi).ok_or_else(|| err("unknown graph"))?;
+        let n_ctx = self.kv(kv)?.n_ctx;
+        c.g.check_step("cuda", tokens, pos, n_ctx)?;
+        if let Some(Op::Embed { table, .. }) = c.g.ops.first() {
+            let n_vocab = self.weight(*table)?.n_rows();
+            if let Some(&t) = tokens.iter().find(|&&t| t as usize >= n_vocab) {
+                return Err(Error::InvalidArgument(format!("token id {t} is outside the vocabulary")));
+            }
+        }
+        // Attention scratch: n_ctx scores per (row, head).
+        let need =
+            c.g.ops
+                .iter()
+                .map(|op| match op {
+                    Op::Attention { n_heads, .. } => n_heads * c.g.n_tokens * n_ctx,
+                    _ => 0,
+                })
+                .max()
+                .unwrap_or(0);
+        if self.scores.as_ref().is_none_or(|(_, n)| *n < need) {
+            self.scores = Some((Buf::zeros(&self.stream, need)?, need));
+        }
+        let pos_i32 = i32::try_from(pos).map_err(|_| err("position out of range"))?;
+        let io: Vec<u32> = std::iter::once(pos_i32 as u32).chain(tokens.iter().copied()).collect();
+        let scores = self.scores.as_ref().map_or(0, |s| s.0.ptr);
+        let c = &mut self.graphs[gi];
+        if io.len() > c.io_len {
+            return Err(err("more tokens than the graph was compiled for"));
+        }
+        // SAFETY: io_host points to io_len page-locked u32 owned by `c`; the stream is idle
+        // (every step ends with a synchronization), so no copy reads them now.
+        let host = unsafe { std::slice::from_raw_parts_mut(c.io_host, c.io_len) };
+        host[..io.len()].copy_from_slice(&io);
+        if self.use_graphs && c.g.n_tokens == 1 {
+            let fresh = matches!(&c.captured, Some((k, s, _)) if *k == kv && *s == scores);
+            if !fresh {
+                c.captured = None;
+                let graph = self.capture(gi, kv)?;
+                self.graphs[gi].captured = Some((kv, scores, graph));
+            }
+            let c = &self.graphs[gi];
+            let graph = c.captured.as_ref().map(|x| &x.2).ok_or_else(|| err("no captured graph"))?;
+            graph.launch().map_err(drv("graph launch"))?;
+        } else {
+            self.record_all(&self.graphs[gi], kv)?;
+        }
+        let c = &self.graphs[gi];
+        let g = &c.g;
+        let n_vocab = g.cols(g.logits);
+        let rows = g.rows(g.logits);
+        let last = c.act(g.logits) + 4 * ((rows - 1) * n_vocab) as u64;
+        let fused_argmax = c.plan.iter().any(|s| matches!(s, Step::MatVec { argmax: true, .. }));
+        let out = match readback {
+            Readback::Argmax if fused_argmax => {
+                self.stream.synchronize().map_err(drv("reading the token back"))?;
+                // SAFETY: page-locked u64 owned by `c`, written by the copy the stream finished.
+                let best = unsafe { c.best_host.read_volatile() };
+                // No key (all logits NaN): token 0, as the argmax kernel answers.
+                let token = if best == 0 { 0 } else { u32::MAX - best as u32 };
+                StepOutput { token: Some(token), logits: Vec::new() }
+            }
+            Readback::Argmax => {
+                self.argmax(last, n_vocab, c.argmax_ptr)?;
+                let t = self.stream.clone_dtoh(&c.argmax).map_err(drv("reading the token back"))?;
+                StepOutput { token: Some(t[0]), logits: Vec::new() }
+            }
+            Readback::LastLogits | Readback::AllLogits => {
+                let all = self
+                    .stream
+                    .clone_dtoh(&c.acts[g.logits.0 as usize].mem)
+                    .map_err(drv("reading logits"))?;
+                let mut all = all[..rows * n_vocab].to_vec();
+                if readback == Readback::LastLogits {
+                    all.drain(..(rows - 1) * n_vocab);
+                }
+                StepOutput { token: None, logits: all }
+            }
+        };
+        Ok(out)
+    }
+
+    /// Capture the steps of graph `gi` on cache `kv` as a CUDA graph.
+    fn capture(&self, gi: usize, kv: KvId) -> Result<CudaGraph> {
+        let c = &self.graphs[gi];
+        self.stream
+            .begin_capture(CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)
+            .map_err(drv("starting a graph capture"))?;
+        let recorded = self.record_all(c, kv);
+        // End the capture whatever happened, so the stream is usable again.
+        let graph =
+            self.stream.end_capture(CUgraphInstantiate_flags(0)).map_err(drv("ending a graph capture"));
+        recorded?;
+        graph?.ok_or_else(|| err("the graph capture came back empty"))
+    }
+}
