@@ -75,7 +75,8 @@ pub struct CudaExecutor {
     fns: HashMap<Kernel, CudaFunction>,
     weights: Vec<Weight>,
     kvs: Vec<Option<Kv>>,
-    graphs: Vec<Compiled>,
+    /// Compiled graphs by [`GraphId`]; `None` once freed.
+    graphs: Vec<Option<Compiled>>,
     /// Attention scores scratch, grown on demand.
     scores: Option<(Buf<f32>, usize)>,
     device: String,
@@ -135,6 +136,10 @@ impl Executor for CudaExecutor {
 
     fn compile(&mut self, graph: &Graph) -> Result<GraphId> {
         self.compile_graph(graph)
+    }
+
+    fn free_graph(&mut self, graph: GraphId) {
+        self.free_graph_bufs(graph)
     }
 
     fn run<'a>(

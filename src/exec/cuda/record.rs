@@ -13,7 +13,7 @@ use super::kernels::Kernel;
 use super::{drv, err, ops, CudaExecutor};
 use crate::exec::fuse::{self, Step};
 use crate::exec::{ActId, Graph, GraphId, KvId, Op, Readback, StepOutput, WeightId};
-use crate::{Error, Result};
+use crate::Result;
 
 /// A compiled graph: the graph and its device buffers.
 pub(super) struct Compiled {
@@ -201,7 +201,7 @@ impl CudaExecutor {
         } else {
             Vec::new()
         };
-        self.graphs.push(Compiled {
+        self.graphs.push(Some(Compiled {
             plan,
             g: graph.clone(),
             acts,
@@ -218,8 +218,16 @@ impl CudaExecutor {
             _io_host: io_host,
             _best_host: best_host,
             captured: None,
-        });
+        }));
         Ok(GraphId(self.graphs.len() as u32 - 1))
+    }
+
+    /// Free graph `graph`: its activations, pinned step buffers and captured CUDA graph. Every
+    /// step ends with a synchronization, so nothing on the stream still uses them.
+    pub(super) fn free_graph_bufs(&mut self, graph: GraphId) {
+        if let Some(slot) = self.graphs.get_mut(graph.0 as usize) {
+            *slot = None;
+        }
     }
 
     /// Enqueue a whole step: the copy of its inputs, the decode plan if there is one (else
@@ -332,15 +340,9 @@ impl CudaExecutor {
         readback: Readback,
     ) -> Result<StepOutput> {
         let gi = graph.0 as usize;
-        let c = self.graphs.get(gi).ok_or_else(|| err("unknown graph"))?;
+        let c = self.graphs.get(gi).and_then(Option::as_ref).ok_or_else(|| err("unknown graph"))?;
         let n_ctx = self.kv(kv)?.n_ctx;
         c.g.check_step("cuda", tokens, pos, n_ctx)?;
-        if let Some(Op::Embed { table, .. }) = c.g.ops.first() {
-            let n_vocab = self.weight(*table)?.n_rows();
-            if let Some(&t) = tokens.iter().find(|&&t| t as usize >= n_vocab) {
-                return Err(Error::InvalidArgument(format!("token id {t} is outside the vocabulary")));
-            }
-        }
         // Attention scratch: n_ctx scores per (row, head).
         let need =
             c.g.ops
@@ -357,7 +359,7 @@ impl CudaExecutor {
         let pos_i32 = i32::try_from(pos).map_err(|_| err("position out of range"))?;
         let io: Vec<u32> = std::iter::once(pos_i32 as u32).chain(tokens.iter().copied()).collect();
         let scores = self.scores.as_ref().map_or(0, |s| s.0.ptr);
-        let c = &mut self.graphs[gi];
+        let c = self.graphs[gi].as_mut().ok_or_else(|| err("unknown graph"))?;
         if io.len() > c.io_len {
             return Err(err("more tokens than the graph was compiled for"));
         }
@@ -370,15 +372,16 @@ impl CudaExecutor {
             if !fresh {
                 c.captured = None;
                 let graph = self.capture(gi, kv)?;
-                self.graphs[gi].captured = Some((kv, scores, graph));
+                self.graphs[gi].as_mut().ok_or_else(|| err("unknown graph"))?.captured =
+                    Some((kv, scores, graph));
             }
-            let c = &self.graphs[gi];
+            let c = self.graphs[gi].as_ref().ok_or_else(|| err("unknown graph"))?;
             let graph = c.captured.as_ref().map(|x| &x.2).ok_or_else(|| err("no captured graph"))?;
             graph.launch().map_err(drv("graph launch"))?;
         } else {
-            self.record_all(&self.graphs[gi], kv)?;
+            self.record_all(self.graphs[gi].as_ref().ok_or_else(|| err("unknown graph"))?, kv)?;
         }
-        let c = &self.graphs[gi];
+        let c = self.graphs[gi].as_ref().ok_or_else(|| err("unknown graph"))?;
         let g = &c.g;
         let n_vocab = g.cols(g.logits);
         let rows = g.rows(g.logits);
@@ -415,7 +418,7 @@ impl CudaExecutor {
 
     /// Capture the steps of graph `gi` on cache `kv` as a CUDA graph.
     fn capture(&self, gi: usize, kv: KvId) -> Result<CudaGraph> {
-        let c = &self.graphs[gi];
+        let c = self.graphs[gi].as_ref().ok_or_else(|| err("unknown graph"))?;
         self.stream
             .begin_capture(CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)
             .map_err(drv("starting a graph capture"))?;
