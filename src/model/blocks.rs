@@ -171,7 +171,11 @@ pub fn output(
             (last, Rows::Last)
         }
     };
-    norm(g, hp, w, src, src, t::OUTPUT_NORM)?;
+    // Into a slot of its own: a norm over its own input cannot be split across GPU blocks
+    // (one block would overwrite values another has yet to read).
+    let normed = g.act(rows, hp.n_embd);
+    norm(g, hp, w, src, normed, t::OUTPUT_NORM)?;
+    let src = normed;
     // output: (n_embd, n_vocab)
     let head = match w.get_opt(t::OUTPUT, &[hp.n_embd, n_vocab])? {
         Some(h) => h,

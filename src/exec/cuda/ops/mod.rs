@@ -44,11 +44,10 @@ pub(super) fn fusions<'a>(
         quant: Box::new(product),
         float_products: false,
         shared_conversion: true,
-        // In place too, as this plan always has (the logits' norm). But each block of
-        // rms_norm_q8s sums the whole row before writing its own 256 values, so in place a
-        // block may overwrite values another block has yet to read: rows longer than 256
-        // would need the sum finished everywhere first (or the norm not fused in place).
-        norm_quant: Some(NormQuant { later_product: true, any_length: true, in_place: true }),
+        // Never in place: each block of rms_norm_q8s sums the whole row before writing its own
+        // 256 values, so in place a block could overwrite values another has yet to read (the
+        // plan once fused the logits' in-place norm this way; the builders now give it a slot).
+        norm_quant: Some(NormQuant { later_product: true, any_length: true, in_place: false }),
         epilogue: Some(Epilogue::Sum),
         argmax: true,
         gate_up: Some(GateUp {

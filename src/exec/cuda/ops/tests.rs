@@ -60,7 +60,7 @@ fn model_plans() {
         "mv 15 w9 +a0 -> a0",
         "op 17",
         "norm+q8 18 Q8K",
-        "mv 19 w0 -> a10 argmax",
+        "mv 19 w0 -> a11 argmax",
     ];
     // Gemma 3 norms the products' outputs before the residual adds, so no epilogue.
     let gemma3 = [
@@ -83,7 +83,7 @@ fn model_plans() {
         "op 20",
         "op 21",
         "norm+q8 22 Q8K",
-        "mv 23 w0 -> a10 argmax",
+        "mv 23 w0 -> a11 argmax",
     ];
     let want: [&[&str]; 2] = [&llama, &gemma3];
     for ((name, g, w), want) in crate::exec::fuse::tests::graphs().into_iter().zip(want) {
