@@ -205,15 +205,24 @@ impl Graph {
         true
     }
 
+    /// The embedding table the step's token ids index (the first `Embed` op's), if any.
+    pub fn embed_table(&self) -> Option<WeightId> {
+        self.ops.iter().find_map(|op| match op {
+            Op::Embed { table, .. } => Some(*table),
+            _ => None,
+        })
+    }
+
     /// The step preamble every executor runs before a step of this graph, so that a bad step
-    /// gets the same error on each: exactly `n_tokens` tokens, each inside the vocabulary (the
-    /// logits' width), and room for them in a cache of `n_ctx` positions from `pos`.
+    /// gets the same error on each: exactly `n_tokens` tokens, each below `n_vocab` (the rows of
+    /// [`Graph::embed_table`]), and room for them in a cache of `n_ctx` positions from `pos`.
     pub fn check_step(
         &self,
         executor: &'static str,
         tokens: &[u32],
         pos: usize,
         n_ctx: usize,
+        n_vocab: usize,
     ) -> crate::Result<()> {
         if tokens.len() != self.n_tokens {
             return Err(crate::Error::Executor {
@@ -221,13 +230,12 @@ impl Graph {
                 message: format!("graph takes {} tokens, got {}", self.n_tokens, tokens.len()),
             });
         }
-        let n_vocab = self.cols(self.logits);
         if let Some(&t) = tokens.iter().find(|&&t| t as usize >= n_vocab) {
             return Err(crate::Error::InvalidArgument(format!(
                 "token id {t} is outside the vocabulary of {n_vocab} tokens"
             )));
         }
-        let needed = pos.checked_add(tokens.len()).unwrap_or(usize::MAX);
+        let needed = pos.saturating_add(tokens.len());
         if needed > n_ctx {
             return Err(crate::Error::ContextOverflow { needed, n_ctx });
         }

@@ -96,7 +96,8 @@ impl CpuExecutor {
             .get_mut(kv.0 as usize)
             .and_then(|c| c.as_mut())
             .ok_or_else(|| Self::err("unknown KV cache"))?;
-        g.check_step("cpu", tokens, pos, cache.n_ctx)?;
+        let n_vocab = g.embed_table().map_or(0, |t| self.weights[t.0 as usize].n_rows());
+        g.check_step("cpu", tokens, pos, cache.n_ctx, n_vocab)?;
         let weights = &self.weights;
         let mut acts: Vec<Vec<f32>> = g.acts.iter().map(|_| Vec::new()).collect();
         for (i, _) in g.acts.iter().enumerate() {

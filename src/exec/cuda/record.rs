@@ -342,7 +342,11 @@ impl CudaExecutor {
         let gi = graph.0 as usize;
         let c = self.graphs.get(gi).and_then(Option::as_ref).ok_or_else(|| err("unknown graph"))?;
         let n_ctx = self.kv(kv)?.n_ctx;
-        c.g.check_step("cuda", tokens, pos, n_ctx)?;
+        let n_vocab = match c.g.embed_table() {
+            Some(t) => self.weight(t)?.n_rows(),
+            None => 0,
+        };
+        c.g.check_step("cuda", tokens, pos, n_ctx, n_vocab)?;
         // Attention scratch: n_ctx scores per (row, head).
         let need =
             c.g.ops
