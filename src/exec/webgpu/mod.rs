@@ -378,36 +378,7 @@ impl WebGpuExecutor {
         let plan = self.plans.get_mut(gi).ok_or_else(|| err("unknown graph"))?;
         let cache =
             self.kvs.get(kv.0 as usize).and_then(|c| c.as_ref()).ok_or_else(|| err("unknown KV cache"))?;
-        plan.graph.check_step("webgpu", tokens, pos, cache.n_ctx)?;
-        if let Some(rows) = plan.embed_rows {
-            if let Some(&t) = tokens.iter().find(|&&t| t as u64 >= rows) {
-                return Err(err(format!("token id {t} is out of range (vocabulary of {rows})")));
-            }
-        }
-        plan.bind_kv(&self.gpu.device, kv.0, cache)?;
-        let mut step = Vec::with_capacity(4 * (1 + tokens.len()));
-        step.extend_from_slice(&(pos as u32).to_le_bytes());
-        tokens.iter().for_each(|t| step.extend_from_slice(&t.to_le_bytes()));
-        self.gpu.queue.write_buffer(&plan.step, 0, &step);
-        let argmax = readback == Readback::Argmax;
-        let record = |plan: &Plan| {
-            let mut enc = self
-                .gpu
-                .device
-                .create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some("step") });
-            plan.record(&mut enc, kv.0, argmax);
-            enc.finish()
-        };
-        let cmds = match plan.ahead.take() {
-            Some((k, a, cmds)) if k == kv.0 && a == argmax => cmds,
-            _ => record(plan),
-        };
-        self.gpu.queue.submit([cmds]);
-        if self.ahead {
-            // The next step of this graph most likely reads the same cache the same way: record
-            // it now, while the GPU works (wgpu's recording costs microseconds per dispatch).
-            plan.ahead = Some((kv.0, argmax, record(plan)));
-        }
+        plan.submit(&self.gpu, kv.0, cache, tokens, pos, readback == Readback::Argmax, self.ahead)?;
         Ok(gi)
     }
 

@@ -6,6 +6,7 @@ use std::collections::HashMap;
 use std::num::NonZeroU64;
 
 use super::buffers::{err, GpuKv, GpuWeight};
+use super::device::Gpu;
 use super::kernels::{ActQuant, Kernel, Pipelines};
 use super::profile::StepQueries;
 use crate::exec::{ActId, Graph};
@@ -280,8 +281,53 @@ impl Plan {
         })
     }
 
+    /// Check a step of `tokens` at `pos` against the graph and cache `kv` (`cache`), write
+    /// its inputs, and submit its commands: those recorded ahead during the previous step if
+    /// they read the same cache the same way, else recorded now. With `ahead`, also record
+    /// the next step's commands while the GPU works.
+    #[allow(clippy::too_many_arguments)]
+    pub fn submit(
+        &mut self,
+        gpu: &Gpu,
+        kv: u32,
+        cache: &GpuKv,
+        tokens: &[u32],
+        pos: usize,
+        argmax: bool,
+        ahead: bool,
+    ) -> Result<()> {
+        self.graph.check_step("webgpu", tokens, pos, cache.n_ctx)?;
+        if let Some(rows) = self.embed_rows {
+            if let Some(&t) = tokens.iter().find(|&&t| t as u64 >= rows) {
+                return Err(err(format!("token id {t} is out of range (vocabulary of {rows})")));
+            }
+        }
+        self.bind_kv(&gpu.device, kv, cache)?;
+        let mut step = Vec::with_capacity(4 * (1 + tokens.len()));
+        step.extend_from_slice(&(pos as u32).to_le_bytes());
+        tokens.iter().for_each(|t| step.extend_from_slice(&t.to_le_bytes()));
+        gpu.queue.write_buffer(&self.step, 0, &step);
+        let record = |plan: &Plan| {
+            let mut enc =
+                gpu.device.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some("step") });
+            plan.record(&mut enc, kv, argmax);
+            enc.finish()
+        };
+        let cmds = match self.ahead.take() {
+            Some((k, a, cmds)) if k == kv && a == argmax => cmds,
+            _ => record(self),
+        };
+        gpu.queue.submit([cmds]);
+        if ahead {
+            // The next step of this graph most likely reads the same cache the same way: record
+            // it now, while the GPU works (wgpu's recording costs microseconds per dispatch).
+            self.ahead = Some((kv, argmax, record(self)));
+        }
+        Ok(())
+    }
+
     /// Make (once per cache) the bind groups of the ops that read or write cache `kv`.
-    pub fn bind_kv(&mut self, device: &wgpu::Device, id: u32, kv: &GpuKv) -> Result<()> {
+    fn bind_kv(&mut self, device: &wgpu::Device, id: u32, kv: &GpuKv) -> Result<()> {
         if self.bound.contains_key(&id) {
             return Ok(());
         }
