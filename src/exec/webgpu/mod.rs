@@ -44,8 +44,9 @@
 //!   time as `array<vec4<f16>>`). Arithmetic stays f32 (products of f16 values are exact in
 //!   f32; f16 sums would not meet the CPU tolerance). Without the feature (SwiftShader in
 //!   browsers) f16 bits are converted by hand, exactly.
-//! - `compile` builds everything a step needs once: activation buffers, one uniform buffer
-//!   holding every dispatch's parameters, pipelines (cached per kernel), bind groups. Bind
+//! - `compile` checks the graph (`Graph::check`, as every executor does) and builds
+//!   everything a step needs once: activation buffers, one uniform buffer holding every
+//!   dispatch's parameters, pipelines (cached per kernel), bind groups. Bind
 //!   groups that name a KV cache are made at the first step with that cache and kept.
 //! - `run` writes the position and token ids into a small storage buffer, submits the step's
 //!   commands (recorded ahead during the previous step of the same graph, cache and readback,

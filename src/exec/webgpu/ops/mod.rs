@@ -223,7 +223,7 @@ fn fusions(g: &Graph, weights: &[GpuWeight], mode: MatVecMode, f16: bool, limits
     let coop = matches!(mode, MatVecMode::Coop { .. });
     let quantized = |op: &Op| match *op {
         Op::MatMul { w, x, .. } => {
-            ActQuant::for_type(weights[w.0 as usize].dtype).is_some() && g.cols(x) % 256 == 0
+            ActQuant::for_type(weights[w.0 as usize].dtype).is_some() && g.cols(x).is_multiple_of(256)
         }
         _ => false,
     };
