@@ -44,8 +44,9 @@
 //!   time as `array<vec4<f16>>`). Arithmetic stays f32 (products of f16 values are exact in
 //!   f32; f16 sums would not meet the CPU tolerance). Without the feature (SwiftShader in
 //!   browsers) f16 bits are converted by hand, exactly.
-//! - `compile` builds everything a step needs once: activation buffers, one uniform buffer
-//!   holding every dispatch's parameters, pipelines (cached per kernel), bind groups. Bind
+//! - `compile` checks the graph (`Graph::check`, as every executor does) and builds
+//!   everything a step needs once: activation buffers, one uniform buffer holding every
+//!   dispatch's parameters, pipelines (cached per kernel), bind groups. Bind
 //!   groups that name a KV cache are made at the first step with that cache and kept.
 //! - `run` writes the position and token ids into a small storage buffer, submits the step's
 //!   commands (recorded ahead during the previous step of the same graph, cache and readback,
@@ -53,6 +54,11 @@
 //!   (computed on the device) or the logits.
 //! - Activations are f32; the KV cache is f16, two per 32-bit word (read as `vec2<f16>` with
 //!   `shader-f16`, by hand without).
+//! - Layout: device.rs acquires the device; ops/ turns each launch unit of a graph (one op,
+//!   or ops fused into one dispatch) into commands, one file per op family; record.rs makes
+//!   a plan's buffers and bind groups and records steps; kernels.rs composes each `Kernel`'s
+//!   WGSL from shaders/ with the template step (template.rs) and its typed parameters
+//!   (params.rs).
 //! - Environment: `WICK_WEBGPU_F16=0` forces the f32 path, `WICK_WEBGPU_SUBGROUPS=0` the
 //!   workgroup-memory reduction; `WICK_WEBGPU_COOP=1` forces the cooperative matrix kernels
 //!   and `0` the one-row-per-invocation ones, whatever the adapter type;
@@ -60,16 +66,20 @@
 //!   `WICK_WEBGPU_PROFILE=1` profiles (natively).
 
 mod buffers;
+mod device;
 pub(crate) mod fuse;
-mod pipelines;
-mod plan;
+mod kernels;
+mod ops;
+mod params;
 mod profile;
-
-use std::sync::{Arc, Mutex};
+mod record;
+mod template;
 
 use buffers::{err, GpuKv, GpuWeight, KvLayer};
-use pipelines::Pipelines;
-use plan::{MatVecMode, Plan};
+use device::{env_is, Gpu};
+use kernels::Pipelines;
+use ops::MatVecMode;
+use record::Plan;
 
 use super::{Executor, Graph, GraphId, KvId, KvSpec, LocalFuture, Readback, StepOutput, WeightId};
 use crate::quant::GgmlType;
@@ -80,37 +90,28 @@ const FLUSH_BYTES: u64 = 64 << 20;
 
 /// The WebGPU executor.
 pub struct WebGpuExecutor {
-    device: wgpu::Device,
-    queue: wgpu::Queue,
-    limits: wgpu::Limits,
-    adapter: String,
+    gpu: Gpu,
     weights: Vec<GpuWeight>,
     kvs: Vec<Option<GpuKv>>,
-    plans: Vec<Plan>,
+    /// Compiled graphs by [`GraphId`]; `None` once freed.
+    plans: Vec<Option<Plan>>,
     pipes: Pipelines,
     dummy: wgpu::Buffer,
     unflushed: u64,
     /// Matrix products with workgroups cooperating on a few weight rows (GPUs) rather than an
     /// invocation per row (CPU-emulated adapters).
     coop_matmul: bool,
-    /// The device has `Features::SUBGROUP` enabled (natively only; see the module docs).
-    subgroups: bool,
-    /// Reduce the cooperative matmul's partial sums with subgroup operations (if `subgroups`).
+    /// Reduce the cooperative matmul's partial sums with subgroup operations (if the device
+    /// has them).
     subgroup_reduce: bool,
-    /// The device has `Features::SHADER_F16` enabled and the kernels use it.
-    f16: bool,
     /// A cap on the binding size for new weights (tests of the split path).
     binding_cap: Option<u64>,
-    /// The first validation or device error wgpu reported (it reports them out of band).
-    error: Arc<Mutex<Option<String>>>,
     /// Fuse ops into fewer dispatches in graphs compiled from now on (fuse.rs).
     fuse: bool,
     /// Record each step's successor while the GPU runs it (`WICK_WEBGPU_AHEAD=0`: off).
     ahead: bool,
-    /// Profiling (`WICK_WEBGPU_PROFILE=1`, natively): per-plan times; `timestamps`: the
-    /// adapter can write timestamps inside passes.
+    /// Profiling (`WICK_WEBGPU_PROFILE=1`, natively): per-plan times.
     profile: Option<Vec<profile::PlanStats>>,
-    timestamps: bool,
 }
 
 impl WebGpuExecutor {
@@ -123,98 +124,18 @@ impl WebGpuExecutor {
     /// Like [`new`](Self::new), but `allow_software: false` refuses CPU-emulated adapters
     /// (what `ExecutorKind::Auto` wants: the CPU executor is faster than lavapipe).
     pub async fn acquire(allow_software: bool) -> Result<Self> {
-        let mut desc = wgpu::InstanceDescriptor::new_without_display_handle();
-        desc.backends = if cfg!(target_arch = "wasm32") {
-            wgpu::Backends::BROWSER_WEBGPU
-        } else {
-            wgpu::Backends::VULKAN
-        };
-        // wgpu's Instance::new panics where `navigator.gpu` cannot be reached (a shared or
-        // service worker): ask first, and make a missing WebGPU an error the caller can act on.
-        #[cfg(target_arch = "wasm32")]
-        if !wgpu::util::is_browser_webgpu_supported().await {
-            return Err(err(
-                "this browser offers no WebGPU adapter (navigator.gpu is missing, gives no adapter, \
-                 or cannot be reached from this kind of worker)",
-            ));
-        }
-        let instance = wgpu::Instance::new(desc.with_env());
-        let adapter = instance
-            .request_adapter(&wgpu::RequestAdapterOptions {
-                power_preference: wgpu::PowerPreference::HighPerformance,
-                ..Default::default()
-            })
-            .await
-            .map_err(|e| err(format!("no WebGPU adapter found ({e}); natively, install a Vulkan driver")))?;
-        let info = adapter.get_info();
-        if !allow_software && info.device_type == wgpu::DeviceType::Cpu {
-            return Err(err(format!("only a software adapter was found ({})", info.name)));
-        }
-        let limits = adapter.limits();
-        let have = adapter.features();
-        let f16 = have.contains(wgpu::Features::SHADER_F16)
-            && std::env::var("WICK_WEBGPU_F16").map_or(true, |v| v != "0");
-        let subgroups = have.contains(wgpu::Features::SUBGROUP)
-            && std::env::var("WICK_WEBGPU_SUBGROUPS").map_or(true, |v| v != "0");
-        let profiling = cfg!(not(target_arch = "wasm32")) && env_is("WICK_WEBGPU_PROFILE", "1");
-        let ts_features = wgpu::Features::TIMESTAMP_QUERY
-            | wgpu::Features::TIMESTAMP_QUERY_INSIDE_ENCODERS
-            | wgpu::Features::TIMESTAMP_QUERY_INSIDE_PASSES;
-        let timestamps = profiling && have.contains(ts_features);
-        let mut features = wgpu::Features::empty();
-        if timestamps {
-            features |= ts_features;
-        }
-        if f16 {
-            features |= wgpu::Features::SHADER_F16;
-        }
-        if subgroups {
-            features |= wgpu::Features::SUBGROUP;
-        }
-        let (device, queue) = adapter
-            .request_device(&wgpu::DeviceDescriptor {
-                label: Some("wick"),
-                required_features: features,
-                required_limits: limits.clone(),
-                memory_hints: wgpu::MemoryHints::Performance,
-                ..Default::default()
-            })
-            .await
-            .map_err(|e| err(format!("requesting a device from '{}' failed: {e}", info.name)))?;
-        let error = Arc::new(Mutex::new(None));
-        let sink = error.clone();
-        device.on_uncaptured_error(Arc::new(move |e: wgpu::Error| {
-            let mut s = sink.lock().unwrap_or_else(|p| p.into_inner());
-            if s.is_none() {
-                *s = Some(e.to_string());
-            }
-        }));
-        let dummy = device.create_buffer(&wgpu::BufferDescriptor {
+        let gpu = Gpu::acquire(allow_software).await?;
+        let dummy = gpu.device.create_buffer(&wgpu::BufferDescriptor {
             label: Some("dummy"),
             size: 16,
             usage: wgpu::BufferUsages::STORAGE,
             mapped_at_creation: false,
         });
         Ok(WebGpuExecutor {
-            device,
-            queue,
-            limits,
-            adapter: format!(
-                "{} ({:?}, {:?}, {})",
-                info.name,
-                info.backend,
-                info.device_type,
-                match (f16, subgroups) {
-                    (true, true) => "f16, subgroups",
-                    (true, false) => "f16",
-                    (false, true) => "f32, subgroups",
-                    (false, false) => "f32",
-                }
-            ),
             weights: Vec::new(),
             kvs: Vec::new(),
             plans: Vec::new(),
-            pipes: Pipelines::new(f16),
+            pipes: Pipelines::new(gpu.f16),
             dummy,
             unflushed: 0,
             binding_cap: None,
@@ -223,23 +144,20 @@ impl WebGpuExecutor {
             coop_matmul: match std::env::var("WICK_WEBGPU_COOP").as_deref() {
                 Ok("1") => true,
                 Ok("0") => false,
-                _ => info.device_type != wgpu::DeviceType::Cpu,
+                _ => !gpu.software,
             },
-            subgroups,
-            subgroup_reduce: subgroups,
-            f16,
-            error,
+            subgroup_reduce: gpu.subgroups,
             ahead: !env_is("WICK_WEBGPU_AHEAD", "0"),
             fuse: fuse::enabled(),
-            profile: profiling.then(Vec::new),
-            timestamps,
+            profile: gpu.profiling.then(Vec::new),
+            gpu,
         })
     }
 
     /// The adapter in use and the precision path, e.g.
     /// `llvmpipe (LLVM 15.0.6, 256 bits) (Vulkan, Cpu, f16, subgroups)`.
     pub fn adapter_name(&self) -> &str {
-        &self.adapter
+        &self.gpu.adapter
     }
 
     /// Split weights allocated from now on into parts of at most `bytes` (as if the device's
@@ -263,14 +181,14 @@ impl WebGpuExecutor {
 
     /// Whether the kernels use `shader-f16` (the adapter has it and `WICK_WEBGPU_F16` is not `0`).
     pub fn uses_f16(&self) -> bool {
-        self.f16
+        self.gpu.f16
     }
 
     /// Choose how the cooperative matrix products of graphs compiled from now on reduce their
     /// partial sums: with subgroup operations (`true`, the default where the device has them)
     /// or through workgroup memory only. Returns whether subgroup operations will be used.
     pub fn set_subgroup_reduce(&mut self, on: bool) -> bool {
-        self.subgroup_reduce = on && self.subgroups;
+        self.subgroup_reduce = on && self.gpu.subgroups;
         self.subgroup_reduce
     }
 
@@ -283,24 +201,8 @@ impl WebGpuExecutor {
     }
 
     fn max_binding(&self) -> u64 {
-        let device = self.limits.max_storage_buffer_binding_size.min(self.limits.max_buffer_size);
+        let device = self.gpu.max_binding();
         self.binding_cap.map_or(device, |c| c.min(device))
-    }
-
-    /// An error wgpu reported since the last check, as a wick error.
-    fn take_error(&self) -> Result<()> {
-        match self.error.lock().unwrap_or_else(|p| p.into_inner()).take() {
-            Some(e) => Err(err(format!("device error: {e}"))),
-            None => Ok(()),
-        }
-    }
-
-    fn wait(&self) -> Result<()> {
-        #[cfg(not(target_arch = "wasm32"))]
-        self.device
-            .poll(wgpu::PollType::wait_indefinitely())
-            .map_err(|e| err(format!("device lost: {e}")))?;
-        Ok(())
     }
 }
 
@@ -310,7 +212,7 @@ impl Executor for WebGpuExecutor {
     }
 
     fn supports_type(&self, t: GgmlType) -> bool {
-        plan::supports(t)
+        kernels::SUPPORTED.contains(&t)
     }
 
     fn alloc_weight(&mut self, name: &str, dtype: GgmlType, dims: &[u64]) -> Result<WeightId> {
@@ -324,28 +226,28 @@ impl Executor for WebGpuExecutor {
         if dims.is_empty() || dims.len() > 4 {
             return Err(err(format!("tensor '{name}' has {} dimensions", dims.len())));
         }
-        let w = GpuWeight::new(&self.device, name, dtype, dims, self.max_binding())?;
+        let w = GpuWeight::new(&self.gpu.device, name, dtype, dims, self.max_binding())?;
         self.weights.push(w);
         Ok(WeightId(self.weights.len() as u32 - 1))
     }
 
     fn write_weight(&mut self, id: WeightId, offset: u64, bytes: &[u8]) -> Result<()> {
         let w = self.weights.get(id.0 as usize).ok_or_else(|| err("unknown weight"))?;
-        w.write(&self.queue, offset, bytes)?;
+        w.write(&self.gpu.queue, offset, bytes)?;
         self.unflushed += bytes.len() as u64;
         if self.unflushed >= FLUSH_BYTES {
             // Submitting flushes the queued writes; waiting frees their staging memory.
-            self.queue.submit(std::iter::empty());
-            self.wait()?;
+            self.gpu.queue.submit(std::iter::empty());
+            self.gpu.wait()?;
             self.unflushed = 0;
         }
         Ok(())
     }
 
     fn finish_upload(&mut self) -> LocalFuture<'_, Result<()>> {
-        self.queue.submit(std::iter::empty());
+        self.gpu.queue.submit(std::iter::empty());
         self.unflushed = 0;
-        let r = self.wait().and_then(|_| self.take_error());
+        let r = self.gpu.wait().and_then(|_| self.gpu.take_error());
         Box::pin(async move { r })
     }
 
@@ -367,7 +269,7 @@ impl Executor for WebGpuExecutor {
                         "a KV cache layer of {size} bytes exceeds the device's binding size; use a smaller context"
                     )));
                 }
-                Ok(self.device.create_buffer(&wgpu::BufferDescriptor {
+                Ok(self.gpu.device.create_buffer(&wgpu::BufferDescriptor {
                     label: Some("kv"),
                     size: size.max(4).div_ceil(4) * 4,
                     usage: wgpu::BufferUsages::STORAGE,
@@ -384,7 +286,7 @@ impl Executor for WebGpuExecutor {
     fn free_kv(&mut self, kv: KvId) {
         if let Some(slot) = self.kvs.get_mut(kv.0 as usize) {
             *slot = None;
-            for p in &mut self.plans {
+            for p in self.plans.iter_mut().flatten() {
                 p.unbind_kv(kv.0);
             }
         }
@@ -392,24 +294,32 @@ impl Executor for WebGpuExecutor {
 
     fn compile(&mut self, graph: &Graph) -> Result<GraphId> {
         let mode = self.matvec_mode();
-        let plan = plan::compile(
-            &self.device,
-            &self.queue,
+        let plan = ops::compile(
+            &self.gpu.device,
+            &self.gpu.queue,
             &mut self.pipes,
             &self.weights,
             &self.dummy,
-            &self.limits,
+            &self.gpu.limits,
             mode,
-            self.timestamps,
+            self.gpu.timestamps,
             self.fuse,
             graph,
         )?;
-        self.take_error()?;
+        self.gpu.take_error()?;
         if let Some(stats) = &mut self.profile {
             stats.push(profile::PlanStats { tokens: graph.n_tokens, ..Default::default() });
         }
-        self.plans.push(plan);
+        self.plans.push(Some(plan));
         Ok(GraphId(self.plans.len() as u32 - 1))
+    }
+
+    fn free_graph(&mut self, graph: GraphId) {
+        // Its buffers are released when the last command buffer using them has run: wgpu keeps
+        // them alive until then.
+        if let Some(slot) = self.plans.get_mut(graph.0 as usize) {
+            *slot = None;
+        }
     }
 
     fn run<'a>(
@@ -425,17 +335,17 @@ impl Executor for WebGpuExecutor {
         let t1 = t0.map(|_| std::time::Instant::now());
         Box::pin(async move {
             let gi = submitted?;
-            let plan = &self.plans[gi];
+            let plan = self.plans[gi].as_ref().ok_or_else(|| err("unknown graph"))?;
             let out = match readback {
                 Readback::Argmax => {
-                    let b = buffers::read(&self.device, &plan.argmax_read, 4).await?;
+                    let b = buffers::read(&self.gpu.device, &plan.argmax_read, 4).await?;
                     StepOutput {
                         token: Some(u32::from_le_bytes([b[0], b[1], b[2], b[3]])),
                         logits: Vec::new(),
                     }
                 }
                 Readback::LastLogits | Readback::AllLogits => {
-                    let b = buffers::read(&self.device, &plan.logits_read, plan.logits_bytes).await?;
+                    let b = buffers::read(&self.gpu.device, &plan.logits_read, plan.logits_bytes).await?;
                     let mut logits: Vec<f32> =
                         b.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect();
                     if readback == Readback::LastLogits {
@@ -448,15 +358,10 @@ impl Executor for WebGpuExecutor {
             if let (Some(t0), Some(t1)) = (t0, t1) {
                 self.record_profile(gi, t0, t1);
             }
-            self.take_error()?;
+            self.gpu.take_error()?;
             Ok(out)
         })
     }
-}
-
-/// Whether environment variable `name` is set to `value`.
-fn env_is(name: &str, value: &str) -> bool {
-    std::env::var(name).is_ok_and(|v| v == value)
 }
 
 impl Drop for WebGpuExecutor {
@@ -480,46 +385,19 @@ impl WebGpuExecutor {
         readback: Readback,
     ) -> Result<usize> {
         let gi = graph.0 as usize;
-        let plan = self.plans.get_mut(gi).ok_or_else(|| err("unknown graph"))?;
+        let plan = self.plans.get_mut(gi).and_then(Option::as_mut).ok_or_else(|| err("unknown graph"))?;
         let cache =
             self.kvs.get(kv.0 as usize).and_then(|c| c.as_ref()).ok_or_else(|| err("unknown KV cache"))?;
-        plan.graph.check_step("webgpu", tokens, pos, cache.n_ctx)?;
-        if let Some(rows) = plan.embed_rows {
-            if let Some(&t) = tokens.iter().find(|&&t| t as u64 >= rows) {
-                return Err(err(format!("token id {t} is out of range (vocabulary of {rows})")));
-            }
-        }
-        plan.bind_kv(&self.device, kv.0, cache)?;
-        let mut step = Vec::with_capacity(4 * (1 + tokens.len()));
-        step.extend_from_slice(&(pos as u32).to_le_bytes());
-        tokens.iter().for_each(|t| step.extend_from_slice(&t.to_le_bytes()));
-        self.queue.write_buffer(&plan.step, 0, &step);
-        let argmax = readback == Readback::Argmax;
-        let record = |plan: &plan::Plan| {
-            let mut enc =
-                self.device.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some("step") });
-            plan.record(&mut enc, kv.0, argmax);
-            enc.finish()
-        };
-        let cmds = match plan.ahead.take() {
-            Some((k, a, cmds)) if k == kv.0 && a == argmax => cmds,
-            _ => record(plan),
-        };
-        self.queue.submit([cmds]);
-        if self.ahead {
-            // The next step of this graph most likely reads the same cache the same way: record
-            // it now, while the GPU works (wgpu's recording costs microseconds per dispatch).
-            plan.ahead = Some((kv.0, argmax, record(plan)));
-        }
+        plan.submit(&self.gpu, kv.0, cache, tokens, pos, readback == Readback::Argmax, self.ahead)?;
         Ok(gi)
     }
 
     /// Add a finished step's CPU times (`t0` start, `t1` submitted) and timestamps to the profile.
     fn record_profile(&mut self, gi: usize, t0: std::time::Instant, t1: std::time::Instant) {
         let now = std::time::Instant::now();
-        let plan = &self.plans[gi];
-        let ts = plan.queries.as_ref().and_then(|q| q.read(&self.device));
-        let period = self.queue.get_timestamp_period() as f64;
+        let Some(plan) = self.plans[gi].as_ref() else { return };
+        let ts = plan.queries.as_ref().and_then(|q| q.read(&self.gpu.device));
+        let period = self.gpu.queue.get_timestamp_period() as f64;
         if let Some(s) = self.profile.as_mut().and_then(|p| p.get_mut(gi)) {
             s.steps += 1;
             s.record_ns += (t1 - t0).as_nanos() as f64;

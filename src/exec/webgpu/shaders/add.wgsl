@@ -1,8 +1,7 @@
 // dst += b, elementwise (the executor copies a into dst first when dst is neither operand).
 
-struct Params {
-    n: u32,
-}
+// The parameters: `CountParams` (params.rs), declared once for Rust and WGSL.
+{{PARAMS}}
 
 @group(0) @binding(0) var<uniform> p: Params;
 @group(0) @binding(1) var<storage, read_write> dst: array<f32>;

@@ -1,10 +1,8 @@
 // Index of the largest of n values starting at `offset` (the first on ties), in one
 // workgroup; the result goes to out[0].
 
-struct Params {
-    n: u32,
-    offset: u32,
-}
+// The parameters: `ArgmaxParams` (params.rs), declared once for Rust and WGSL.
+{{PARAMS}}
 
 @group(0) @binding(0) var<uniform> p: Params;
 @group(0) @binding(1) var<storage, read> x: array<f32>;

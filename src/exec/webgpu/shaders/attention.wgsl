@@ -4,24 +4,14 @@
 // to 2048 keys and recomputed beyond, so any context length fits. KV2/KVF: the cache's element
 // type (two f16) and its conversion to vec2<f32>: vec2<f16> and the hardware with `shader-f16`, else u32 and half2.
 
-struct Params {
-    n_heads: u32,
-    group: u32,
-    head_dim: u32,
-    rows: u32,
-    k_dim: u32,
-    v_dim: u32,
-    window: u32,
-    q_width: u32,
-    scale: f32,
-    softcap: f32,
-}
+// The parameters: `AttentionParams` (params.rs), declared once for Rust and WGSL.
+{{PARAMS}}
 
 @group(0) @binding(0) var<uniform> p: Params;
 @group(0) @binding(1) var<storage, read> step: array<u32>;
 @group(0) @binding(2) var<storage, read> q: array<f32>;
-@group(0) @binding(3) var<storage, read> kc: array<KV2>;
-@group(0) @binding(4) var<storage, read> vc: array<KV2>;
+@group(0) @binding(3) var<storage, read> kc: array<{{KV2}}>;
+@group(0) @binding(4) var<storage, read> vc: array<{{KV2}}>;
 @group(0) @binding(5) var<storage, read_write> dst: array<f32>;
 
 const WG: u32 = 64u;
@@ -39,10 +29,10 @@ fn score(j: u32, kvh: u32) -> f32 {
     // Four loads issued before their sums (in the same order as one at a time).
     var t = 0u;
     for (; t + 4u <= n2; t += 4u) {
-        let k0 = KVF(kc[kb + t]);
-        let k1 = KVF(kc[kb + t + 1u]);
-        let k2 = KVF(kc[kb + t + 2u]);
-        let k3 = KVF(kc[kb + t + 3u]);
+        let k0 = {{KVF}}(kc[kb + t]);
+        let k1 = {{KVF}}(kc[kb + t + 1u]);
+        let k2 = {{KVF}}(kc[kb + t + 2u]);
+        let k3 = {{KVF}}(kc[kb + t + 3u]);
         d += k0.x * qh[2u * t];
         d += k0.y * qh[2u * t + 1u];
         d += k1.x * qh[2u * t + 2u];
@@ -53,7 +43,7 @@ fn score(j: u32, kvh: u32) -> f32 {
         d += k3.y * qh[2u * t + 7u];
     }
     for (; t < n2; t++) {
-        let kv = KVF(kc[kb + t]);
+        let kv = {{KVF}}(kc[kb + t]);
         d += kv.x * qh[2u * t];
         d += kv.y * qh[2u * t + 1u];
     }
@@ -66,7 +56,7 @@ fn score(j: u32, kvh: u32) -> f32 {
 
 // Value element vi of the cache (flat index).
 fn value(vi: u32) -> f32 {
-    let pair = KVF(vc[vi >> 1u]);
+    let pair = {{KVF}}(vc[vi >> 1u]);
     return select(pair.x, pair.y, (vi & 1u) == 1u);
 }
 

@@ -2,14 +2,8 @@
 // each writes only the tokens whose row lies in its part. `DEQ` is the table type's
 // dequantization function (dequant.wgsl), substituted when the module is built.
 
-struct Params {
-    k: u32,
-    rows: u32,
-    row_bytes: u32,
-    row_start: u32,
-    row_end: u32,
-    scale: f32,
-}
+// The parameters: `EmbedParams` (params.rs), declared once for Rust and WGSL.
+{{PARAMS}}
 
 @group(0) @binding(0) var<uniform> p: Params;
 @group(0) @binding(1) var<storage, read> w: array<vec4<u32>>;
@@ -28,5 +22,5 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     if (t < p.row_start || t >= p.row_end) {
         return;
     }
-    dst[i] = DEQ((t - p.row_start) * p.row_bytes, e) * p.scale;
+    dst[i] = {{DEQ}}((t - p.row_start) * p.row_bytes, e) * p.scale;
 }

@@ -1,8 +1,7 @@
 // gate = act(gate) · up, in place on gate.
 
-struct Params {
-    n: u32,
-}
+// The parameters: `CountParams` (params.rs), declared once for Rust and WGSL.
+{{PARAMS}}
 
 @group(0) @binding(0) var<uniform> p: Params;
 @group(0) @binding(1) var<storage, read_write> gate: array<f32>;

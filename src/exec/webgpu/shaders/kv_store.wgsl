@@ -1,10 +1,8 @@
 // Store the step's key (or value) rows into a layer's f16 cache at positions pos + r.
 // Two values per invocation, packed as one u32 (row width is even).
 
-struct Params {
-    dim: u32,
-    rows: u32,
-}
+// The parameters: `KvStoreParams` (params.rs), declared once for Rust and WGSL.
+{{PARAMS}}
 
 @group(0) @binding(0) var<uniform> p: Params;
 @group(0) @binding(1) var<storage, read> step: array<u32>;

@@ -7,6 +7,8 @@
 // task t of the weight row at byte `ro` and returns its share of the dot product. Both are
 // substituted per weight type (matvec_legacy.wgsl, matvec_kquant.wgsl, matvec_float.wgsl).
 //
+// The upper-case names are placeholders, filled in per kernel (template.rs, kernels.rs).
+//
 // `main` (GPUs): a workgroup of 64 invocations owns ROWS consecutive weight rows; invocation
 // i takes tasks i, i + 64, ... of every one of those rows, loading each task's activations
 // once for all ROWS rows. Consecutive invocations read consecutive 16-byte pieces, so a
@@ -16,30 +18,8 @@
 //
 // `main_rows` (CPU-emulated adapters): one invocation per weight row, tasks in order.
 
-struct Params {
-    n: u32,
-    rows: u32,
-    row_bytes: u32,
-    tasks: u32,
-    n_off: u32,
-    n_dst: u32,
-    has_bias: u32,
-    // First 16-byte unit of the block records of quantized activations (quantize.wgsl).
-    recs: u32,
-    // 16-byte units per activation row: k / 16 quantized, k / 4 float.
-    avec: u32,
-    // Activation blocks per row (quantized).
-    nb: u32,
-    // Also add each output into `res` (the residual add fused as an epilogue).
-    add: u32,
-    // matvec_multi.wgsl: rows and row bytes of matrices 2 and 3, workgroups of 1 and 2.
-    n_b: u32,
-    rb_b: u32,
-    n_c: u32,
-    rb_c: u32,
-    g_a: u32,
-    g_b: u32,
-}
+// The parameters: `MatVecParams` (params.rs), declared once for Rust and WGSL.
+{{PARAMS}}
 
 @group(0) @binding(0) var<uniform> p: Params;
 @group(0) @binding(1) var<storage, read> w: array<vec4<u32>>;
@@ -104,23 +84,23 @@ fn reduce_wg(acc: vec4<f32>, lid: u32) -> vec4<f32> {
 }
 
 @compute @workgroup_size(64)
-fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32 SG_ARGS) {
-    let j0 = wg_index(wid) * ROWS;
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32{{SG_ARGS}}) {
+    let j0 = wg_index(wid) * {{ROWS}};
     if (j0 >= p.n) {
         return;
     }
     // Rows past the end repeat the last row (their sums are dropped): no checks in the loop.
     let last = p.n - 1u;
-    ROW_OFFSETS
+    {{ROW_OFFSETS}}
     for (var r = 0u; r < p.rows; r++) {
         var acc = vec4<f32>(0.0);
         for (var t = lid; t < p.tasks; t += WG) {
-            let act = ACT(r, t);
-            ACCUMULATE
+            let act = {{ACT}}(r, t);
+            {{ACCUMULATE}}
         }
-        let tot = REDUCE;
+        let tot = {{REDUCE}};
         if (lid == 0u) {
-            STORES
+            {{STORES}}
         }
         workgroupBarrier();
     }
@@ -136,7 +116,7 @@ fn main_rows(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_in
     for (var r = 0u; r < p.rows; r++) {
         var acc = 0.0;
         for (var t = 0u; t < p.tasks; t++) {
-            acc += DOT(ro, t, ACT(r, t));
+            acc += {{DOT}}(ro, t, {{ACT}}(r, t));
         }
         store(r, j, acc);
     }

@@ -15,27 +15,27 @@ fn store_gated(r: u32, j: u32, g: f32, u: f32) {
 }
 
 @compute @workgroup_size(64)
-fn main_gated(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32 SG_ARGS) {
-    let j0 = wg_index(wid) * ROWS;
+fn main_gated(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32{{SG_ARGS}}) {
+    let j0 = wg_index(wid) * {{ROWS}};
     if (j0 >= p.n) {
         return;
     }
     let last = p.n - 1u;
-    ROW_OFFSETS
+    {{ROW_OFFSETS}}
     for (var r = 0u; r < p.rows; r++) {
         var acc = vec4<f32>(0.0);
         var acc_up = vec4<f32>(0.0);
         for (var t = lid; t < p.tasks; t += WG) {
-            let act = ACT(r, t);
-            ACCUMULATE
-            UP_LINES
+            let act = {{ACT}}(r, t);
+            {{ACCUMULATE}}
+            {{UP_LINES}}
         }
-        let tot = REDUCE;
+        let tot = {{REDUCE}};
         workgroupBarrier();
         acc = acc_up;
-        let tot_up = REDUCE;
+        let tot_up = {{REDUCE}};
         if (lid == 0u) {
-            GATED_STORES
+            {{GATED_STORES}}
         }
         workgroupBarrier();
     }

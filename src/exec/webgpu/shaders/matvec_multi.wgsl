@@ -26,16 +26,16 @@ fn store_3(r: u32, j: u32, v: f32) {
     }
 }
 
-SEGMENTS
+{{SEGMENTS}}
 
 @compute @workgroup_size(64)
-fn main_multi(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32 SG_ARGS) {
+fn main_multi(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32{{SG_ARGS}}) {
     let g = wg_index(wid);
     if (g < p.g_a) {
-        seg_1(g, lid SG_PASS);
+        seg_1(g, lid{{SG_PASS}});
     } else if (g < p.g_a + p.g_b) {
-        seg_2(g - p.g_a, lid SG_PASS);
+        seg_2(g - p.g_a, lid{{SG_PASS}});
     } else {
-        seg_3(g - p.g_a - p.g_b, lid SG_PASS);
+        seg_3(g - p.g_a - p.g_b, lid{{SG_PASS}});
     }
 }

@@ -4,13 +4,8 @@
 // (a few KB from cache), normalizes its piece, writes it, and quantizes it as one q8_k block
 // or eight q8_1 blocks: the blocks quantize.wgsl would make from the written slot.
 
-struct Params {
-    group: u32,
-    n_pieces: u32,
-    eps: f32,
-    w_f16: u32,
-    recs: u32,
-}
+// The parameters: `NormQuantParams` (params.rs), declared once for Rust and WGSL.
+{{PARAMS}}
 
 @group(0) @binding(0) var<uniform> p: Params;
 @group(0) @binding(1) var<storage, read> w: array<u32>;

@@ -8,10 +8,8 @@
 // The block sums let the kernels fold a weight format's offset or min into one multiply.
 // One invocation per 4 values; blocks reduce their |max| through workgroup memory.
 
-struct Params {
-    n_blocks: u32,
-    recs: u32,
-}
+// The parameters: `QuantizeParams` (params.rs), declared once for Rust and WGSL.
+{{PARAMS}}
 
 @group(0) @binding(0) var<uniform> p: Params;
 @group(0) @binding(1) var<storage, read> x: array<vec4<f32>>;

@@ -1,18 +1,17 @@
 // RMSNorm in place over every `group` consecutive values, times the weight (F32 or F16).
-// One workgroup of 256 per group. In place (SRC = x), or reading another slot (SRC = src, binding 3)
-// rather than copying it into x first: a copy would also end the compute pass. (The CPU sums the squares in f64; here in f32, tree-reduced.)
+// One workgroup of 256 per group. In place (placeholder SRC: x), or reading another slot
+// (flag FROM; SRC: src, binding 3) rather than copying it into x first: a copy would also end
+// the compute pass. (The CPU sums the squares in f64; here in f32, tree-reduced.)
 
-struct Params {
-    group: u32,
-    n_groups: u32,
-    eps: f32,
-    w_f16: u32,
-}
+// The parameters: `RmsNormParams` (params.rs), declared once for Rust and WGSL.
+{{PARAMS}}
 
 @group(0) @binding(0) var<uniform> p: Params;
 @group(0) @binding(1) var<storage, read> w: array<u32>;
 @group(0) @binding(2) var<storage, read_write> x: array<f32>;
-SRC_BINDING
+// #if FROM
+@group(0) @binding(3) var<storage, read> src: array<f32>;
+// #endif
 
 var<workgroup> red: array<f32, 256>;
 
@@ -32,7 +31,7 @@ fn rms_norm(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_ind
     let base = g * p.group;
     var s = 0.0;
     for (var i = lid; i < p.group; i += 256u) {
-        let v = SRC[base + i];
+        let v = {{SRC}}[base + i];
         s += v * v;
     }
     red[lid] = s;
@@ -46,6 +45,6 @@ fn rms_norm(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_ind
     let mean = red[0] / f32(p.group);
     let scale = 1.0 / sqrt(mean + p.eps);
     for (var i = lid; i < p.group; i += 256u) {
-        x[base + i] = (SRC[base + i] * scale) * weight(i);
+        x[base + i] = ({{SRC}}[base + i] * scale) * weight(i);
     }
 }

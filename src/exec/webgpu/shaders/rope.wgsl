@@ -1,16 +1,8 @@
 // Rotary position embedding in place. One invocation per (row, head, pair). Angles as ggml
 // computes them (rope_math.wgsl).
 
-struct Params {
-    n_heads: u32,
-    head_dim: u32,
-    n_rot: u32,
-    rows: u32,
-    theta_scale: f32,
-    freq_scale: f32,
-    neox: u32,
-    width: u32,
-}
+// The parameters: `RopeParams` (params.rs), declared once for Rust and WGSL.
+{{PARAMS}}
 
 @group(0) @binding(0) var<uniform> p: Params;
 @group(0) @binding(1) var<storage, read> step: array<u32>;

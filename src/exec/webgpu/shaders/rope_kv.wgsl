@@ -5,18 +5,8 @@
 // slot is dead afterwards and is left as it was), then one per cache word of values.
 // Same float operations as rope.wgsl and kv_store.wgsl.
 
-struct Params {
-    n_heads: u32,
-    head_dim: u32,
-    n_rot: u32,
-    rows: u32,
-    theta_scale: f32,
-    freq_scale: f32,
-    neox: u32,
-    q_width: u32,
-    k_dim: u32,
-    v_dim: u32,
-}
+// The parameters: `RopeKvParams` (params.rs), declared once for Rust and WGSL.
+{{PARAMS}}
 
 @group(0) @binding(0) var<uniform> p: Params;
 @group(0) @binding(1) var<storage, read> step: array<u32>;

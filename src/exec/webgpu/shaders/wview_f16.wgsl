@@ -1,7 +1,7 @@
 // f16 values of the weights with `shader-f16`: the weight buffer bound a second time as f16
 // (binding WH_BINDING), read and converted by the hardware: 4 f16 per 8-byte load.
 
-@group(0) @binding(WH_BINDING) var<storage, read> wh: array<vec4<f16>>;
+@group(0) @binding({{WH_BINDING}}) var<storage, read> wh: array<vec4<f16>>;
 
 // The f16 at an even byte offset.
 fn whalf(off: u32) -> f32 {

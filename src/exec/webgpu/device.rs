@@ -1,0 +1,149 @@
+//! Acquiring the adapter and device: which features and limits the executor asks for, and
+//! the capture of errors wgpu reports out of band.
+
+use std::sync::{Arc, Mutex};
+
+use super::buffers::err;
+use crate::Result;
+
+/// A device and what the executor learned while acquiring it.
+pub struct Gpu {
+    /// The device.
+    pub device: wgpu::Device,
+    /// Its queue.
+    pub queue: wgpu::Queue,
+    /// The adapter's limits (all requested).
+    pub limits: wgpu::Limits,
+    /// The adapter and the precision path, for [`super::WebGpuExecutor::adapter_name`].
+    pub adapter: String,
+    /// A CPU-emulated adapter (lavapipe, SwiftShader).
+    pub software: bool,
+    /// `Features::SHADER_F16` is enabled and the kernels use it.
+    pub f16: bool,
+    /// `Features::SUBGROUP` is enabled (natively only; see the module docs of `webgpu`).
+    pub subgroups: bool,
+    /// Profiling was asked for (`WICK_WEBGPU_PROFILE=1`, natively).
+    pub profiling: bool,
+    /// Profiling, on an adapter that can write timestamps inside passes.
+    pub timestamps: bool,
+    /// The first validation or device error wgpu reported (it reports them out of band).
+    error: Arc<Mutex<Option<String>>>,
+}
+
+/// Whether environment variable `name` is set to `value`.
+pub fn env_is(name: &str, value: &str) -> bool {
+    std::env::var(name).is_ok_and(|v| v == value)
+}
+
+impl Gpu {
+    /// Acquire a device: natively Vulkan unless `WGPU_BACKEND` names other backends, in wasm
+    /// the browser's WebGPU. `allow_software: false` refuses CPU-emulated adapters.
+    pub async fn acquire(allow_software: bool) -> Result<Gpu> {
+        let mut desc = wgpu::InstanceDescriptor::new_without_display_handle();
+        desc.backends = if cfg!(target_arch = "wasm32") {
+            wgpu::Backends::BROWSER_WEBGPU
+        } else {
+            wgpu::Backends::VULKAN
+        };
+        // wgpu's Instance::new panics where `navigator.gpu` cannot be reached (a shared or
+        // service worker): ask first, and make a missing WebGPU an error the caller can act on.
+        #[cfg(target_arch = "wasm32")]
+        if !wgpu::util::is_browser_webgpu_supported().await {
+            return Err(err(
+                "this browser offers no WebGPU adapter (navigator.gpu is missing, gives no adapter, \
+                 or cannot be reached from this kind of worker)",
+            ));
+        }
+        let instance = wgpu::Instance::new(desc.with_env());
+        let adapter = instance
+            .request_adapter(&wgpu::RequestAdapterOptions {
+                power_preference: wgpu::PowerPreference::HighPerformance,
+                ..Default::default()
+            })
+            .await
+            .map_err(|e| err(format!("no WebGPU adapter found ({e}); natively, install a Vulkan driver")))?;
+        let info = adapter.get_info();
+        if !allow_software && info.device_type == wgpu::DeviceType::Cpu {
+            return Err(err(format!("only a software adapter was found ({})", info.name)));
+        }
+        let limits = adapter.limits();
+        let have = adapter.features();
+        let f16 = have.contains(wgpu::Features::SHADER_F16)
+            && std::env::var("WICK_WEBGPU_F16").map_or(true, |v| v != "0");
+        let subgroups = have.contains(wgpu::Features::SUBGROUP)
+            && std::env::var("WICK_WEBGPU_SUBGROUPS").map_or(true, |v| v != "0");
+        let profiling = cfg!(not(target_arch = "wasm32")) && env_is("WICK_WEBGPU_PROFILE", "1");
+        let ts_features = wgpu::Features::TIMESTAMP_QUERY
+            | wgpu::Features::TIMESTAMP_QUERY_INSIDE_ENCODERS
+            | wgpu::Features::TIMESTAMP_QUERY_INSIDE_PASSES;
+        let timestamps = profiling && have.contains(ts_features);
+        let mut features = wgpu::Features::empty();
+        if timestamps {
+            features |= ts_features;
+        }
+        if f16 {
+            features |= wgpu::Features::SHADER_F16;
+        }
+        if subgroups {
+            features |= wgpu::Features::SUBGROUP;
+        }
+        let (device, queue) = adapter
+            .request_device(&wgpu::DeviceDescriptor {
+                label: Some("wick"),
+                required_features: features,
+                required_limits: limits.clone(),
+                memory_hints: wgpu::MemoryHints::Performance,
+                ..Default::default()
+            })
+            .await
+            .map_err(|e| err(format!("requesting a device from '{}' failed: {e}", info.name)))?;
+        let error = Arc::new(Mutex::new(None));
+        let sink = error.clone();
+        device.on_uncaptured_error(Arc::new(move |e: wgpu::Error| {
+            let mut s = sink.lock().unwrap_or_else(|p| p.into_inner());
+            if s.is_none() {
+                *s = Some(e.to_string());
+            }
+        }));
+        let path = match (f16, subgroups) {
+            (true, true) => "f16, subgroups",
+            (true, false) => "f16",
+            (false, true) => "f32, subgroups",
+            (false, false) => "f32",
+        };
+        Ok(Gpu {
+            device,
+            queue,
+            limits,
+            adapter: format!("{} ({:?}, {:?}, {path})", info.name, info.backend, info.device_type),
+            software: info.device_type == wgpu::DeviceType::Cpu,
+            f16,
+            subgroups,
+            profiling,
+            timestamps,
+            error,
+        })
+    }
+
+    /// The largest storage binding (and buffer) the device allows.
+    pub fn max_binding(&self) -> u64 {
+        self.limits.max_storage_buffer_binding_size.min(self.limits.max_buffer_size)
+    }
+
+    /// An error wgpu reported since the last check, as a wick error.
+    pub fn take_error(&self) -> Result<()> {
+        match self.error.lock().unwrap_or_else(|p| p.into_inner()).take() {
+            Some(e) => Err(err(format!("device error: {e}"))),
+            None => Ok(()),
+        }
+    }
+
+    /// Wait for submitted work (natively; the browser has no blocking wait).
+    pub fn wait(&self) -> Result<()> {
+        #[cfg(not(target_arch = "wasm32"))]
+        self.device
+            .poll(wgpu::PollType::wait_indefinitely())
+            .map_err(|e| err(format!("device lost: {e}")))?;
+        Ok(())
+    }
+}

@@ -1,0 +1,430 @@
+//! The kernels: WGSL sources (one file per family under `shaders/`), composed into one module
+//! per [`Kernel`] by the template step (template.rs) with the kernel's parameter struct
+//! (params.rs), and compiled into pipelines once per kernel.
+
+use std::collections::HashMap;
+
+use super::buffers::err;
+use super::params::{self, Params};
+use super::template::{lines, suffixed, Template};
+use crate::quant::GgmlType;
+use crate::Result;
+
+const HALF_F16: &str = include_str!("shaders/half_f16.wgsl");
+const HALF_F32: &str = include_str!("shaders/half_f32.wgsl");
+const COMMON: &str = include_str!("shaders/common.wgsl");
+const WEIGHTS: &str = include_str!("shaders/weights.wgsl");
+const WVIEW_F16: &str = include_str!("shaders/wview_f16.wgsl");
+const WVIEW_F32: &str = include_str!("shaders/wview_f32.wgsl");
+const DEQUANT: &str = include_str!("shaders/dequant.wgsl");
+const EMBED: &str = include_str!("shaders/embed.wgsl");
+const QUANTIZE: &str = include_str!("shaders/quantize.wgsl");
+const QUANT_PIECE: &str = include_str!("shaders/quant_piece.wgsl");
+const NORM_QUANT: &str = include_str!("shaders/norm_quant.wgsl");
+const MATVEC: &str = include_str!("shaders/matvec.wgsl");
+const MATVEC_SUBGROUP: &str = include_str!("shaders/matvec_subgroup.wgsl");
+const MATVEC_LEGACY: &str = include_str!("shaders/matvec_legacy.wgsl");
+const MATVEC_KQUANT: &str = include_str!("shaders/matvec_kquant.wgsl");
+const MATVEC_FLOAT: &str = include_str!("shaders/matvec_float.wgsl");
+const MATVEC_GATED: &str = include_str!("shaders/matvec_gated.wgsl");
+const MATVEC_MULTI: &str = include_str!("shaders/matvec_multi.wgsl");
+const MATVEC_SEGMENT: &str = include_str!("shaders/matvec_segment.wgsl");
+const RMS_NORM: &str = include_str!("shaders/rms_norm.wgsl");
+const ROPE: &str = include_str!("shaders/rope.wgsl");
+const ROPE_MATH: &str = include_str!("shaders/rope_math.wgsl");
+const ROPE_KV: &str = include_str!("shaders/rope_kv.wgsl");
+const KV_STORE: &str = include_str!("shaders/kv_store.wgsl");
+const ATTENTION: &str = include_str!("shaders/attention.wgsl");
+const GATED_ACT: &str = include_str!("shaders/gated_act.wgsl");
+const ADD: &str = include_str!("shaders/add.wgsl");
+const ARGMAX: &str = include_str!("shaders/argmax.wgsl");
+
+/// Weight types the WebGPU executor runs (matrix products and embeddings).
+pub const SUPPORTED: [GgmlType; 13] = [
+    GgmlType::F32,
+    GgmlType::F16,
+    GgmlType::BF16,
+    GgmlType::Q4_0,
+    GgmlType::Q4_1,
+    GgmlType::Q5_0,
+    GgmlType::Q5_1,
+    GgmlType::Q8_0,
+    GgmlType::Q2_K,
+    GgmlType::Q3_K,
+    GgmlType::Q4_K,
+    GgmlType::Q5_K,
+    GgmlType::Q6_K,
+];
+
+/// The activation format a quantized weight type's matrix product reads (quantize.wgsl).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ActQuant {
+    /// 32-value blocks with d, s and Σq: for the legacy types.
+    Q8_1,
+    /// 256-value blocks with d and the sums of each 16 values: for the K-quants.
+    Q8K,
+}
+
+impl ActQuant {
+    /// For weights of type `t`; None for the float types.
+    pub fn for_type(t: GgmlType) -> Option<ActQuant> {
+        match t {
+            GgmlType::F32 | GgmlType::F16 | GgmlType::BF16 => None,
+            GgmlType::Q2_K | GgmlType::Q3_K | GgmlType::Q4_K | GgmlType::Q5_K | GgmlType::Q6_K => {
+                Some(ActQuant::Q8K)
+            }
+            _ => Some(ActQuant::Q8_1),
+        }
+    }
+    /// Values per block.
+    pub fn block(self) -> usize {
+        match self {
+            ActQuant::Q8_1 => 32,
+            ActQuant::Q8K => 256,
+        }
+    }
+    /// u32 words of a block's record (after all the quants).
+    pub fn meta_words(self) -> usize {
+        match self {
+            ActQuant::Q8_1 => 4,
+            ActQuant::Q8K => 20,
+        }
+    }
+    /// Blocks one quantize workgroup covers.
+    pub fn blocks_per_group(self) -> usize {
+        match self {
+            ActQuant::Q8_1 => 8,
+            ActQuant::Q8K => 1,
+        }
+    }
+}
+
+/// Values of a weight row of type `t` one matvec task covers (matvec.wgsl): 16 weight
+/// bytes of quants for most types. A row of `k` values has `k / task_values(t)` tasks.
+pub fn task_values(t: GgmlType) -> usize {
+    match t {
+        GgmlType::F32 => 4,
+        GgmlType::F16 | GgmlType::BF16 => 8,
+        GgmlType::Q8_0 => 16,
+        GgmlType::Q4_0 | GgmlType::Q4_1 | GgmlType::Q5_0 | GgmlType::Q5_1 => 32,
+        GgmlType::Q4_K | GgmlType::Q5_K | GgmlType::Q6_K => 32,
+        _ => 64,
+    }
+}
+
+/// How a matrix product is spread over invocations.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum MatVec {
+    /// One invocation per weight row (CPU-emulated adapters).
+    Rows,
+    /// 64 invocations cooperate on `rows` (1 to 4) weight rows, reducing through workgroup
+    /// memory or, with `subgroup`, subgroup operations (GPUs).
+    Coop { rows: u8, subgroup: bool },
+}
+
+/// One compute kernel: a WGSL module and its entry point (see [`Kernel::source`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Kernel {
+    /// Embedding rows of a table of this type (embed.wgsl).
+    Embed(GgmlType),
+    /// Quantize activations for matrix products (quantize.wgsl).
+    Quantize(ActQuant),
+    /// Matrix product with weights of this type (matvec.wgsl).
+    MatMul(GgmlType, MatVec),
+    /// Gate and up products with SiLU (matvec_gated.wgsl; cooperative kernels only).
+    MatMulGated(GgmlType, MatVec),
+    /// Three products of one input (matvec_multi.wgsl): types and rows per workgroup of each,
+    /// and whether to reduce with subgroup operations.
+    MatMulMulti([GgmlType; 3], [u8; 3], bool),
+    /// RMSNorm (rms_norm.wgsl); `true`: reading another slot than the one it writes.
+    RmsNorm(bool),
+    /// RMSNorm of whole rows into another slot, quantized too (norm_quant.wgsl).
+    NormQuant(ActQuant),
+    /// RoPE in place (rope.wgsl).
+    Rope,
+    /// RoPE of queries and keys and the KV store in one dispatch (rope_kv.wgsl).
+    RopeKv,
+    /// Rows into the f16 KV cache (kv_store.wgsl).
+    KvStore,
+    /// Attention over the KV cache (attention.wgsl).
+    Attention,
+    /// silu(gate) · up in place (gated_act.wgsl).
+    GatedSilu,
+    /// gelu(gate) · up in place (gated_act.wgsl).
+    GatedGelu,
+    /// Elementwise sum in place (add.wgsl).
+    Add,
+    /// Index of the largest logit of the last row (argmax.wgsl).
+    Argmax,
+}
+
+/// The WGSL name of a weight type's functions (dequant.wgsl, matvec_*.wgsl).
+fn type_fn(t: GgmlType) -> &'static str {
+    match t {
+        GgmlType::F32 => "f32",
+        GgmlType::F16 => "f16",
+        GgmlType::BF16 => "bf16",
+        GgmlType::Q4_0 => "q4_0",
+        GgmlType::Q4_1 => "q4_1",
+        GgmlType::Q5_0 => "q5_0",
+        GgmlType::Q5_1 => "q5_1",
+        GgmlType::Q8_0 => "q8_0",
+        GgmlType::Q2_K => "q2_k",
+        GgmlType::Q3_K => "q3_k",
+        GgmlType::Q4_K => "q4_k",
+        GgmlType::Q5_K => "q5_k",
+        GgmlType::Q6_K => "q6_k",
+        _ => unreachable!("kernel for unsupported type {t}"),
+    }
+}
+
+/// The activation loader of a weight type's matvec tasks.
+fn act_fn(t: GgmlType) -> &'static str {
+    match t {
+        GgmlType::F32 => "act_f32",
+        GgmlType::F16 => "act_f16",
+        GgmlType::BF16 => "act_bf16",
+        GgmlType::Q8_0 => "act_q8_0",
+        GgmlType::Q4_K | GgmlType::Q5_K => "act_q4_k",
+        GgmlType::Q6_K => "act_q6_k",
+        GgmlType::Q2_K | GgmlType::Q3_K => "act_q2_k",
+        _ => "act_q8_1",
+    }
+}
+
+/// The subgroup builtins added to an entry point's arguments (with subgroup reduction).
+const SG_ARGS: &str = ", @builtin(subgroup_invocation_id) sg_lane: u32, @builtin(subgroup_id) sg_id: u32, \
+                       @builtin(num_subgroups) n_sg: u32";
+
+/// The partial-sum reduction of the cooperative kernels (matvec.wgsl, matvec_subgroup.wgsl).
+fn reduce(subgroup: bool) -> &'static str {
+    if subgroup {
+        "reduce_sg(acc, lid, sg_lane, sg_id, n_sg)"
+    } else {
+        "reduce_wg(acc, lid)"
+    }
+}
+
+/// matvec.wgsl specialized for type `t` and `mv`: the loops over a workgroup's rows are
+/// written out (constant register indices, no local arrays).
+/// With `gated`, also matvec_gated.wgsl and the second matrix's copies of the weight functions.
+fn matvec_source(t: GgmlType, mv: MatVec, f16: bool, gated: bool) -> Result<String, String> {
+    let (rows, subgroup) = match mv {
+        MatVec::Rows => (1, false),
+        MatVec::Coop { rows, subgroup } => (rows as usize, subgroup),
+    };
+    let src = if gated { [MATVEC, MATVEC_GATED].concat() } else { MATVEC.to_string() };
+    let mut tpl = Template::new(&src)
+        .set("PARAMS", params::MatVecParams::WGSL)
+        .set("ROW_OFFSETS", lines(rows, |i| format!("let o{i} = min(j0 + {i}u, last) * p.row_bytes;")))
+        .set("ACCUMULATE", lines(rows, |i| format!("acc[{i}] += dot_{}(o{i}, t, act);", type_fn(t))))
+        .set("STORES", lines(rows, |i| format!("store(r, j0 + {i}u, tot[{i}]);")))
+        .set("ROWS", format!("{rows}u"))
+        .set("ACT", act_fn(t))
+        .set("DOT", format!("dot_{}", type_fn(t)))
+        .set("SG_ARGS", if subgroup { SG_ARGS } else { "" })
+        .set("REDUCE", reduce(subgroup));
+    if gated {
+        tpl = tpl
+            .set("UP_LINES", lines(rows, |i| format!("acc_up[{i}] += dot_{}_2(o{i}, t, act);", type_fn(t))))
+            .set(
+                "GATED_STORES",
+                lines(rows, |i| format!("store_gated(r, j0 + {i}u, tot[{i}], tot_up[{i}]);")),
+            );
+    }
+    let mut src = tpl.render()?;
+    if subgroup {
+        src.push_str(MATVEC_SUBGROUP);
+    }
+    let fns = [MATVEC_LEGACY, MATVEC_KQUANT, MATVEC_FLOAT].concat();
+    let mut out = [&weights(f16, MATVEC_WH_BINDING)?, &src, fns.as_str()].concat();
+    if gated {
+        out.push_str(&suffixed(&[&weights(f16, MATVEC_WH2_BINDING)?, fns.as_str()].concat(), "2"));
+    }
+    Ok(out)
+}
+
+/// matvec_multi.wgsl for matrices of types `types` with `rows` rows per workgroup.
+fn matvec_multi_source(
+    types: [GgmlType; 3],
+    rows: [u8; 3],
+    subgroup: bool,
+    f16: bool,
+) -> Result<String, String> {
+    let mut out = matvec_source(types[0], MatVec::Coop { rows: rows[0], subgroup }, f16, false)?;
+    let fns = [MATVEC_LEGACY, MATVEC_KQUANT, MATVEC_FLOAT].concat();
+    out.push_str(&suffixed(&[&weights(f16, MATVEC_WH2_BINDING)?, fns.as_str()].concat(), "2"));
+    out.push_str(&suffixed(&[&weights(f16, MATVEC_WH3_BINDING)?, fns.as_str()].concat(), "3"));
+    let mut segments = String::new();
+    for (s, (&t, &r)) in types.iter().zip(&rows).enumerate() {
+        let sfx = if s == 0 { String::new() } else { format!("_{}", s + 1) };
+        let (n, rb) = [("p.n", "p.row_bytes"), ("p.n_b", "p.rb_b"), ("p.n_c", "p.rb_c")][s];
+        let r = r as usize;
+        segments.push_str(
+            &Template::new(MATVEC_SEGMENT)
+                .set("SEG", (s + 1).to_string())
+                .set("SEG_N", n)
+                .set("ROW_OFFSETS", lines(r, |i| format!("let o{i} = min(j0 + {i}u, last) * {rb};")))
+                .set(
+                    "ACCUMULATE",
+                    lines(r, |i| format!("acc[{i}] += dot_{}{sfx}(o{i}, t, act);", type_fn(t))),
+                )
+                .set("STORES", lines(r, |i| format!("store_{}(r, j0 + {i}u, tot[{i}]);", s + 1)))
+                .set("ROWS", format!("{r}u"))
+                .set("ACT", format!("{}{sfx}", act_fn(t)))
+                .set("SG_PARAMS", if subgroup { ", sg_lane: u32, sg_id: u32, n_sg: u32" } else { "" })
+                .set("REDUCE", reduce(subgroup))
+                .render()?,
+        );
+    }
+    out.push_str(
+        &Template::new(MATVEC_MULTI)
+            .set("SEGMENTS", segments)
+            .set("SG_ARGS", if subgroup { SG_ARGS } else { "" })
+            .set("SG_PASS", if subgroup { ", sg_lane, sg_id, n_sg" } else { "" })
+            .render()?,
+    );
+    Ok(out)
+}
+
+/// The binding of the f16 view of the weights (with `shader-f16`) in matvec.wgsl.
+const MATVEC_WH_BINDING: u32 = 5;
+/// The f16 view of the second matrix of matvec_gated.wgsl.
+const MATVEC_WH2_BINDING: u32 = 8;
+/// The f16 view of the third matrix of matvec_multi.wgsl.
+const MATVEC_WH3_BINDING: u32 = 11;
+/// The f16 view of the table in embed.wgsl.
+const EMBED_WH_BINDING: u32 = 4;
+
+/// The weight access helpers: weights.wgsl and the f16 reads of one path.
+fn weights(f16: bool, binding: u32) -> Result<String, String> {
+    Ok(if f16 {
+        [WEIGHTS, &Template::new(WVIEW_F16).set("WH_BINDING", binding.to_string()).render()?].concat()
+    } else {
+        [WEIGHTS, WVIEW_F32].concat()
+    })
+}
+
+/// `src` with its parameter struct `P` and nothing else to fill in.
+fn with_params<P: Params>(src: &str) -> Result<String, String> {
+    Template::new(src).set("PARAMS", P::WGSL).render()
+}
+
+impl Kernel {
+    /// WGSL source and entry point; `f16`: for a device with `shader-f16`. An error means a
+    /// source and its composition disagree (a bug; the unit tests compose every kernel).
+    pub fn source(self, f16: bool) -> Result<(String, &'static str)> {
+        let (body, entry) = self.body(f16).map_err(|e| err(format!("composing kernel {self:?}: {e}")))?;
+        // `enable f16;` must come first in a module.
+        Ok(([if f16 { HALF_F16 } else { HALF_F32 }, &body].concat(), entry))
+    }
+
+    fn body(self, f16: bool) -> Result<(String, &'static str), String> {
+        use params::*;
+        Ok(match self {
+            Kernel::Embed(t) => (
+                [
+                    COMMON,
+                    &weights(f16, EMBED_WH_BINDING)?,
+                    DEQUANT,
+                    &Template::new(EMBED)
+                        .set("PARAMS", EmbedParams::WGSL)
+                        .set("DEQ", format!("deq_{}", type_fn(t)))
+                        .render()?,
+                ]
+                .concat(),
+                "main",
+            ),
+            Kernel::Quantize(q) => (
+                [COMMON, &with_params::<QuantizeParams>(QUANTIZE)?, QUANT_PIECE].concat(),
+                if q == ActQuant::Q8_1 { "quant_q8_1" } else { "quant_q8_k" },
+            ),
+            Kernel::NormQuant(q) => (
+                [COMMON, &with_params::<NormQuantParams>(NORM_QUANT)?, QUANT_PIECE].concat(),
+                if q == ActQuant::Q8_1 { "norm_q8_1" } else { "norm_q8_k" },
+            ),
+            Kernel::MatMul(t, mv) => (
+                [COMMON, &matvec_source(t, mv, f16, false)?].concat(),
+                if mv == MatVec::Rows { "main_rows" } else { "main" },
+            ),
+            Kernel::MatMulGated(t, mv) => {
+                ([COMMON, &matvec_source(t, mv, f16, true)?].concat(), "main_gated")
+            }
+            Kernel::MatMulMulti(types, rows, sg) => {
+                ([COMMON, &matvec_multi_source(types, rows, sg, f16)?].concat(), "main_multi")
+            }
+            Kernel::RmsNorm(from) => {
+                let src = Template::new(RMS_NORM)
+                    .set("PARAMS", RmsNormParams::WGSL)
+                    .flag("FROM", from)
+                    .set("SRC", if from { "src" } else { "x" })
+                    .render()?;
+                ([COMMON, &src].concat(), "rms_norm")
+            }
+            Kernel::Rope => ([COMMON, ROPE_MATH, &with_params::<RopeParams>(ROPE)?].concat(), "rope"),
+            Kernel::RopeKv => {
+                ([COMMON, ROPE_MATH, &with_params::<RopeKvParams>(ROPE_KV)?].concat(), "rope_kv")
+            }
+            Kernel::KvStore => ([COMMON, &with_params::<KvStoreParams>(KV_STORE)?].concat(), "kv_store"),
+            Kernel::Attention => {
+                // The cache's element (two f16) and its conversion to vec2<f32>.
+                let (elem, read) = if f16 { ("vec2<f16>", "vec2<f32>") } else { ("u32", "half2") };
+                let src = Template::new(ATTENTION)
+                    .set("PARAMS", AttentionParams::WGSL)
+                    .set("KV2", elem)
+                    .set("KVF", read)
+                    .render()?;
+                ([COMMON, &src].concat(), "attention")
+            }
+            Kernel::GatedSilu => ([COMMON, &with_params::<CountParams>(GATED_ACT)?].concat(), "gated_silu"),
+            Kernel::GatedGelu => ([COMMON, &with_params::<CountParams>(GATED_ACT)?].concat(), "gated_gelu"),
+            Kernel::Add => ([COMMON, &with_params::<CountParams>(ADD)?].concat(), "add"),
+            Kernel::Argmax => ([COMMON, &with_params::<ArgmaxParams>(ARGMAX)?].concat(), "argmax"),
+        })
+    }
+}
+
+/// Pipelines built so far.
+pub struct Pipelines {
+    cache: HashMap<Kernel, wgpu::ComputePipeline>,
+    /// Read f16 values with `shader-f16` (half_f16.wgsl) rather than by hand (half_f32.wgsl).
+    f16: bool,
+}
+
+impl Pipelines {
+    /// An empty cache; `f16`: the device has `shader-f16` enabled and the kernels may use it.
+    pub fn new(f16: bool) -> Pipelines {
+        Pipelines { cache: HashMap::new(), f16 }
+    }
+
+    /// Whether the kernels are built for `shader-f16` (they then bind weights a second time).
+    pub fn f16(&self) -> bool {
+        self.f16
+    }
+
+    /// The pipeline of `k`, built on first use (its bind group layout is derived from the shader).
+    pub fn get(&mut self, device: &wgpu::Device, k: Kernel) -> Result<wgpu::ComputePipeline> {
+        if let Some(p) = self.cache.get(&k) {
+            return Ok(p.clone());
+        }
+        let (src, entry) = k.source(self.f16)?;
+        let label = format!("{k:?}");
+        let module = device.create_shader_module(wgpu::ShaderModuleDescriptor {
+            label: Some(&label),
+            source: wgpu::ShaderSource::Wgsl(src.into()),
+        });
+        let pipe = device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
+            label: Some(&label),
+            layout: None,
+            module: &module,
+            entry_point: Some(entry),
+            compilation_options: Default::default(),
+            cache: None,
+        });
+        self.cache.insert(k, pipe.clone());
+        Ok(pipe)
+    }
+}
+
+#[cfg(test)]
+mod tests;

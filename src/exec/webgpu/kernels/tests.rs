@@ -1,0 +1,106 @@
+//! Tests of the kernels' composition: every variant composes and passes naga's validator.
+
+use super::*;
+
+/// The renamed copies of the weight functions are complete: every function of the first
+/// copy has a `_2` twin, and no module constant is declared twice.
+#[test]
+fn second_matrix_renames_every_function() {
+    let src = [WEIGHTS, WVIEW_F32, MATVEC_LEGACY, MATVEC_KQUANT, MATVEC_FLOAT].concat();
+    let copy = suffixed(&src, "2");
+    for piece in src.split("fn ").skip(1) {
+        let name: String = piece.chars().take_while(|c| c.is_ascii_alphanumeric() || *c == '_').collect();
+        assert!(copy.contains(&format!("fn {name}_2(")), "{name} has no copy");
+    }
+    assert!(!copy.contains("const "));
+    assert!(copy.contains("w2[") && !copy.contains(" w["));
+}
+
+/// Each segment of the three-product kernel calls its own matrix's functions.
+#[test]
+fn multi_segments_use_their_matrices() {
+    let k = Kernel::MatMulMulti([GgmlType::Q4_K, GgmlType::Q8_0, GgmlType::Q6_K], [4, 1, 2], false);
+    let (src, entry) = k.source(false).unwrap();
+    assert_eq!(entry, "main_multi");
+    let seg = |i: usize| {
+        let start = src.find(&format!("fn seg_{i}(")).unwrap_or(0);
+        src[start..].split("\n}\n").next().unwrap_or("").to_string()
+    };
+    assert!(seg(1).contains("dot_q4_k(o3,") && seg(1).contains("store_1("));
+    assert!(seg(2).contains("dot_q8_0_2(o0,") && !seg(2).contains("o1"));
+    assert!(seg(3).contains("dot_q6_k_3(o1,") && seg(3).contains("p.rb_c"));
+}
+
+/// Every kernel variant, on both precision paths, composes and passes naga's WGSL front
+/// end and validator (what wgpu runs natively before handing a module to the driver), with
+/// its entry point present: a broken composition fails here, without a GPU.
+#[cfg(not(target_arch = "wasm32"))]
+#[test]
+fn every_kernel_composes_and_validates() {
+    use naga::valid::{Capabilities, ValidationFlags, Validator};
+    let mut failures = Vec::new();
+    for f16 in [false, true] {
+        for k in all_kernels() {
+            let (src, entry) = k.source(f16).unwrap();
+            let module = match naga::front::wgsl::parse_str(&src) {
+                Ok(m) => m,
+                Err(e) => {
+                    failures.push(format!("{k:?} f16={f16}: {}", e.emit_to_string(&src)));
+                    continue;
+                }
+            };
+            if let Err(e) = Validator::new(ValidationFlags::all(), Capabilities::all()).validate(&module) {
+                failures.push(format!("{k:?} f16={f16}: {}", e.emit_to_string(&src)));
+            }
+            if !module.entry_points.iter().any(|e| e.name == entry) {
+                failures.push(format!("{k:?} f16={f16}: no entry point {entry}"));
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+/// Every kernel variant the executor can ask for (the tests compose and validate each).
+fn all_kernels() -> Vec<Kernel> {
+    let mut ks = Vec::new();
+    for q in [ActQuant::Q8_1, ActQuant::Q8K] {
+        ks.extend([Kernel::Quantize(q), Kernel::NormQuant(q)]);
+    }
+    let mvs = [
+        MatVec::Rows,
+        MatVec::Coop { rows: 1, subgroup: false },
+        MatVec::Coop { rows: 2, subgroup: true },
+        MatVec::Coop { rows: 4, subgroup: false },
+        MatVec::Coop { rows: 4, subgroup: true },
+    ];
+    for t in SUPPORTED {
+        ks.push(Kernel::Embed(t));
+        for mv in mvs {
+            ks.push(Kernel::MatMul(t, mv));
+            if mv != MatVec::Rows {
+                ks.push(Kernel::MatMulGated(t, mv));
+            }
+        }
+    }
+    for (i, t) in SUPPORTED.iter().enumerate() {
+        // Each type in each of the three places, with the row counts and reductions varied.
+        let other = SUPPORTED[(i + 5) % SUPPORTED.len()];
+        let sg = i % 2 == 0;
+        ks.push(Kernel::MatMulMulti([*t, other, GgmlType::Q6_K], [4, 1, 2], sg));
+        ks.push(Kernel::MatMulMulti([other, *t, GgmlType::Q8_0], [1, 2, 4], !sg));
+        ks.push(Kernel::MatMulMulti([GgmlType::Q4_K, other, *t], [2, 4, 1], sg));
+    }
+    ks.extend([
+        Kernel::RmsNorm(false),
+        Kernel::RmsNorm(true),
+        Kernel::Rope,
+        Kernel::RopeKv,
+        Kernel::KvStore,
+        Kernel::Attention,
+        Kernel::GatedSilu,
+        Kernel::GatedGelu,
+        Kernel::Add,
+        Kernel::Argmax,
+    ]);
+    ks
+}

@@ -1,0 +1,241 @@
+//! Matrix products (matvec.wgsl and its variants): the activations quantized first where the
+//! weights are (quantize.wgsl, shared by the products that read the same slot unchanged),
+//! then one dispatch per part of the weights; the gate and up products with SiLU, and three
+//! products of one input, as one dispatch each (fuse.rs).
+
+use super::{check, groups, reads_f16, Builder};
+use crate::exec::webgpu::kernels::{task_values, ActQuant, Kernel, MatVec};
+use crate::exec::webgpu::params::{MatVecParams, QuantizeParams};
+use crate::exec::webgpu::record::Res;
+use crate::exec::{ActId, Op, WeightId};
+use crate::quant::GgmlType;
+use crate::Result;
+
+/// How matrix products are spread over invocations (see `MatVec`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MatVecMode {
+    /// One invocation per weight row (CPU-emulated adapters).
+    Rows,
+    /// Workgroups of 64 invocations on 1 to 4 rows; `subgroup`: reduce with subgroup operations.
+    Coop {
+        /// Reduce partial sums with subgroup operations.
+        subgroup: bool,
+    },
+}
+
+/// Weight rows per matvec workgroup for a matrix (part) of `n` rows: up to 4 (sharing each
+/// activation load between rows), but at least ~1024 workgroups where the matrix allows, so
+/// that a large GPU (an H100 has 132 SMs, 16 or more workgroups of 64 resident on each) has
+/// enough of them in flight to cover memory latency.
+fn coop_rows(n: usize) -> usize {
+    match n {
+        0..2048 => 1,
+        2048..4096 => 2,
+        _ => 4,
+    }
+}
+
+/// The activations a product reads, as its parameters describe them.
+#[derive(Clone, Copy)]
+struct Input {
+    /// The slot (float weights) or the quantized-activation buffer.
+    src: Res,
+    /// First 16-byte unit of the block records (quantized).
+    recs: usize,
+    /// Activation blocks per row (quantized).
+    nb: usize,
+    /// 16-byte units per activation row.
+    avec: usize,
+    /// Tasks per weight row.
+    tasks: usize,
+}
+
+/// The input of product op `i`, after quantizing it if its weights are quantized and the
+/// buffer does not hold the slot as it is now.
+fn input(b: &mut Builder, i: usize) -> Result<Input> {
+    let Op::MatMul { w, x, .. } = b.g.ops[i] else { unreachable!("matmul launch for {:?}", b.g.ops[i]) };
+    let wt = b.weight(w);
+    let (k, rows) = (wt.k(), b.g.rows(x));
+    let aq = ActQuant::for_type(wt.dtype);
+    let tv = task_values(wt.dtype);
+    check(k % tv == 0, || format!("'{}' ({}): row length {k} is not a multiple of {tv}", wt.name, wt.dtype))?;
+    let (src, recs, nb) = match aq {
+        None => (Res::Act(x), 0, 0),
+        Some(q) => {
+            check(k % q.block() == 0, || {
+                format!("'{}': row length {k} is not a whole number of blocks", wt.name)
+            })?;
+            let nblk = rows * k / q.block();
+            // Quants (one byte per value), then the block records.
+            let meta_words = rows * k / 4;
+            b.quant_bytes(q, 4 * (meta_words + nblk * q.meta_words()) as u64);
+            if !b.holds_quantized(q, x) {
+                let p = QuantizeParams { n_blocks: nblk as u32, recs: meta_words as u32 };
+                let bufs = vec![Res::Act(x), Res::Quant(q)];
+                let n_groups = nblk.div_ceil(q.blocks_per_group());
+                b.run(format!("quantize {q:?} {rows}x{k}"), Kernel::Quantize(q), &p, bufs, groups(n_groups));
+                b.quantized(q, x);
+            }
+            (Res::Quant(q), meta_words / 4, k / q.block())
+        }
+    };
+    let avec = if aq.is_some() { k / 16 } else { k / 4 };
+    Ok(Input { src, recs, nb, avec, tasks: k / tv })
+}
+
+/// `Op::MatMul`, with the residual add after it as its epilogue where fuse.rs chose that.
+pub fn matmul(b: &mut Builder, i: usize) -> Result<()> {
+    product(b, i, None)
+}
+
+/// Gate product op `i`, the up product after it and the SiLU after that (matvec_gated.wgsl).
+pub fn gate_up(b: &mut Builder, i: usize) -> Result<()> {
+    match b.g.ops.get(i + 1) {
+        Some(&Op::MatMul { w, dst, .. }) => product(b, i, Some((w, dst))),
+        _ => product(b, i, None),
+    }
+}
+
+/// Product op `i`, one dispatch per part of its weights; with `up` (the up matrix and slot),
+/// the gated kernel.
+fn product(b: &mut Builder, i: usize, up: Option<(WeightId, ActId)>) -> Result<()> {
+    let Op::MatMul { w, dst, bias, .. } = b.g.ops[i] else {
+        unreachable!("matmul launch for {:?}", b.g.ops[i])
+    };
+    let wt = b.weight(w);
+    let nn = wt.n_rows as usize;
+    let bias_res = match bias {
+        Some(bw) => {
+            let bt = b.weight(bw);
+            check(bt.dtype == GgmlType::F32 && bt.bytes() == 4 * nn as u64, || {
+                format!("bias '{}' must be F32 of length {nn}", bt.name)
+            })?;
+            Res::Weight(bw.0 as usize, 0)
+        }
+        None => Res::Dummy,
+    };
+    let inp = input(b, i)?;
+    let (k, rows) = (wt.k(), b.g.rows(dst));
+    let add_into = b.fz.add_into.get(&i).copied();
+    for part in 0..wt.parts.len() {
+        let (start, count) = wt.part_rows(part);
+        let p = MatVecParams {
+            n: count as u32,
+            rows: rows as u32,
+            row_bytes: wt.row_bytes as u32,
+            tasks: inp.tasks as u32,
+            n_off: start as u32,
+            n_dst: nn as u32,
+            has_bias: bias.is_some() as u32,
+            recs: inp.recs as u32,
+            avec: inp.avec as u32,
+            nb: inp.nb as u32,
+            add: add_into.is_some() as u32,
+            ..Default::default()
+        };
+        let (mv, n_groups) = match b.mode {
+            MatVecMode::Rows => (MatVec::Rows, (count as usize).div_ceil(64)),
+            MatVecMode::Coop { subgroup } => {
+                let r = coop_rows(count as usize);
+                (MatVec::Coop { rows: r as u8, subgroup }, (count as usize).div_ceil(r))
+            }
+        };
+        let mut bufs = vec![Res::Weight(w.0 as usize, part), inp.src, Res::Act(dst), bias_res];
+        if b.f16 && reads_f16(wt.dtype) {
+            // The f16 view of the weights (binding MATVEC_WH_BINDING); F16 reads only it.
+            bufs.push(bufs[0]);
+            if wt.dtype == GgmlType::F16 {
+                bufs[0] = Res::Unused;
+            }
+        }
+        bufs.resize(5, Res::Unused);
+        bufs.push(add_into.map_or(Res::DummyRw, Res::Act));
+        let mut kernel = Kernel::MatMul(wt.dtype, mv);
+        let mut plus = if add_into.is_some() { " +add" } else { "" };
+        if let Some((uw, ud)) = up {
+            // Bindings 7 (up matrix), 8 (its f16 view), 9 (up slot); the gated entry point
+            // uses no bias or residual.
+            bufs[3] = Res::Unused;
+            bufs[5] = Res::Unused;
+            let u = Res::Weight(uw.0 as usize, 0);
+            let uw16 = if matches!(bufs[4], Res::Unused) { Res::Unused } else { u };
+            let u_main = if matches!(bufs[0], Res::Unused) { Res::Unused } else { u };
+            bufs.extend([u_main, uw16, Res::Act(ud)]);
+            kernel = Kernel::MatMulGated(wt.dtype, mv);
+            plus = " +up+silu";
+        }
+        let label = format!("matmul {} {k}x{count} rows {rows}{plus}", wt.dtype);
+        b.run(label, kernel, &p, bufs, groups(n_groups));
+    }
+    b.wrote(dst);
+    if let Some(r) = add_into {
+        b.wrote(r);
+    }
+    if let Some((_, ud)) = up {
+        b.wrote(ud);
+    }
+    Ok(())
+}
+
+/// Product op `i` and the two after it (same input: Q, K and V) as one dispatch whose
+/// workgroups are split between the three matrices (matvec_multi.wgsl).
+pub fn triple(b: &mut Builder, i: usize) -> Result<()> {
+    let ops = &b.g.ops;
+    let (
+        Op::MatMul { w, dst, .. },
+        Some(&Op::MatMul { w: w2, dst: d2, .. }),
+        Some(&Op::MatMul { w: w3, dst: d3, .. }),
+        MatVecMode::Coop { subgroup },
+    ) = (ops[i].clone(), ops.get(i + 1), ops.get(i + 2), b.mode)
+    else {
+        return Err(super::err("fusion plan out of step with the graph"));
+    };
+    let inp = input(b, i)?;
+    let mats = [(b.weight(w), dst), (b.weight(w2), d2), (b.weight(w3), d3)];
+    let (wt, rows) = (mats[0].0, b.g.rows(dst));
+    let rows_per = mats.map(|(m, _)| coop_rows(m.n_rows as usize));
+    let wgs: Vec<usize> =
+        mats.iter().zip(rows_per).map(|((m, _), r)| (m.n_rows as usize).div_ceil(r)).collect();
+    let nn = wt.n_rows as usize;
+    let p = MatVecParams {
+        n: nn as u32,
+        rows: rows as u32,
+        row_bytes: wt.row_bytes as u32,
+        tasks: inp.tasks as u32,
+        n_off: 0,
+        n_dst: nn as u32,
+        has_bias: 0,
+        recs: inp.recs as u32,
+        avec: inp.avec as u32,
+        nb: inp.nb as u32,
+        add: 0,
+        n_b: mats[1].0.n_rows as u32,
+        rb_b: mats[1].0.row_bytes as u32,
+        n_c: mats[2].0.n_rows as u32,
+        rb_c: mats[2].0.row_bytes as u32,
+        g_a: wgs[0] as u32,
+        g_b: wgs[1] as u32,
+    };
+    let mut bufs = Vec::new();
+    for (m, (mw, d)) in mats.iter().enumerate() {
+        let idx = [w.0, w2.0, w3.0][m] as usize;
+        let main = if b.f16 && mw.dtype == GgmlType::F16 { Res::Unused } else { Res::Weight(idx, 0) };
+        let view = if b.f16 && reads_f16(mw.dtype) { Res::Weight(idx, 0) } else { Res::Unused };
+        if m == 0 {
+            // Bindings 1-6: w, x, dst, (bias), wh, (res).
+            bufs.extend([main, inp.src, Res::Act(*d), Res::Unused, view, Res::Unused]);
+        } else {
+            bufs.extend([main, view, Res::Act(*d)]);
+        }
+    }
+    for (_, d) in mats {
+        b.wrote(d);
+    }
+    let types = mats.map(|(m, _)| m.dtype);
+    let k = wt.k();
+    let label =
+        format!("matmul x3 {types:?} {k}x{}/{}/{} rows {rows}", nn, mats[1].0.n_rows, mats[2].0.n_rows);
+    let kernel = Kernel::MatMulMulti(types, rows_per.map(|r| r as u8), subgroup);
+    b.run(label, kernel, &p, bufs, groups(wgs.iter().sum()));
+    Ok(())
+}

@@ -1,0 +1,88 @@
+//! RoPE, the KV-cache store, and both fused: RoPE of queries and keys with the store of the
+//! rotated keys and the values.
+
+use super::{check, groups, Builder};
+use crate::exec::webgpu::kernels::Kernel;
+use crate::exec::webgpu::params::{KvStoreParams, RopeKvParams, RopeParams};
+use crate::exec::webgpu::record::{KvUse, Res};
+use crate::exec::{ActId, Op, RopeMode};
+use crate::Result;
+
+/// The fields of Rope op `i` that the kernels read, checked: (slot, parameters).
+fn checked(b: &Builder, i: usize) -> Result<(ActId, RopeParams)> {
+    let op = &b.g.ops[i];
+    let Op::Rope { x, n_heads, head_dim, n_rot, base, freq_scale, mode } = *op else {
+        unreachable!("rope launch for {op:?}")
+    };
+    check(n_rot <= head_dim && n_rot % 2 == 0 && n_heads * head_dim <= b.g.cols(x), || {
+        format!("{op:?} does not fit its slot")
+    })?;
+    let p = RopeParams {
+        n_heads: n_heads as u32,
+        head_dim: head_dim as u32,
+        n_rot: n_rot as u32,
+        rows: b.g.rows(x) as u32,
+        theta_scale: base.powf(-2.0 / n_rot as f32),
+        freq_scale,
+        neox: (mode == RopeMode::Neox) as u32,
+        width: b.g.cols(x) as u32,
+    };
+    Ok((x, p))
+}
+
+/// `Op::Rope` (rope.wgsl), in place.
+pub fn rope(b: &mut Builder, i: usize) -> Result<()> {
+    let (x, p) = checked(b, i)?;
+    let pairs = p.rows as usize * p.n_heads as usize * p.n_rot as usize / 2;
+    b.run("rope".into(), Kernel::Rope, &p, vec![Res::Step, Res::Act(x)], groups(pairs.div_ceil(64)));
+    b.wrote(x);
+    Ok(())
+}
+
+/// Rope op `i` (queries), the Rope after it (keys) and the KvStore after that as one
+/// dispatch (rope_kv.wgsl; fuse.rs): the rotated keys go to the cache only.
+pub fn rope_kv(b: &mut Builder, i: usize) -> Result<()> {
+    let (x, p) = checked(b, i)?;
+    let Some(&Op::KvStore { layer, k, v }) = b.g.ops.get(i + 2) else {
+        // fuse.rs chose the fusion only before a KV store: this does not happen.
+        return rope(b, i);
+    };
+    let (kd, vd) = (b.g.cols(k), b.g.cols(v));
+    let rp = RopeKvParams {
+        n_heads: p.n_heads,
+        head_dim: p.head_dim,
+        n_rot: p.n_rot,
+        rows: p.rows,
+        theta_scale: p.theta_scale,
+        freq_scale: p.freq_scale,
+        neox: p.neox,
+        q_width: p.width,
+        k_dim: kd as u32,
+        v_dim: vd as u32,
+    };
+    let rows = p.rows as usize;
+    let work = rows * (p.n_heads as usize * p.n_rot as usize / 2 + kd / 2 + vd / 2);
+    b.kv("rope_kv", Kernel::RopeKv, &rp, KvUse::RopeStore { q: x, k, v, layer }, groups(work.div_ceil(64)));
+    b.wrote(x);
+    Ok(())
+}
+
+/// `Op::KvStore` (kv_store.wgsl): one dispatch for the keys, one for the values.
+pub fn kv_store(b: &mut Builder, i: usize) -> Result<()> {
+    let op = &b.g.ops[i];
+    let Op::KvStore { layer, k, v } = *op else { unreachable!("kv_store launch for {op:?}") };
+    for (src, value) in [(k, false), (v, true)] {
+        let dim = b.g.cols(src);
+        check(dim.is_multiple_of(2), || format!("{op:?}: odd row width {dim}"))?;
+        let rows = b.g.rows(src);
+        let p = KvStoreParams { dim: dim as u32, rows: rows as u32 };
+        b.kv(
+            "kv_store",
+            Kernel::KvStore,
+            &p,
+            KvUse::Store { src, layer, value },
+            groups((rows * dim / 2).div_ceil(64)),
+        );
+    }
+    Ok(())
+}

@@ -1,0 +1,440 @@
+//! The compiled plan of a graph: its buffers, the uniform buffer of every dispatch's
+//! parameters, the command list, the bind groups of KV caches (made at a cache's first step),
+//! and the recording of a step into one command encoder.
+
+use std::collections::HashMap;
+use std::num::NonZeroU64;
+
+use super::buffers::{err, GpuKv, GpuWeight};
+use super::device::Gpu;
+use super::kernels::{ActQuant, Kernel, Pipelines};
+use super::profile::StepQueries;
+use crate::exec::{ActId, Graph};
+use crate::Result;
+
+/// Bytes of a dispatch's parameter binding (its slot in the uniform buffer is at least 256).
+const PARAMS_BYTES: u64 = 128;
+
+/// A buffer named before the buffers are all made.
+#[derive(Clone, Copy)]
+pub enum Res {
+    /// An activation slot.
+    Act(ActId),
+    /// Part `.1` of weight `.0`.
+    Weight(usize, usize),
+    /// The step buffer: [pos, token ids...].
+    Step,
+    /// The executor's small buffer for unused read-only bindings.
+    Dummy,
+    /// A small buffer for unused read_write bindings (a buffer may not be bound both ways).
+    DummyRw,
+    /// No buffer at this binding (the kernel does not use it).
+    Unused,
+    /// The quantized activations of this format.
+    Quant(ActQuant),
+}
+
+/// A dispatch whose bind group is made once the buffers exist.
+pub struct Pending {
+    /// What it is (for the profile).
+    pub label: String,
+    /// The kernel.
+    pub kernel: Kernel,
+    /// Offset of its parameters in the uniform buffer.
+    pub params: u64,
+    /// Buffers at bindings 1, 2, ...
+    pub bufs: Vec<Res>,
+    /// Workgroup grid.
+    pub groups: (u32, u32),
+}
+
+/// One command as the launch units describe it.
+pub enum Item {
+    /// A dispatch.
+    Run(Pending),
+    /// A dispatch binding a KV cache: `bind` indexes the plan's KV uses.
+    Kv { label: String, kernel: Kernel, bind: usize, groups: (u32, u32) },
+    /// A copy between activation slots.
+    Copy { src: ActId, src_off: u64, dst: ActId, size: u64 },
+}
+
+/// What a KV bind group binds (built per cache at its first run).
+pub enum KvUse {
+    /// kv_store.wgsl: the keys (or, with `value`, the values) of `src` into layer `layer`.
+    Store { src: ActId, layer: usize, value: bool },
+    /// RoPE of `q` and `k` and the store of `k` and `v` (fuse.rs).
+    RopeStore { q: ActId, k: ActId, v: ActId, layer: usize },
+    /// attention.wgsl over layer `layer`, whose rows are `k_dim` wide.
+    Attend { q: ActId, dst: ActId, layer: usize, k_dim: usize },
+}
+
+/// What compiling a graph's ops produced (ops/mod.rs), before any buffer exists.
+pub struct Built {
+    /// The commands in order.
+    pub items: Vec<Item>,
+    /// The KV uses of `Item::Kv` commands: what they bind, their kernel and parameters.
+    pub kv_uses: Vec<(KvUse, Kernel, u64)>,
+    /// The uniform buffer's contents.
+    pub params: Vec<u8>,
+    /// Bytes of each quantized-activation buffer.
+    pub qsize: HashMap<ActQuant, u64>,
+    /// Rows of the embedding table, if the graph embeds.
+    pub embed_rows: Option<u64>,
+    /// Offset of the argmax's parameters.
+    pub argmax: u64,
+}
+
+/// One recorded command.
+enum Cmd {
+    Dispatch {
+        pipe: wgpu::ComputePipeline,
+        bind: wgpu::BindGroup,
+        groups: (u32, u32),
+    },
+    /// A dispatch whose bind group names the KV cache: index into the per-cache bind groups.
+    KvDispatch {
+        pipe: wgpu::ComputePipeline,
+        bind: usize,
+        groups: (u32, u32),
+    },
+    Copy {
+        src: usize,
+        src_off: u64,
+        dst: usize,
+        size: u64,
+    },
+}
+
+struct KvBind {
+    what: KvUse,
+    layout: wgpu::BindGroupLayout,
+    params: u64,
+}
+
+/// A compiled graph.
+pub struct Plan {
+    /// The graph it runs.
+    pub graph: Graph,
+    acts: Vec<wgpu::Buffer>,
+    /// [pos, token ids...] for the step, written by `run`.
+    pub step: wgpu::Buffer,
+    params: wgpu::Buffer,
+    cmds: Vec<Cmd>,
+    kv_binds: Vec<KvBind>,
+    bound: HashMap<u32, Vec<wgpu::BindGroup>>,
+    argmax: (wgpu::ComputePipeline, wgpu::BindGroup),
+    argmax_out: wgpu::Buffer,
+    /// Where the argmax's token id is read back.
+    pub argmax_read: wgpu::Buffer,
+    /// Where the logits are read back.
+    pub logits_read: wgpu::Buffer,
+    /// Bytes of logits (the readback buffer may be longer).
+    pub logits_bytes: u64,
+    /// Rows of the embedding table (token ids must be below), if the graph embeds.
+    pub embed_rows: Option<u64>,
+    /// What each command is (for the profile).
+    pub labels: Vec<String>,
+    /// Timestamp queries, when profiling on an adapter that has them.
+    pub queries: Option<StepQueries>,
+    /// The next step, recorded while the GPU ran the last one: (cache, argmax, commands).
+    /// Steps differ only in the contents of `step`, so their commands are the same.
+    pub ahead: Option<(u32, bool, wgpu::CommandBuffer)>,
+}
+
+/// The parameter binding (binding 0) of a dispatch whose parameters are at `offset`.
+fn params_entry(buffer: &wgpu::Buffer, offset: u64) -> wgpu::BindGroupEntry<'_> {
+    wgpu::BindGroupEntry {
+        binding: 0,
+        resource: wgpu::BindingResource::Buffer(wgpu::BufferBinding {
+            buffer,
+            offset,
+            size: NonZeroU64::new(PARAMS_BYTES),
+        }),
+    }
+}
+
+impl Plan {
+    /// Make the buffers, pipelines and bind groups of graph `g` from what its ops produced.
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        device: &wgpu::Device,
+        queue: &wgpu::Queue,
+        pipes: &mut Pipelines,
+        weights: &[GpuWeight],
+        dummy: &wgpu::Buffer,
+        limits: &wgpu::Limits,
+        profile: bool,
+        g: &Graph,
+        built: Built,
+    ) -> Result<Plan> {
+        let n = |a: ActId| g.rows(a) * g.cols(a);
+        let usage = wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_SRC | wgpu::BufferUsages::COPY_DST;
+        // Sizes rounded to 16 bytes: kernels bind buffers as arrays of 16-byte vectors.
+        let buffer = |label: &str, size: u64, usage| {
+            device.create_buffer(&wgpu::BufferDescriptor {
+                label: Some(label),
+                size: size.max(16).div_ceil(16) * 16,
+                usage,
+                mapped_at_creation: false,
+            })
+        };
+        let max_binding = limits.max_storage_buffer_binding_size;
+        let mut acts = Vec::new();
+        for i in 0..g.acts.len() {
+            let size = 4 * n(ActId(i as u32)) as u64;
+            if size > max_binding {
+                return Err(err(format!("activation slot {i} ({size} bytes) exceeds the binding size")));
+            }
+            acts.push(buffer("activation", size, usage));
+        }
+        let step = buffer(
+            "step",
+            4 * (1 + g.n_tokens as u64),
+            wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_DST,
+        );
+        let quant: HashMap<ActQuant, wgpu::Buffer> =
+            built.qsize.iter().map(|(&q, &size)| (q, buffer("quantized activations", size, usage))).collect();
+        let argmax_out = buffer("argmax", 16, usage);
+        let dummy_rw = buffer("dummy", 16, wgpu::BufferUsages::STORAGE);
+        let map = wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST;
+        let argmax_read = buffer("argmax readback", 16, map);
+        let logits_read = buffer("logits readback", 4 * n(g.logits) as u64, map);
+        let params_buf = buffer(
+            "params",
+            built.params.len() as u64,
+            wgpu::BufferUsages::UNIFORM | wgpu::BufferUsages::COPY_DST,
+        );
+        queue.write_buffer(&params_buf, 0, &built.params);
+
+        // Bind groups.
+        let bind = |pipes: &mut Pipelines, kernel: Kernel, params: u64, bufs: &[Option<&wgpu::Buffer>]| {
+            let pipe = pipes.get(device, kernel)?;
+            let mut entries = vec![params_entry(&params_buf, params)];
+            for (i, b) in bufs.iter().enumerate().filter_map(|(i, b)| Some((i, (*b)?))) {
+                entries.push(wgpu::BindGroupEntry { binding: i as u32 + 1, resource: b.as_entire_binding() });
+            }
+            let bg = device.create_bind_group(&wgpu::BindGroupDescriptor {
+                label: None,
+                layout: &pipe.get_bind_group_layout(0),
+                entries: &entries,
+            });
+            Ok::<_, crate::Error>((pipe, bg))
+        };
+        let resolve = |r: Res| -> Option<&wgpu::Buffer> {
+            Some(match r {
+                Res::Act(a) => &acts[a.0 as usize],
+                Res::Weight(w, p) => &weights[w].parts[p],
+                Res::Step => &step,
+                Res::Dummy => dummy,
+                Res::DummyRw => &dummy_rw,
+                Res::Quant(q) => &quant[&q],
+                Res::Unused => return None,
+            })
+        };
+        let mut cmds = Vec::new();
+        let mut labels = Vec::new();
+        for item in built.items {
+            cmds.push(match item {
+                Item::Run(p) => {
+                    labels.push(p.label);
+                    let bufs: Vec<Option<&wgpu::Buffer>> = p.bufs.iter().map(|&r| resolve(r)).collect();
+                    let (pipe, bind) = bind(pipes, p.kernel, p.params, &bufs)?;
+                    Cmd::Dispatch { pipe, bind, groups: p.groups }
+                }
+                Item::Kv { label, kernel, bind, groups } => {
+                    labels.push(label);
+                    Cmd::KvDispatch { pipe: pipes.get(device, kernel)?, bind, groups }
+                }
+                Item::Copy { src, src_off, dst, size } => {
+                    labels.push("copy".into());
+                    Cmd::Copy { src: src.0 as usize, src_off, dst: dst.0 as usize, size }
+                }
+            });
+        }
+        let argmax =
+            bind(pipes, Kernel::Argmax, built.argmax, &[resolve(Res::Act(g.logits)), Some(&argmax_out)])?;
+        let mut kv_binds = Vec::new();
+        for (what, kernel, params) in built.kv_uses {
+            kv_binds.push(KvBind {
+                what,
+                layout: pipes.get(device, kernel)?.get_bind_group_layout(0),
+                params,
+            });
+        }
+        Ok(Plan {
+            graph: g.clone(),
+            acts,
+            step,
+            params: params_buf,
+            cmds,
+            kv_binds,
+            bound: HashMap::new(),
+            argmax,
+            argmax_out,
+            argmax_read,
+            logits_read,
+            logits_bytes: 4 * n(g.logits) as u64,
+            embed_rows: built.embed_rows,
+            queries: if profile { StepQueries::new(device, labels.len()) } else { None },
+            labels,
+            ahead: None,
+        })
+    }
+
+    /// Check a step of `tokens` at `pos` against the graph and cache `kv` (`cache`), write
+    /// its inputs, and submit its commands: those recorded ahead during the previous step if
+    /// they read the same cache the same way, else recorded now. With `ahead`, also record
+    /// the next step's commands while the GPU works.
+    #[allow(clippy::too_many_arguments)]
+    pub fn submit(
+        &mut self,
+        gpu: &Gpu,
+        kv: u32,
+        cache: &GpuKv,
+        tokens: &[u32],
+        pos: usize,
+        argmax: bool,
+        ahead: bool,
+    ) -> Result<()> {
+        let n_vocab = self.embed_rows.map_or(0, |r| r as usize);
+        self.graph.check_step("webgpu", tokens, pos, cache.n_ctx, n_vocab)?;
+        self.bind_kv(&gpu.device, kv, cache)?;
+        let mut step = Vec::with_capacity(4 * (1 + tokens.len()));
+        step.extend_from_slice(&(pos as u32).to_le_bytes());
+        tokens.iter().for_each(|t| step.extend_from_slice(&t.to_le_bytes()));
+        gpu.queue.write_buffer(&self.step, 0, &step);
+        let record = |plan: &Plan| {
+            let mut enc =
+                gpu.device.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some("step") });
+            plan.record(&mut enc, kv, argmax);
+            enc.finish()
+        };
+        let cmds = match self.ahead.take() {
+            Some((k, a, cmds)) if k == kv && a == argmax => cmds,
+            _ => record(self),
+        };
+        gpu.queue.submit([cmds]);
+        if ahead {
+            // The next step of this graph most likely reads the same cache the same way: record
+            // it now, while the GPU works (wgpu's recording costs microseconds per dispatch).
+            self.ahead = Some((kv, argmax, record(self)));
+        }
+        Ok(())
+    }
+
+    /// Make (once per cache) the bind groups of the ops that read or write cache `kv`.
+    fn bind_kv(&mut self, device: &wgpu::Device, id: u32, kv: &GpuKv) -> Result<()> {
+        if self.bound.contains_key(&id) {
+            return Ok(());
+        }
+        let mut groups = Vec::new();
+        for b in &self.kv_binds {
+            let layer = match b.what {
+                KvUse::Store { layer, .. } | KvUse::Attend { layer, .. } | KvUse::RopeStore { layer, .. } => {
+                    layer
+                }
+            };
+            let l = kv.layers.get(layer).ok_or_else(|| err(format!("KV layer {layer} out of range")))?;
+            let act = |a: ActId| &self.acts[a.0 as usize];
+            // Bindings 1, 2, ... in order (binding 0: the parameters).
+            let bufs: Vec<&wgpu::Buffer> = match b.what {
+                KvUse::Store { src, value, .. } => {
+                    let (buf, dim) = if value { (&l.v, l.v_dim) } else { (&l.k, l.k_dim) };
+                    if self.graph.cols(src) != dim {
+                        return Err(err(format!("KV store of layer {layer}: rows do not match the cache")));
+                    }
+                    vec![&self.step, act(src), buf]
+                }
+                KvUse::RopeStore { q, k, v, .. } => {
+                    if self.graph.cols(k) != l.k_dim || self.graph.cols(v) != l.v_dim {
+                        return Err(err(format!("KV store of layer {layer}: rows do not match the cache")));
+                    }
+                    vec![&self.step, act(q), act(k), act(v), &l.k, &l.v]
+                }
+                KvUse::Attend { q, dst, k_dim, .. } => {
+                    if l.k_dim != k_dim || l.v_dim != k_dim {
+                        return Err(err(format!("attention of layer {layer}: heads do not match the cache")));
+                    }
+                    vec![&self.step, act(q), &l.k, &l.v, act(dst)]
+                }
+            };
+            let mut entries = vec![params_entry(&self.params, b.params)];
+            for (i, buf) in bufs.into_iter().enumerate() {
+                entries
+                    .push(wgpu::BindGroupEntry { binding: i as u32 + 1, resource: buf.as_entire_binding() });
+            }
+            groups.push(device.create_bind_group(&wgpu::BindGroupDescriptor {
+                label: None,
+                layout: &b.layout,
+                entries: &entries,
+            }));
+        }
+        self.bound.insert(id, groups);
+        Ok(())
+    }
+
+    /// Forget the bind groups of a freed cache.
+    pub fn unbind_kv(&mut self, id: u32) {
+        self.bound.remove(&id);
+        if self.ahead.as_ref().is_some_and(|a| a.0 == id) {
+            self.ahead = None;
+        }
+    }
+
+    /// Record the step (for cache `kv`, already bound) and the readback copy into `enc`;
+    /// with timestamp queries, one before the first command and one after each.
+    pub fn record(&self, enc: &mut wgpu::CommandEncoder, kv: u32, argmax: bool) {
+        let kvb = &self.bound[&kv];
+        let qs = self.queries.as_ref().map(|q| &q.set);
+        if let Some(qs) = qs {
+            enc.write_timestamp(qs, 0);
+        }
+        let mut i = 0;
+        while i < self.cmds.len() {
+            if let Cmd::Copy { src, src_off, dst, size } = self.cmds[i] {
+                enc.copy_buffer_to_buffer(&self.acts[src], src_off, &self.acts[dst], 0, size);
+                i += 1;
+                if let Some(qs) = qs {
+                    enc.write_timestamp(qs, i as u32);
+                }
+                continue;
+            }
+            // Dispatches up to the next copy share one compute pass.
+            let mut pass = enc.begin_compute_pass(&wgpu::ComputePassDescriptor::default());
+            while i < self.cmds.len() {
+                match &self.cmds[i] {
+                    Cmd::Dispatch { pipe, bind, groups } => {
+                        pass.set_pipeline(pipe);
+                        pass.set_bind_group(0, bind, &[]);
+                        pass.dispatch_workgroups(groups.0, groups.1, 1);
+                    }
+                    Cmd::KvDispatch { pipe, bind, groups } => {
+                        pass.set_pipeline(pipe);
+                        pass.set_bind_group(0, &kvb[*bind], &[]);
+                        pass.dispatch_workgroups(groups.0, groups.1, 1);
+                    }
+                    Cmd::Copy { .. } => break,
+                }
+                i += 1;
+                if let Some(qs) = qs {
+                    pass.write_timestamp(qs, i as u32);
+                }
+            }
+        }
+        let logits = &self.acts[self.graph.logits.0 as usize];
+        if argmax {
+            let mut pass = enc.begin_compute_pass(&wgpu::ComputePassDescriptor::default());
+            pass.set_pipeline(&self.argmax.0);
+            pass.set_bind_group(0, &self.argmax.1, &[]);
+            pass.dispatch_workgroups(1, 1, 1);
+            drop(pass);
+            enc.copy_buffer_to_buffer(&self.argmax_out, 0, &self.argmax_read, 0, 4);
+        } else {
+            enc.copy_buffer_to_buffer(logits, 0, &self.logits_read, 0, self.logits_bytes);
+        }
+        if let Some(q) = &self.queries {
+            enc.write_timestamp(&q.set, self.cmds.len() as u32 + 1);
+            q.resolve(enc);
+        }
+    }
+}
