@@ -61,7 +61,6 @@ pub enum Epilogue {
     /// Into the add's destination, which must be the add's other operand (`r += W·x`), and
     /// the product's own slot too; the product reads its input slot, so the destination must
     /// not be it.
-    #[allow(dead_code)] // WebGPU's epilogue: constructed once WebGPU plans with this planner.
     InPlace,
 }
 

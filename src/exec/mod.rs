@@ -14,8 +14,9 @@ pub mod cpu;
 // pending, hence unused in a WebGPU-only build).
 #[cfg(all(feature = "cuda", not(target_arch = "wasm32")))]
 pub mod cuda;
+// One planner for both GPU executors; a build with one of them leaves the other's fusions unused.
 #[cfg(any(feature = "cuda", feature = "webgpu"))]
-#[cfg_attr(not(feature = "cuda"), allow(dead_code))]
+#[cfg_attr(not(all(feature = "cuda", feature = "webgpu")), allow(dead_code))]
 pub(crate) mod fuse;
 mod graph;
 #[cfg(feature = "webgpu")]

@@ -1,5 +1,7 @@
 //! Which ops of a graph the WebGPU executor fuses into one dispatch (`WICK_WEBGPU_FUSE=0`
-//! turns them all off). Every fusion computes exactly the values of the ops it replaces, in
+//! turns them all off). The patterns are found by the shared planner (`exec/fuse.rs`); this
+//! file says what the WebGPU kernels can do ([`capabilities`]) and turns the plan into the
+//! per-op answers the compile loop reads ([`Fusions`]). Every fusion computes exactly the values of the ops it replaces, in
 //! the same order of float operations:
 //! - a matrix product and the in-place residual add after it: the add is the product's
 //!   epilogue (the product's own output is still written);
@@ -25,7 +27,8 @@
 
 use std::collections::{HashMap, HashSet};
 
-use crate::exec::{ActId, Gate, Graph, Op};
+use crate::exec::fuse::{ActQuant, Capabilities, Epilogue, GateUp, NormQuant, RopeKv, Step, Triple};
+use crate::exec::{ActId, Gate, Op};
 
 /// The fusions chosen for a graph, by op index.
 #[derive(Debug, Default)]
@@ -49,109 +52,62 @@ pub fn enabled() -> bool {
     std::env::var("WICK_WEBGPU_FUSE").map_or(true, |v| v != "0")
 }
 
-/// Choose the fusions of `g`. `quantized(op)`: whether matrix product `op` reads quantized
-/// activations (then a preceding RMSNorm may quantize for it); `pair(a, b)`: whether products
-/// `a` and `b` can run as one gated dispatch (weights of one type and shape, kernels that can);
-/// `triple(ops)`: whether three products of one input can run as one dispatch.
-pub fn plan(
-    g: &Graph,
-    quantized: impl Fn(&Op) -> bool,
-    pair: impl Fn(&Op, &Op) -> bool,
-    triple: impl Fn(&[Op]) -> bool,
-) -> Fusions {
+/// The fusions of a plan made by the shared planner (`exec/fuse.rs`), by op index: the shape
+/// the WebGPU compile loop reads.
+pub fn from_steps(steps: &[Step]) -> Fusions {
     let mut f = Fusions::default();
-    let ops = &g.ops;
-    let n = |a: ActId| g.rows(a) * g.cols(a);
-    for i in 0..ops.len() {
-        if f.skip.contains(&i) {
-            continue;
-        }
-        let next = ops.get(i + 1);
-        if let Some(
-            three @
-            [Op::MatMul { x, dst: d1, bias: None, .. }, Op::MatMul { x: x2, dst: d2, bias: None, .. }, Op::MatMul { x: x3, dst: d3, bias: None, .. }],
-        ) = ops.get(i..i + 3)
-        {
-            let distinct = d1 != d2 && d1 != d3 && d2 != d3 && ![*d1, *d2, *d3].contains(x);
-            let gated = matches!(ops.get(i + 3), Some(Op::GatedAct { .. }));
-            if x2 == x && x3 == x && distinct && !gated && triple(three) {
-                f.triple.insert(i);
-                f.skip.insert(i + 1);
-                f.skip.insert(i + 2);
-                continue;
+    for s in steps {
+        match *s {
+            Step::NormQuant { op, .. } => {
+                f.norm_quant.insert(op);
             }
-        }
-        match (&ops[i], next) {
-            (
-                m1 @ &Op::MatMul { x, dst: gate, bias: None, .. },
-                Some(m2 @ &Op::MatMul { x: x2, dst: up, bias: None, .. }),
-            ) if matches!(ops.get(i + 2), Some(&Op::GatedAct { gate: g2, up: u2, act: Gate::Silu }) if g2 == gate && u2 == up)
-                && x2 == x
-                && gate != up
-                && x != gate
-                && x != up
-                && pair(m1, m2) =>
-            {
-                f.gate_up.insert(i);
-                f.skip.insert(i + 1);
-                f.skip.insert(i + 2);
+            Step::MatVec3 { op, .. } => {
+                f.triple.insert(op);
+                f.skip.extend([op + 1, op + 2]);
             }
-            (&Op::MatMul { x, dst, .. }, Some(&Op::Add { a, b, dst: r })) => {
-                let other = if a == r {
-                    b
-                } else if b == r {
-                    a
-                } else {
-                    continue;
-                };
-                if other == dst && r != dst && r != x && n(r) == n(dst) {
-                    f.add_into.insert(i, r);
-                    f.skip.insert(i + 1);
-                }
+            Step::RopeKv { op } => {
+                f.rope_kv.insert(op);
+                f.skip.extend([op + 1, op + 2]);
             }
-            (
-                &Op::Rope { x: q, head_dim, n_rot, base, freq_scale, mode, .. },
-                Some(&Op::Rope {
-                    x: k,
-                    n_heads: nk,
-                    head_dim: hd2,
-                    n_rot: nr2,
-                    base: b2,
-                    freq_scale: fs2,
-                    mode: m2,
-                }),
-            ) => {
-                let Some(&Op::KvStore { k: sk, v, .. }) = ops.get(i + 2) else { continue };
-                let same = head_dim == hd2 && n_rot == nr2 && base == b2 && freq_scale == fs2 && mode == m2;
-                if same
-                    && sk == k
-                    && q != k
-                    && v != q
-                    && v != k
-                    && g.rows(q) == g.rows(k)
-                    && g.rows(v) == g.rows(k)
-                    && nk * head_dim == g.cols(k)
-                    && g.cols(v) % 2 == 0
-                    && g.dead_after(i + 2, k)
-                {
-                    f.rope_kv.insert(i);
-                    f.skip.insert(i + 1);
-                    f.skip.insert(i + 2);
-                }
+            Step::MatVec { op, gate: Some(_), .. } => {
+                f.gate_up.insert(op);
+                f.skip.extend([op + 1, op + 2]);
             }
-            (&Op::RmsNorm { x, dst, group, .. }, Some(m @ &Op::MatMul { x: mx, .. })) => {
-                if x != dst
-                    && mx == dst
-                    && group == g.cols(x)
-                    && g.cols(dst) == group
-                    && group % 256 == 0
-                    && quantized(m)
-                {
-                    f.norm_quant.insert(i);
-                }
+            Step::MatVec { op, add: Some(_), dst, .. } => {
+                f.add_into.insert(op, dst);
+                f.skip.insert(op + 1);
             }
-            _ => {}
+            Step::MatVec { .. } | Step::Op(_) | Step::Quant { .. } => {}
         }
     }
     f
+}
+
+/// What the WebGPU kernels can fuse, for the shared planner. `quant(op)`: the q8 format matrix
+/// product `op` reads (None: it reads floats, or its rows are not whole 256-value blocks);
+/// `pair(a, b)`: whether products `a` and `b` can run as one gated dispatch; `triple(ops)`:
+/// whether three products of one input can run as one dispatch.
+pub fn capabilities<'a>(
+    quant: impl Fn(&Op) -> Option<ActQuant> + 'a,
+    pair: impl Fn(&Op, &Op) -> bool + 'a,
+    triple: impl Fn(&[Op]) -> bool + 'a,
+) -> Capabilities<'a> {
+    Capabilities {
+        quant: Box::new(quant),
+        float_products: true,
+        // Each product converts its own input (quantize.wgsl) unless a norm did it for it.
+        shared_conversion: false,
+        // norm_quant.wgsl: the product right after, 256-value pieces, into another slot.
+        norm_quant: Some(NormQuant { later_product: false, any_length: false, in_place: false }),
+        // The epilogue adds into the residual and the product's own slot is written too.
+        epilogue: Some(Epilogue::InPlace),
+        argmax: false,
+        gate_up: Some(GateUp {
+            writes_up: true,
+            either_order: false,
+            pair: Box::new(move |a: &Op, b: &Op, act| act == Gate::Silu && pair(a, b)),
+        }),
+        triple: Some(Triple { bias: false, same: Box::new(triple) }),
+        rope_kv: Some(RopeKv { writes_keys: false, even_values: true }),
+    }
 }

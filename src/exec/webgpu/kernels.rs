@@ -56,17 +56,16 @@ pub const SUPPORTED: [GgmlType; 13] = [
     GgmlType::Q6_K,
 ];
 
-/// The activation format a quantized weight type's matrix product reads (quantize.wgsl).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum ActQuant {
-    /// 32-value blocks with d, s and Σq: for the legacy types.
-    Q8_1,
-    /// 256-value blocks with d and the sums of each 16 values: for the K-quants.
-    Q8K,
-}
+/// The activation format a quantized weight type's matrix product reads (quantize.wgsl): the
+/// shared [`ActQuant`] of the fusion planner; WebGPU uses its `Q8_1` (32-value blocks with d, s
+/// and Σq: the legacy types) and `Q8K` (256-value blocks with d and the sums of each 16
+/// values: the K-quants).
+pub use crate::exec::fuse::ActQuant;
 
+// The WebGPU executor's view of the shared enum (inherent methods may live in any module of
+// the crate): its kernels have no plain q8_0 activation format, so `Q8_0` reads as `Q8_1`.
 impl ActQuant {
-    /// For weights of type `t`; None for the float types.
+    /// For weights of type `t` on WebGPU; None for the float types.
     pub fn for_type(t: GgmlType) -> Option<ActQuant> {
         match t {
             GgmlType::F32 | GgmlType::F16 | GgmlType::BF16 => None,
@@ -79,21 +78,21 @@ impl ActQuant {
     /// Values per block.
     pub fn block(self) -> usize {
         match self {
-            ActQuant::Q8_1 => 32,
+            ActQuant::Q8_0 | ActQuant::Q8_1 => 32,
             ActQuant::Q8K => 256,
         }
     }
     /// u32 words of a block's record (after all the quants).
     pub fn meta_words(self) -> usize {
         match self {
-            ActQuant::Q8_1 => 4,
+            ActQuant::Q8_0 | ActQuant::Q8_1 => 4,
             ActQuant::Q8K => 20,
         }
     }
     /// Blocks one quantize workgroup covers.
     pub fn blocks_per_group(self) -> usize {
         match self {
-            ActQuant::Q8_1 => 8,
+            ActQuant::Q8_0 | ActQuant::Q8_1 => 8,
             ActQuant::Q8K => 1,
         }
     }
@@ -337,11 +336,11 @@ impl Kernel {
             ),
             Kernel::Quantize(q) => (
                 [COMMON, &with_params::<QuantizeParams>(QUANTIZE)?, QUANT_PIECE].concat(),
-                if q == ActQuant::Q8_1 { "quant_q8_1" } else { "quant_q8_k" },
+                if q == ActQuant::Q8K { "quant_q8_k" } else { "quant_q8_1" },
             ),
             Kernel::NormQuant(q) => (
                 [COMMON, &with_params::<NormQuantParams>(NORM_QUANT)?, QUANT_PIECE].concat(),
-                if q == ActQuant::Q8_1 { "norm_q8_1" } else { "norm_q8_k" },
+                if q == ActQuant::Q8K { "norm_q8_k" } else { "norm_q8_1" },
             ),
             Kernel::MatMul(t, mv) => (
                 [COMMON, &matvec_source(t, mv, f16, false)?].concat(),

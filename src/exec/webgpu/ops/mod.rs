@@ -217,24 +217,25 @@ fn launch(b: &mut Builder, i: usize) -> Result<()> {
     }
 }
 
-/// The fusions of `g` the kernels can do here (fuse.rs decides which patterns; this says
-/// which matrix products qualify).
+/// The fusions of `g` the kernels can do here: the shared planner (`exec/fuse.rs`) finds the
+/// patterns; this says which matrix products qualify.
 fn fusions(g: &Graph, weights: &[GpuWeight], mode: MatVecMode, f16: bool, limits: &wgpu::Limits) -> Fusions {
     let coop = matches!(mode, MatVecMode::Coop { .. });
-    let quantized = |op: &Op| match *op {
-        Op::MatMul { w, x, .. } => {
-            ActQuant::for_type(weights[w.0 as usize].dtype).is_some() && g.cols(x).is_multiple_of(256)
+    let quant = |op: &Op| match *op {
+        Op::MatMul { w, x, .. } if g.cols(x).is_multiple_of(256) => {
+            ActQuant::for_type(weights[w.0 as usize].dtype)
         }
-        _ => false,
+        _ => None,
     };
-    let pair = |a: &Op, b: &Op| match (a, b) {
+    let pair = move |a: &Op, b: &Op| match (a, b) {
         (&Op::MatMul { w: w1, .. }, &Op::MatMul { w: w2, .. }) => {
             let (a, b) = (&weights[w1.0 as usize], &weights[w2.0 as usize]);
             coop && a.dtype == b.dtype && a.dims == b.dims && a.parts.len() == 1 && b.parts.len() == 1
         }
         _ => false,
     };
-    let triple = |ops: &[Op]| {
+    let max_storage = limits.max_storage_buffers_per_shader_stage;
+    let triple = move |ops: &[Op]| {
         let mut ws = Vec::new();
         for op in ops {
             let Op::MatMul { w, x, dst, .. } = *op else { return false };
@@ -250,7 +251,7 @@ fn fusions(g: &Graph, weights: &[GpuWeight], mode: MatVecMode, f16: bool, limits
         // H100's op tests of the f32 path did not finish in time with it; see fuse.rs).
         coop && f16
             && cfg!(not(target_arch = "wasm32"))
-            && limits.max_storage_buffers_per_shader_stage >= 10
+            && max_storage >= 10
             && aq.is_some()
             && ws.iter().all(|w| {
                 ActQuant::for_type(w.dtype) == aq
@@ -258,5 +259,5 @@ fn fusions(g: &Graph, weights: &[GpuWeight], mode: MatVecMode, f16: bool, limits
                     && w.k() % aq.map_or(1, |q| q.block()) == 0
             })
     };
-    fuse::plan(g, quantized, pair, triple)
+    fuse::from_steps(&crate::exec::fuse::plan(g, &fuse::capabilities(quant, pair, triple)))
 }
