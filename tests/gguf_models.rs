@@ -3,11 +3,12 @@
 // Native only: `wasm-pack test` builds every test target for wasm32 (the browser tests are web_*.rs).
 #![cfg(not(target_arch = "wasm32"))]
 
-mod gguf_common;
+mod support;
 
 use std::path::PathBuf;
 
-use gguf_common::*;
+use support::gguf::*;
+use support::{block_on, Rng};
 use wick::gguf::GgufReader;
 use wick::quant::GgmlType;
 use wick::source::FileSource;
