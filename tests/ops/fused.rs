@@ -177,36 +177,43 @@ fn rope_kv() -> Vec<Row> {
     rows
 }
 
-/// A Llama-like layer, every fusion at once, over four steps (with history). The residual is
-/// as large as the block's output times 1e5, so that a lost add shows.
+/// A Llama-like layer with model-like weights, every fusion at once, over four steps (with
+/// history). With a residual of 1e5 times the block's output a lost residual add shows; with
+/// one of the block's size, the block's own precision does.
 pub fn layer() -> Vec<Row> {
     let mut rows = Vec::new();
-    for (wt, mode, n_tok) in [
-        (GgmlType::Q4_K, RopeMode::Normal, 1),
-        (GgmlType::Q8_0, RopeMode::Neox, 3),
-        (GgmlType::Q6_K, RopeMode::Normal, 2),
-        (GgmlType::Q4_0, RopeMode::Normal, 1),
-        (GgmlType::F16, RopeMode::Normal, 17),
-        (GgmlType::Q4_K, RopeMode::Neox, 2),
+    for (wt, mode, n_tok, residual) in [
+        (GgmlType::Q4_K, RopeMode::Normal, 1, 1e5),
+        (GgmlType::Q8_0, RopeMode::Neox, 3, 1e5),
+        (GgmlType::Q6_K, RopeMode::Normal, 2, 1e5),
+        (GgmlType::Q4_0, RopeMode::Normal, 1, 1e5),
+        (GgmlType::F16, RopeMode::Normal, 17, 1e5),
+        (GgmlType::Q4_K, RopeMode::Neox, 2, 1e5),
+        (GgmlType::Q4_K, RopeMode::Normal, 1, 1.0),
+        (GgmlType::Q8_0, RopeMode::Neox, 16, 1.0),
+        (GgmlType::Q5_1, RopeMode::Normal, 33, 1.0),
     ] {
         let types = [wt, GgmlType::Q4_K, GgmlType::Q6_K];
         rows.push(row(
-            format!("fused layer {wt} {mode:?} rows={n_tok}"),
-            tol::FUSED,
+            format!("fused layer {wt} {mode:?} rows={n_tok} residual={residual:e}"),
+            if residual > 1.0 { tol::FUSED } else { tol::LAYER },
             &types,
             move |c: &mut Case| {
                 let (n_heads, n_kv, hd, nf) = (4, 2, 64, 768);
                 let (qd, kd) = (n_heads * hd, n_kv * hd);
-                c.kv(128, &[kd]);
-                let tx = c.table(NE, 1e5);
+                c.kv(4 * n_tok, &[kd]);
+                let tx = c.table(NE, residual);
                 let (wq, wk, wv) = (
-                    c.weight(wt, NE, qd),
-                    c.weight(GgmlType::Q4_K, NE, kd),
-                    c.weight(GgmlType::Q6_K, NE, kd),
+                    c.model_weight(wt, NE, qd),
+                    c.model_weight(GgmlType::Q4_K, NE, kd),
+                    c.model_weight(GgmlType::Q6_K, NE, kd),
                 );
-                let wo = c.weight(wt, qd, NE);
-                let (wg, wu, wd) =
-                    (c.weight(wt, NE, nf), c.weight(wt, NE, nf), c.weight(GgmlType::Q6_K, nf, NE));
+                let wo = c.model_weight(wt, qd, NE);
+                let (wg, wu, wd) = (
+                    c.model_weight(wt, NE, nf),
+                    c.model_weight(wt, NE, nf),
+                    c.model_weight(GgmlType::Q6_K, nf, NE),
+                );
                 let (n1, n2) = (c.weight(GgmlType::F32, NE, 1), c.weight(GgmlType::F32, NE, 1));
                 let g = c.graph(graph(n_tok, &[(tx, NE)], |g, s| {
                     let x = s[0];

@@ -32,6 +32,7 @@
 //! | GatedAct | silu | 1e-5 | one exp per value |
 //! | GatedAct | gelu | 2e-3 | executors evaluate GELU through ggml's f16 table (f16 input and output) |
 //! | fused patterns | mixed | 2e-3 | a fused RMSNorm feeds the q8 conversion values an ulp apart: a q8 value may round the other way |
+//! | a whole layer | mixed | 1e-2 | five q8 conversions in a chain, each of which may round one value the other way (one such flip before the down projection moves an output by ~2e-3 of the largest) |
 #![allow(dead_code)]
 
 pub mod cases;
@@ -65,6 +66,8 @@ pub mod tol {
     pub const GELU: f32 = 2e-3;
     /// Fused patterns.
     pub const FUSED: f32 = 2e-3;
+    /// A whole layer (at the size of its output; with a large residual, [`FUSED`]).
+    pub const LAYER: f32 = 1e-2;
 
     /// The matrix product tolerance for weights of type `t`.
     pub fn matmul(t: wick::quant::GgmlType) -> f32 {
@@ -119,6 +122,18 @@ impl Case {
         let bytes = random_bytes(t, k * n, &mut self.rng);
         let dims = if n == 1 { vec![k as u64] } else { vec![k as u64, n as u64] };
         self.weights.push((t, dims, bytes));
+        WeightId(self.weights.len() as u32 - 1)
+    }
+
+    /// A weight of model-like size: values uniform with variance 1/k, quantized to `t` by
+    /// wick's quantizer, so that a product keeps its input's magnitude. (Random block bytes
+    /// give weights up to ±2.8, and a layer of them attention scores in the hundreds: its
+    /// softmax then turns a last-bit difference into a different key.)
+    pub fn model_weight(&mut self, t: GgmlType, k: usize, n: usize) -> WeightId {
+        let v = self.rng.vec(k * n, (3.0 / k as f32).sqrt());
+        let mut bytes = Vec::new();
+        wick::quant::quantize_weights(t, &v, &mut bytes).unwrap();
+        self.weights.push((t, vec![k as u64, n as u64], bytes));
         WeightId(self.weights.len() as u32 - 1)
     }
 
