@@ -23,7 +23,7 @@ fn k_for(t: GgmlType, i: usize) -> usize {
 const NS: [usize; 9] = [67, 129, 33, 250, 71, 97, 40, 130, 9];
 
 /// x (rows × k, embedded) · Wᵀ (+ bias).
-fn matmul_row(t: GgmlType, rows: usize, k: usize, n: usize, bias: bool) -> Row {
+pub fn matmul_row(t: GgmlType, rows: usize, k: usize, n: usize, bias: bool) -> Row {
     let name = format!("matmul {t} rows={rows} k={k} n={n}{}", if bias { " +bias" } else { "" });
     let types: &[GgmlType] = &[t];
     row(name, tol::matmul(t), types, move |c: &mut Case| {

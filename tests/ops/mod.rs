@@ -340,6 +340,27 @@ async fn check_row(e: &mut dyn Executor, r: &Row, seed: u64, base: u64) -> f32 {
     worst
 }
 
+/// Every step's read-back values of row `r` built from `seed` on `e` (for diagnostics that
+/// print executors side by side).
+pub async fn outputs(e: &mut dyn Executor, r: &Row, seed: u64) -> Vec<Vec<f32>> {
+    let mut c = Case::new(seed);
+    (r.build)(&mut c);
+    let ids = load(e, &c).await;
+    let kv = e.alloc_kv(&c.kv).unwrap();
+    let graphs: Vec<GraphId> = c.graphs.iter().map(|g| e.compile(&remap(g, &ids)).unwrap()).collect();
+    let mut out = Vec::new();
+    for s in &c.steps {
+        let rb = match s.expect {
+            Expect::Close(Readback::Argmax) | Expect::Error => Readback::LastLogits,
+            Expect::Close(rb) => rb,
+        };
+        out.push(
+            e.run(graphs[s.graph], kv, &s.tokens, s.pos, rb).await.map(|o| o.logits).unwrap_or_default(),
+        );
+    }
+    out
+}
+
 /// Run `rows` on the executor `make` gives (None: skipped, with the reason already said);
 /// prints each row's error and the count of rows run.
 pub async fn run_rows(runner: &str, family: &str, exec: Option<Box<dyn Executor>>, rows: Vec<Row>) {
@@ -402,6 +423,18 @@ macro_rules! op_rows {
         #[test]
         fn $name() {
             $crate::support::block_on($crate::ops::run_rows($runner, stringify!($name), $exec, $rows));
+        }
+    )*};
+}
+
+/// One `#[wasm_bindgen_test]` per row family, in the browser: `name => executor, family(),`
+/// where the executor expression is a future of `Option<Box<dyn Executor>>`.
+#[macro_export]
+macro_rules! browser_op_rows {
+    ($runner:literal; $($name:ident => $exec:expr, $rows:expr;)*) => {$(
+        #[wasm_bindgen_test::wasm_bindgen_test]
+        async fn $name() {
+            $crate::ops::run_rows($runner, stringify!($name), $exec.await, $rows).await;
         }
     )*};
 }
