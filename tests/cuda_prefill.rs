@@ -50,7 +50,7 @@ fn argmax(v: &[f32]) -> u32 {
 /// other down, and that one step moves the logits by about 1% (tiny Q8_0 at seed 3: 4.3e-2 of
 /// 4.07, identical with the tensor-core path on or off), enough to swap near-tied greedy
 /// tokens of a random model. A wrong kernel is off by far more. Products alone agree to 1e-4
-/// in cuda_ops.
+/// in ops_cuda.
 #[test]
 fn long_prompts_match_cpu() {
     let Some(donor) = donor() else { return };

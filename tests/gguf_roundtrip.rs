@@ -6,7 +6,7 @@
 mod support;
 
 use support::gguf::*;
-use support::{block_on, Rng};
+use support::{block_on, pattern};
 use wick::gguf::{
     write_gguf_to_vec, GgufReader, GgufWriter, MetaValue, Metadata, TensorSpec, DEFAULT_CHUNK_SIZE,
 };

@@ -6,7 +6,6 @@
 
 mod support;
 
-use support::block_on;
 use support::models::*;
 
 /// Peak resident set size of this process (Linux), in bytes.

@@ -28,9 +28,25 @@ impl Rng {
         }
     }
 
+    /// Uniform in [0, 1), on a grid of 2⁻²⁴.
+    pub fn unit(&mut self) -> f32 {
+        (self.next() >> 40) as f32 / (1u64 << 24) as f32
+    }
+
+    /// Uniform in (0, 1): [`Rng::unit`]'s grid shifted by half a step (never 0, for logs).
+    pub fn unit_open(&mut self) -> f32 {
+        ((self.next() >> 40) as f32 + 0.5) / (1u64 << 24) as f32
+    }
+
     /// Uniform in [-1, 1), on a grid of 2⁻²³.
     pub fn uniform(&mut self) -> f32 {
-        ((self.next() >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
+        self.unit() * 2.0 - 1.0
+    }
+
+    /// Standard normal (Box-Muller from two [`Rng::unit_open`] draws).
+    pub fn gauss(&mut self) -> f32 {
+        let (u, v) = (self.unit_open(), self.unit_open());
+        (-2.0 * u.ln()).sqrt() * (std::f32::consts::TAU * v).cos()
     }
 
     /// `n` values uniform in [-scale, scale).

@@ -8,7 +8,7 @@ use wick::quant::GgmlType;
 use super::rng::Rng;
 
 /// Byte offsets of the f16 scales (d, and dmin or m where the type has one) inside one block.
-fn scale_offsets(t: GgmlType) -> &'static [usize] {
+pub fn scale_offsets(t: GgmlType) -> &'static [usize] {
     match t {
         GgmlType::Q4_0 | GgmlType::Q5_0 | GgmlType::Q8_0 => &[0],
         GgmlType::Q4_1 | GgmlType::Q5_1 | GgmlType::Q4_K | GgmlType::Q5_K => &[0, 2],
@@ -32,12 +32,23 @@ pub fn random_bytes(t: GgmlType, count: usize, rng: &mut Rng) -> Vec<u8> {
         }
         _ => {}
     }
+    random_blocks(t, count, rng, |rng| 0.002 + 0.01 * (rng.uniform() + 1.0))
+}
+
+/// Random blocks of `count` elements of the block type `t` (a whole number of blocks):
+/// random quants, each f16 scale drawn by `scale`.
+pub fn random_blocks(
+    t: GgmlType,
+    count: usize,
+    rng: &mut Rng,
+    mut scale: impl FnMut(&mut Rng) -> f32,
+) -> Vec<u8> {
     assert_eq!(count % t.block_size(), 0, "{count} values of {t} are not whole blocks");
     let bs = t.type_size();
     let mut b = rng.bytes(count / t.block_size() * bs);
     for blk in b.chunks_mut(bs) {
         for &o in scale_offsets(t) {
-            let v = f16::from_f32(0.002 + 0.01 * (rng.uniform() + 1.0));
+            let v = f16::from_f32(scale(rng));
             blk[o..o + 2].copy_from_slice(&v.to_le_bytes());
         }
     }
