@@ -11,6 +11,8 @@
 
 mod support;
 
+use std::path::PathBuf;
+
 use support::models::{models_dir, tokenizer_donor};
 use support::{block_on, cuda_wanted};
 
