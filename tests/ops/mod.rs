@@ -162,6 +162,12 @@ impl Case {
         self.steps.push(Step { graph, tokens, pos, expect });
     }
 
+    /// A step of graph `graph` at `pos` on the given tokens, compared on every row.
+    pub fn step_tokens(&mut self, graph: usize, pos: usize, tokens: &[u32]) {
+        let expect = Expect::Close(Readback::AllLogits);
+        self.steps.push(Step { graph, tokens: tokens.to_vec(), pos, expect });
+    }
+
     /// A step of graph `graph` at `pos` on random input rows, compared on every row.
     pub fn step(&mut self, graph: usize, pos: usize) {
         self.step_with(graph, pos, VOCAB, Expect::Close(Readback::AllLogits));
@@ -416,15 +422,23 @@ pub async fn errors_are_errors(exec: Option<Box<dyn Executor>>) {
 }
 
 /// One `#[test]` per row family (natively): `name => executor, family(),`. The executor
-/// expression gives an `Option<Box<dyn Executor>>` (None skips, after saying why).
+/// expression gives an `Option<Box<dyn Executor>>` (None skips, after saying why). A
+/// `row_count` test prints how many rows the runner lists (before skipping unsupported types).
 #[macro_export]
 macro_rules! op_rows {
-    ($runner:literal; $($name:ident => $exec:expr, $rows:expr;)*) => {$(
+    ($runner:literal; $($name:ident => $exec:expr, $rows:expr;)*) => {
+        $(
+            #[test]
+            fn $name() {
+                $crate::support::block_on($crate::ops::run_rows($runner, stringify!($name), $exec, $rows));
+            }
+        )*
         #[test]
-        fn $name() {
-            $crate::support::block_on($crate::ops::run_rows($runner, stringify!($name), $exec, $rows));
+        fn row_count() {
+            let n = 0 $(+ $rows.len())*;
+            $crate::ops::say(&format!("{}: {n} rows in {} families", $runner, [$(stringify!($name)),*].len()));
         }
-    )*};
+    };
 }
 
 /// One `#[wasm_bindgen_test]` per row family, in the browser: `name => executor, family(),`
