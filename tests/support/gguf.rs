@@ -192,7 +192,7 @@ impl Raw {
     }
     /// Zero padding to a multiple of 32, then `n` data bytes.
     pub fn data(&mut self, n: usize) -> &mut Self {
-        while self.0.len() % 32 != 0 {
+        while !self.0.len().is_multiple_of(32) {
             self.0.push(0);
         }
         self.0.extend(std::iter::repeat_n(0xAB, n));
