@@ -9,7 +9,12 @@
 #![cfg(not(target_arch = "wasm32"))]
 #![cfg(feature = "cuda")]
 
+mod support;
+
 use std::path::PathBuf;
+
+use support::models::{models_dir, tokenizer_donor};
+use support::{block_on, cuda_wanted};
 
 use wick::exec::Readback;
 use wick::model::Arch;
@@ -20,38 +25,12 @@ use wick::{ExecutorKind, GenerateOptions, LoadOptions, Model, SessionOptions};
 
 const N_TOKENS: usize = 32;
 
-fn block_on<F: std::future::Future>(f: F) -> F::Output {
-    pollster::block_on(f)
-}
-
 fn have_cuda() -> bool {
-    // SAFETY: only tries to open the driver library.
-    let present = unsafe { cudarc::driver::sys::is_culib_present() };
-    if !present && std::env::var("WICK_REQUIRE_CUDA").as_deref() != Ok("1") {
-        eprintln!("SKIPPED: no CUDA driver on this machine (set WICK_REQUIRE_CUDA=1 to fail instead)");
-        return false;
-    }
-    true
-}
-
-fn models_dir() -> PathBuf {
-    std::env::var_os("WICK_MODELS")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("models"))
+    cuda_wanted()
 }
 
 fn donor() -> Option<wick::gguf::Metadata> {
-    let p = std::env::var_os("WICK_DONOR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| models_dir().join("SmolLM2-135M-Instruct.Q4_1.gguf"));
-    if !p.exists() {
-        eprintln!("SKIPPED: no tokenizer donor at {} (set WICK_DONOR)", p.display());
-        return None;
-    }
-    Some(block_on(async {
-        let src = FileSource::open(&p).await.unwrap();
-        wick::gguf::GgufReader::open(src).await.unwrap().into_header().metadata
-    }))
+    tokenizer_donor()
 }
 
 /// Greedy tokens after `prompt`, and the prompt's last logits.

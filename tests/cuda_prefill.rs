@@ -7,36 +7,22 @@
 //! driver is installed. `WICK_REQUIRE_CUDA=1` turns the skip into a failure.
 #![cfg(all(feature = "cuda", not(target_arch = "wasm32")))]
 
-use std::path::PathBuf;
+mod support;
+
+use support::models::tokenizer_donor;
+use support::{block_on, cuda_wanted};
 
 use wick::exec::Readback;
 use wick::model::Arch;
-use wick::source::{FileSource, MemorySource};
+use wick::source::MemorySource;
 use wick::synth::{FileType, SynthSpec};
 use wick::{ExecutorKind, LoadOptions, Model, SessionOptions};
 
-fn block_on<F: std::future::Future>(f: F) -> F::Output {
-    pollster::block_on(f)
-}
-
 fn donor() -> Option<wick::gguf::Metadata> {
-    // SAFETY: only tries to open the driver library.
-    let present = unsafe { cudarc::driver::sys::is_culib_present() };
-    if !present && std::env::var("WICK_REQUIRE_CUDA").as_deref() != Ok("1") {
-        eprintln!("SKIPPED: no CUDA driver on this machine (set WICK_REQUIRE_CUDA=1 to fail instead)");
+    if !cuda_wanted() {
         return None;
     }
-    let p = std::env::var_os("WICK_DONOR").map(PathBuf::from).unwrap_or_else(|| {
-        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("models").join("SmolLM2-135M-Instruct.Q4_1.gguf")
-    });
-    if !p.exists() {
-        eprintln!("SKIPPED: no tokenizer donor at {} (set WICK_DONOR)", p.display());
-        return None;
-    }
-    Some(block_on(async {
-        let src = FileSource::open(&p).await.unwrap();
-        wick::gguf::GgufReader::open(src).await.unwrap().into_header().metadata
-    }))
+    tokenizer_donor()
 }
 
 /// The prompt's last logits, then the last logits after each of `forced` (fed one at a time,
@@ -64,7 +50,7 @@ fn argmax(v: &[f32]) -> u32 {
 /// other down, and that one step moves the logits by about 1% (tiny Q8_0 at seed 3: 4.3e-2 of
 /// 4.07, identical with the tensor-core path on or off), enough to swap near-tied greedy
 /// tokens of a random model. A wrong kernel is off by far more. Products alone agree to 1e-4
-/// in cuda_ops.
+/// in ops_cuda.
 #[test]
 fn long_prompts_match_cpu() {
     let Some(donor) = donor() else { return };

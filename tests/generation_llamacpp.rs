@@ -12,9 +12,10 @@
 // Native only: `wasm-pack test` builds every test target for wasm32 (the browser tests are web_*.rs).
 #![cfg(not(target_arch = "wasm32"))]
 
-mod common;
+mod support;
 
-use common::*;
+use support::block_on;
+use support::models::*;
 use wick::exec::Readback;
 use wick::sampling::SamplingParams;
 use wick::{GenerateOptions, SessionOptions};

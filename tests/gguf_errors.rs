@@ -2,9 +2,10 @@
 // Native only: `wasm-pack test` builds every test target for wasm32 (the browser tests are web_*.rs).
 #![cfg(not(target_arch = "wasm32"))]
 
-mod gguf_common;
+mod support;
 
-use gguf_common::*;
+use support::gguf::*;
+use support::{block_on, Rng};
 use wick::gguf::GgufReader;
 use wick::source::{MemorySource, StreamSource};
 use wick::Error;
@@ -238,7 +239,7 @@ fn seeded_mutations_never_panic() {
     let interesting: [u64; 10] = [0, 1, 2, 4, 5, 32, 0xff, 1 << 31, 1 << 63, u64::MAX];
     let (mut ok, mut err) = (0, 0);
     for seed in 0..6000u64 {
-        let mut rng = SplitMix64(seed);
+        let mut rng = Rng(seed);
         let mut f = file.clone();
         for _ in 0..1 + rng.below(4) {
             // Mostly the header, where the structure is.

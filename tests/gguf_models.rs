@@ -3,27 +3,13 @@
 // Native only: `wasm-pack test` builds every test target for wasm32 (the browser tests are web_*.rs).
 #![cfg(not(target_arch = "wasm32"))]
 
-mod gguf_common;
+mod support;
 
-use std::path::PathBuf;
-
-use gguf_common::*;
+use support::block_on;
+use support::models::model_path;
 use wick::gguf::GgufReader;
 use wick::quant::GgmlType;
 use wick::source::FileSource;
-
-fn model_path(name: &str) -> PathBuf {
-    let dir = std::env::var_os("WICK_MODELS")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("models"));
-    let path = dir.join(name);
-    assert!(
-        path.is_file(),
-        "model {} is missing: run the model download script (or set WICK_MODELS to the folder that has it)",
-        path.display()
-    );
-    path
-}
 
 fn fnv1a(h: &mut u64, bytes: &[u8]) {
     for &b in bytes {

@@ -3,9 +3,10 @@
 // Native only: `wasm-pack test` builds every test target for wasm32 (the browser tests are web_*.rs).
 #![cfg(not(target_arch = "wasm32"))]
 
-mod gguf_common;
+mod support;
 
-use gguf_common::*;
+use support::gguf::*;
+use support::{block_on, pattern};
 use wick::gguf::{
     write_gguf_to_vec, GgufReader, GgufWriter, MetaValue, Metadata, TensorSpec, DEFAULT_CHUNK_SIZE,
 };

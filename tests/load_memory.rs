@@ -4,9 +4,9 @@
 // Native only: `wasm-pack test` builds every test target for wasm32 (the browser tests are web_*.rs).
 #![cfg(not(target_arch = "wasm32"))]
 
-mod common;
+mod support;
 
-use common::*;
+use support::models::*;
 
 /// Peak resident set size of this process (Linux), in bytes.
 fn peak_rss() -> u64 {

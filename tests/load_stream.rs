@@ -3,11 +3,12 @@
 // Native only: `wasm-pack test` builds every test target for wasm32 (the browser tests are web_*.rs).
 #![cfg(not(target_arch = "wasm32"))]
 
-mod common;
+mod support;
 
 use std::cell::RefCell;
 
-use common::*;
+use support::block_on;
+use support::models::*;
 use wick::exec::Readback;
 use wick::gguf::Progress;
 use wick::source::StreamSource;

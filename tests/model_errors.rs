@@ -2,9 +2,10 @@
 // Native only: `wasm-pack test` builds every test target for wasm32 (the browser tests are web_*.rs).
 #![cfg(not(target_arch = "wasm32"))]
 
-mod common;
+mod support;
 
-use common::*;
+use support::block_on;
+use support::models::*;
 use wick::exec::Readback;
 use wick::gguf::{write_gguf_to_vec, GgufReader, MetaValue, Metadata, TensorSpec};
 use wick::model::Arch;

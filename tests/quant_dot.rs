@@ -4,71 +4,41 @@
 // Native only: `wasm-pack test` builds every test target for wasm32 (the browser tests are web_*.rs).
 #![cfg(not(target_arch = "wasm32"))]
 
+mod support;
+
 use half::{bf16, f16};
+use support::tensors::random_blocks;
+use support::Rng;
 use wick::quant::{
     dequantize, quantize_row_into, vec_dot, vec_dot_portable, vec_dot_ref, vec_dot_type, GgmlType,
 };
 
-/// splitmix64: a small seeded PRNG.
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-    /// Uniform in [0, 1).
-    fn unif(&mut self) -> f32 {
-        (self.next() >> 40) as f32 / (1u64 << 24) as f32
-    }
-    /// Roughly normal (sum of uniforms), mean 0, sd ~ `sd`.
-    fn normal(&mut self, sd: f32) -> f32 {
-        let s: f32 = (0..4).map(|_| self.unif()).sum::<f32>() - 2.0;
-        s * sd * 1.73
-    }
-    /// Random sign, magnitude log-uniform in [0.001, 2].
-    fn scale(&mut self) -> f32 {
-        let m = (0.001f32.ln() + self.unif() * (2.0f32.ln() - 0.001f32.ln())).exp();
-        if self.next() & 1 == 0 {
-            m
-        } else {
-            -m
-        }
+/// Roughly normal (sum of uniforms), mean 0, sd ~ `sd`.
+fn normal(rng: &mut Rng, sd: f32) -> f32 {
+    let s: f32 = (0..4).map(|_| rng.unit()).sum::<f32>() - 2.0;
+    s * sd * 1.73
+}
+
+/// Random sign, magnitude log-uniform in [0.001, 2].
+fn scale(rng: &mut Rng) -> f32 {
+    let m = (0.001f32.ln() + rng.unit() * (2.0f32.ln() - 0.001f32.ln())).exp();
+    if rng.next() & 1 == 0 {
+        m
+    } else {
+        -m
     }
 }
 
-/// Byte offsets of the f16 scale fields of one block.
-fn f16_fields(t: GgmlType) -> &'static [usize] {
-    use GgmlType::*;
-    match t {
-        Q4_0 | Q5_0 | Q8_0 => &[0],
-        Q4_1 | Q5_1 | Q4_K | Q5_K => &[0, 2],
-        Q2_K => &[80, 82],
-        Q3_K => &[108],
-        Q6_K => &[208],
-        _ => &[],
-    }
-}
-
-/// A random weight row of `n` elements: random bytes with sane scales (floats for F32/F16/BF16).
+/// A random weight row of `n` elements: random bytes with scales of both signs over three
+/// decades (floats, roughly normal, for F32/F16/BF16).
 fn random_weights(t: GgmlType, n: usize, rng: &mut Rng) -> Vec<u8> {
     let mut w = Vec::new();
     match t {
         GgmlType::F32 | GgmlType::F16 | GgmlType::BF16 => {
-            let x: Vec<f32> = (0..n).map(|_| rng.normal(1.0)).collect();
+            let x: Vec<f32> = (0..n).map(|_| normal(rng, 1.0)).collect();
             quantize_row_into(t, &x, &mut w).unwrap();
         }
-        _ => {
-            let bytes = t.row_bytes(n as u64).unwrap() as usize;
-            w = (0..bytes).map(|_| rng.next() as u8).collect();
-            for b in w.chunks_exact_mut(t.type_size()) {
-                for &off in f16_fields(t) {
-                    b[off..off + 2].copy_from_slice(&f16::from_f32(rng.scale()).to_le_bytes());
-                }
-            }
-        }
+        _ => w = random_blocks(t, n, rng, scale),
     }
     w
 }
@@ -111,7 +81,7 @@ fn vec_dot_matches_f64_dot_of_dequantized_weights() {
         for n in lengths(t) {
             for trial in 0..3 {
                 let w = random_weights(t, n, &mut rng);
-                let x: Vec<f32> = (0..n).map(|_| rng.normal(1.0)).collect();
+                let x: Vec<f32> = (0..n).map(|_| normal(&mut rng, 1.0)).collect();
                 let mut acts = Vec::new();
                 quantize_row_into(at, &x, &mut acts).unwrap();
                 let mut wf = vec![0f32; n];
@@ -154,14 +124,14 @@ fn fast_paths_match_scalar_reference() {
         for n in lengths(t) {
             for _ in 0..4 {
                 let w = if matches!(t, GgmlType::Q8_1 | GgmlType::Q8_K) {
-                    let x: Vec<f32> = (0..n).map(|_| rng.normal(1.0)).collect();
+                    let x: Vec<f32> = (0..n).map(|_| normal(&mut rng, 1.0)).collect();
                     let mut w = Vec::new();
                     quantize_row_into(t, &x, &mut w).unwrap();
                     w
                 } else {
                     random_weights(t, n, &mut rng)
                 };
-                let x: Vec<f32> = (0..n).map(|_| rng.normal(0.5)).collect();
+                let x: Vec<f32> = (0..n).map(|_| normal(&mut rng, 0.5)).collect();
                 let mut acts = Vec::new();
                 quantize_row_into(at, &x, &mut acts).unwrap();
                 let mut wf = vec![0f32; n];
@@ -187,7 +157,7 @@ fn quantize_round_trips() {
     let mut rng = Rng(0x5EED_0003);
     for at in [GgmlType::F32, GgmlType::F16, GgmlType::BF16, GgmlType::Q8_0, GgmlType::Q8_1, GgmlType::Q8_K] {
         let n = 1024;
-        let mut x: Vec<f32> = (0..n).map(|_| rng.normal(2.0)).collect();
+        let mut x: Vec<f32> = (0..n).map(|_| normal(&mut rng, 2.0)).collect();
         x[0..32].iter_mut().for_each(|v| *v = 0.0); // an all-zero block
         let mut q = Vec::new();
         quantize_row_into(at, &x, &mut q).unwrap();
@@ -279,7 +249,7 @@ fn portable_path_is_bit_identical_to_avx2_for_llamacpp_ordered_types() {
         for n in lengths(t) {
             for _ in 0..8 {
                 let w = random_weights(t, n, &mut rng);
-                let x: Vec<f32> = (0..n).map(|_| rng.normal(0.5)).collect();
+                let x: Vec<f32> = (0..n).map(|_| normal(&mut rng, 0.5)).collect();
                 let mut acts = Vec::new();
                 quantize_row_into(at, &x, &mut acts).unwrap();
                 let fast = vec_dot(t, n, &w, &acts);

@@ -4,30 +4,12 @@
 // Native only: `wasm-pack test` builds every test target for wasm32 (the browser tests are web_*.rs).
 #![cfg(not(target_arch = "wasm32"))]
 
+mod support;
+
 use std::path::PathBuf;
 
+use support::Rng;
 use wick::quant::{dequantize, quantize_weights, GgmlType};
-
-/// splitmix64.
-struct Rng(u64);
-
-impl Rng {
-    fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-    /// Uniform in (0, 1).
-    fn unit(&mut self) -> f32 {
-        ((self.next_u64() >> 40) as f32 + 0.5) / (1u64 << 24) as f32
-    }
-    fn gauss(&mut self) -> f32 {
-        let (u, v) = (self.unit(), self.unit());
-        (-2.0 * u.ln()).sqrt() * (std::f32::consts::TAU * v).cos()
-    }
-}
 
 /// The row distributions: weights look Gaussian; some rows have outliers, an offset, blocks
 /// of zeros or tiny values.
@@ -36,11 +18,11 @@ const DISTS: [&str; 6] = ["uniform", "gauss", "outliers", "offset", "zero_blocks
 fn row(dist: &str, n: usize, rng: &mut Rng) -> Vec<f32> {
     let mut x: Vec<f32> = (0..n).map(|_| rng.gauss() * 0.02).collect();
     match dist {
-        "uniform" => x.iter_mut().for_each(|v| *v = rng.unit() * 2.0 - 1.0),
+        "uniform" => x.iter_mut().for_each(|v| *v = rng.unit_open() * 2.0 - 1.0),
         "gauss" => {}
         "outliers" => {
             for _ in 0..n / 64 {
-                let i = (rng.next_u64() % n as u64) as usize;
+                let i = (rng.next() % n as u64) as usize;
                 x[i] *= 20.0;
             }
         }

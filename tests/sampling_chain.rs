@@ -2,21 +2,14 @@
 // Native only: `wasm-pack test` builds every test target for wasm32 (the browser tests are web_*.rs).
 #![cfg(not(target_arch = "wasm32"))]
 
+mod support;
+
+use support::Rng;
 use wick::sampling::{apply_penalties, argmax, Sampler, SamplingParams};
 
-/// splitmix64, for test data only.
-struct TestRng(u64);
-impl TestRng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-    fn logits(&mut self, n: usize, scale: f32) -> Vec<f32> {
-        (0..n).map(|_| ((self.next() >> 40) as f32 / (1u64 << 24) as f32 - 0.5) * scale).collect()
-    }
+/// `n` logits uniform in [-scale/2, scale/2).
+fn logits(rng: &mut Rng, n: usize, scale: f32) -> Vec<f32> {
+    (0..n).map(|_| (rng.unit() - 0.5) * scale).collect()
 }
 
 fn params(temperature: f32, top_k: usize, top_p: f32, min_p: f32, seed: u64) -> SamplingParams {
@@ -65,12 +58,12 @@ fn renormalised(keep: &[usize]) -> Vec<f64> {
 
 #[test]
 fn greedy_is_argmax() {
-    let mut rng = TestRng(1);
+    let mut rng = Rng(1);
     let mut s = Sampler::new(SamplingParams::greedy()).unwrap();
     assert!(s.is_greedy());
     for n in [1, 2, 17, 1000, 32_000] {
         for _ in 0..20 {
-            let logits = rng.logits(n, 20.0);
+            let logits = logits(&mut rng, n, 20.0);
             let mut l = logits.clone();
             let want = argmax(&logits);
             assert_eq!(s.sample(&mut l, &[1, 2, 3]), want);
@@ -89,8 +82,8 @@ fn greedy_is_argmax() {
 
 #[test]
 fn same_seed_same_sequence_different_seed_different() {
-    let mut rng = TestRng(7);
-    let rows: Vec<Vec<f32>> = (0..300).map(|_| rng.logits(5000, 8.0)).collect();
+    let mut rng = Rng(7);
+    let rows: Vec<Vec<f32>> = (0..300).map(|_| logits(&mut rng, 5000, 8.0)).collect();
     let run = |seed: u64| -> Vec<u32> {
         let p = SamplingParams {
             seed,
@@ -125,12 +118,12 @@ fn same_seed_same_sequence_different_seed_different() {
 
 #[test]
 fn top_k_1_is_greedy_at_any_temperature() {
-    let mut rng = TestRng(3);
+    let mut rng = Rng(3);
     for temp in [0.1, 0.8, 1.0, 5.0, 100.0] {
         let mut s = Sampler::new(params(temp, 1, 0.9, 0.05, 9)).unwrap();
         assert!(s.is_greedy());
         for _ in 0..50 {
-            let logits = rng.logits(3000, 2.0);
+            let logits = logits(&mut rng, 3000, 2.0);
             assert_eq!(s.sample(&mut logits.clone(), &[]), argmax(&logits));
         }
     }
@@ -180,8 +173,8 @@ fn large_vocab_top_p_stays_in_the_nucleus() {
     // Gemma-sized row, top-p without top-k: the partial sort must find the same nucleus as a
     // full sort.
     let n = 262_144;
-    let mut rng = TestRng(21);
-    let logits = rng.logits(n, 30.0);
+    let mut rng = Rng(21);
+    let logits = logits(&mut rng, n, 30.0);
     let max = logits.iter().cloned().fold(f32::NEG_INFINITY, f32::max);
     let mut order: Vec<u32> = (0..n as u32).collect();
     order.sort_by(|&a, &b| logits[b as usize].total_cmp(&logits[a as usize]).then(a.cmp(&b)));
@@ -316,8 +309,8 @@ fn validate_rejects_out_of_range_params() {
 #[test]
 #[ignore]
 fn timing_262k_vocab() {
-    let mut rng = TestRng(99);
-    let logits = rng.logits(262_144, 30.0);
+    let mut rng = Rng(99);
+    let logits = logits(&mut rng, 262_144, 30.0);
     for (name, p) in [
         ("greedy", SamplingParams::greedy()),
         ("default (top-k 40)", SamplingParams::default()),

@@ -4,8 +4,7 @@
 // Native only: `wasm-pack test` builds every test target for wasm32 (the browser tests are web_*.rs).
 #![cfg(not(target_arch = "wasm32"))]
 
-#[path = "support/meta.rs"]
-mod meta;
+mod support;
 
 use std::time::Instant;
 
@@ -29,7 +28,7 @@ fn bytes(v: &Value) -> Vec<u8> {
 
 fn load(name: &str, r: &Value) -> Tokenizer {
     let file = r["models"][name]["file"].as_str().expect("file");
-    let mut md = meta::read_metadata(&meta::model_path(file));
+    let mut md = support::models::read_metadata(&support::models::model_path(file));
     // Variants: the same vocabulary with some metadata replaced (another pre-tokenizer, flags).
     if let Some(overrides) = r["models"][name]["overrides"].as_object() {
         for (key, v) in overrides {

@@ -8,10 +8,10 @@
 //! part ways only at a near-tie: where the CPU's own top-2 logit gap is below [`TIE`].
 #![cfg(target_arch = "wasm32")]
 
-mod web_common;
+mod support;
 
+use support::web::*;
 use wasm_bindgen_test::*;
-use web_common::*;
 use wick::exec::Readback;
 use wick::model::Arch;
 use wick::sampling::SamplingParams;

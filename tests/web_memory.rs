@@ -6,16 +6,16 @@
 //! the heap may grow by less than [`GROWTH_LIMIT`] until the load ends.
 #![cfg(target_arch = "wasm32")]
 
-mod web_common;
+mod support;
 
 use std::cell::Cell;
 use std::cell::RefCell;
 use std::io::Write;
 use std::rc::Rc;
 
+use support::web::*;
 use wasm_bindgen::JsCast;
 use wasm_bindgen_test::*;
-use web_common::*;
 use wick::gguf::GgufWriter;
 use wick::model::Arch;
 use wick::quant::GgmlType;

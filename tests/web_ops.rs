@@ -1,39 +1,46 @@
-//! Every op of the WebGPU executor against the CPU reference, in headless Chromium
-//! (SwiftShader: the f32 path, no shader-f16). The cases and their tolerances are in
-//! tests/webgpu_cases/mod.rs, shared with the native run (tests/webgpu_ops.rs).
+//! The op suite (tests/ops/) on the WebGPU executor in headless Chromium (SwiftShader: the f32
+//! path, no shader-f16): every op against the plain reference, as tests/ops_webgpu.rs does
+//! natively.
 #![cfg(all(target_arch = "wasm32", feature = "webgpu"))]
 
-mod webgpu_cases;
+mod ops;
+mod support;
 
+use ops::{cases, fused};
 use wasm_bindgen_test::*;
 use wick::exec::webgpu::WebGpuExecutor;
+use wick::exec::Executor;
 
 wasm_bindgen_test_configure!(run_in_browser);
 
-async fn gpu() -> WebGpuExecutor {
-    WebGpuExecutor::new().await.expect("a WebGPU adapter (Chromium needs --enable-unsafe-webgpu)")
+/// A WebGPU executor on a fresh device, configured by `setup`.
+async fn gpu_with(setup: impl FnOnce(&mut WebGpuExecutor)) -> Option<Box<dyn Executor>> {
+    let mut e =
+        WebGpuExecutor::new().await.expect("a WebGPU adapter (Chromium needs --enable-unsafe-webgpu)");
+    setup(&mut e);
+    Some(Box::new(e))
 }
 
-/// One `#[wasm_bindgen_test]` per case, each on a fresh device.
-macro_rules! browser_cases {
-    ($($case:ident),* $(,)?) => {$(
-        #[wasm_bindgen_test]
-        async fn $case() {
-            webgpu_cases::$case(gpu().await).await;
-        }
-    )*};
+async fn gpu() -> Option<Box<dyn Executor>> {
+    gpu_with(|_| {}).await
 }
 
-browser_cases!(
-    matmul_every_type,
-    matmul_bias_and_shared_input,
-    embed_every_type,
-    rms_norm_rows_and_heads,
-    rope_normal_and_neox,
-    attention_with_history_window_softcap,
-    gated_act_add_take_last,
-    argmax_on_device,
-    bad_token_is_an_error,
-    matmul_model_shapes,
-    split_weights,
-);
+browser_op_rows! { "browser";
+    embed => gpu(), cases::embed();
+    rms_norm => gpu(), cases::rms_norm();
+    matmul => gpu(), cases::matmul();
+    matmul_coop => gpu_with(|e| e.set_cooperative_matmul(true)), cases::matmul();
+    matmul_model => gpu(), cases::matmul_model();
+    rope => gpu(), cases::rope();
+    attention => gpu(), cases::attention();
+    gated_act => gpu(), cases::gated_act();
+    add_take_last => gpu(), cases::add_take_last();
+    readback => gpu(), cases::readback();
+    split_weights => gpu_with(|e| e.cap_binding_size(40 * 1024)), cases::split_weights();
+    fused_patterns => gpu(), fused::patterns();
+}
+
+#[wasm_bindgen_test]
+async fn errors_are_errors() {
+    ops::errors_are_errors(gpu().await).await;
+}

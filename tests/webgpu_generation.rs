@@ -12,9 +12,10 @@
 #![cfg(not(target_arch = "wasm32"))]
 #![cfg(feature = "webgpu")]
 
-mod common;
+mod support;
 
-use common::*;
+use support::block_on;
+use support::models::*;
 use wick::exec::Readback;
 use wick::sampling::SamplingParams;
 use wick::{ExecutorKind, GenerateOptions, LoadOptions, Model, SessionOptions};

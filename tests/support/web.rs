@@ -1,6 +1,5 @@
 //! Helpers shared by the browser tests (`tests/web_*.rs`): a synthetic tokenizer (no model
 //! files in the browser) and JS `ReadableStream`s over bytes made in the test.
-#![allow(dead_code)]
 
 use js_sys::{Array, Uint8Array};
 use wasm_bindgen::prelude::*;

@@ -1,6 +1,5 @@
-//! Helpers shared by the `gguf_*` tests: sample files, a raw byte builder for corrupt files, a
-//! chunk collector that checks the chunking rules, and an in-memory async stream.
-#![allow(dead_code)]
+//! GGUF files made in the tests (the `gguf_*` tests): sample files, a raw byte builder for
+//! corrupt files, a chunk collector that checks the chunking rules, and an in-memory async stream.
 
 use std::collections::VecDeque;
 use std::pin::Pin;
@@ -11,9 +10,7 @@ use wick::quant::GgmlType;
 use wick::source::ByteSource;
 use wick::{Error, Result};
 
-pub fn block_on<F: std::future::Future>(f: F) -> F::Output {
-    pollster::block_on(f)
-}
+use super::{block_on, pattern};
 
 /// Metadata with every value type, arrays of every element type, strings and nested arrays.
 pub fn sample_metadata() -> Metadata {
@@ -57,12 +54,6 @@ pub fn sample_metadata() -> Metadata {
         ])),
     );
     m
-}
-
-/// Deterministic bytes.
-pub fn pattern(n: usize, seed: u64) -> Vec<u8> {
-    let mut rng = SplitMix64(seed);
-    (0..n).map(|_| rng.next() as u8).collect()
 }
 
 /// Tensors of several types with odd sizes (so padding is exercised), in a non-sorted name order.
@@ -137,26 +128,6 @@ pub async fn read_all<S: ByteSource>(
     Ok((header, data))
 }
 
-/// A local PRNG (splitmix64): no `rand` dependency, reproducible from a seed.
-pub struct SplitMix64(pub u64);
-
-impl SplitMix64 {
-    pub fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-    pub fn below(&mut self, n: u64) -> u64 {
-        if n == 0 {
-            0
-        } else {
-            self.next() % n
-        }
-    }
-}
-
 /// An in-memory async stream of byte chunks, optionally ending in an error.
 pub struct VecStream(pub VecDeque<Result<Vec<u8>>>);
 
@@ -221,7 +192,7 @@ impl Raw {
     }
     /// Zero padding to a multiple of 32, then `n` data bytes.
     pub fn data(&mut self, n: usize) -> &mut Self {
-        while self.0.len() % 32 != 0 {
+        while !self.0.len().is_multiple_of(32) {
             self.0.push(0);
         }
         self.0.extend(std::iter::repeat_n(0xAB, n));

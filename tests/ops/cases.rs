@@ -1,0 +1,358 @@
+//! The rows of single ops: each family is a function returning its rows (shapes, types,
+//! tolerance); the graph of a row embeds its inputs and applies the op under test.
+
+use wick::exec::{Gate, Op, Readback, RopeMode, Rows};
+use wick::quant::GgmlType;
+
+use super::{graph, row, tol, Case, Expect, Row, ROWS, VOCAB};
+
+/// Every weight type of the GGUF files wick loads.
+pub const TYPES: [GgmlType; 13] = GgmlType::WEIGHT_TYPES;
+
+/// A k that is a whole number of blocks of `t`: 256 or, every other row, 544 (17 blocks of
+/// 32: a partial 256-value stage) for the 32-value and float types, 512 for the k-quants.
+fn k_for(t: GgmlType, i: usize) -> usize {
+    match (i % 2, t.block_size()) {
+        (0, _) => 256,
+        (_, 256) => 512,
+        _ => 544,
+    }
+}
+
+/// Weight row counts that are no multiple of the workgroup or block row counts.
+const NS: [usize; 9] = [67, 129, 33, 250, 71, 97, 40, 130, 9];
+
+/// x (rows × k, embedded) · Wᵀ (+ bias).
+pub fn matmul_row(t: GgmlType, rows: usize, k: usize, n: usize, bias: bool) -> Row {
+    let name = format!("matmul {t} rows={rows} k={k} n={n}{}", if bias { " +bias" } else { "" });
+    let types: &[GgmlType] = &[t];
+    row(name, tol::matmul(t), types, move |c: &mut Case| {
+        let x = c.table(k, 1.0);
+        let w = c.weight(t, k, n);
+        let b = bias.then(|| c.weight(GgmlType::F32, n, 1));
+        let g = c.graph(graph(rows, &[(x, k)], |g, s| {
+            let dst = g.act(Rows::All, n);
+            g.push(Op::MatMul { w, x: s[0], dst, bias: b });
+            dst
+        }));
+        c.step(g, 0);
+    })
+}
+
+/// Matrix products of every type at every token row count, with and without bias, and with
+/// thousands of weight rows (several rows per cooperative workgroup, ragged at the end).
+pub fn matmul() -> Vec<Row> {
+    let mut rows = Vec::new();
+    for t in TYPES {
+        for (i, &r) in ROWS.iter().enumerate() {
+            rows.push(matmul_row(t, r, k_for(t, i), NS[i], false));
+        }
+        rows.push(matmul_row(t, 3, k_for(t, 1), 33, true));
+        rows.push(matmul_row(t, 17, 256, 67, true));
+        rows.push(matmul_row(t, 1, 512, 2050, false));
+        rows.push(matmul_row(t, 2, 256, 4099, false));
+    }
+    rows
+}
+
+/// The products of a small model's shapes (SmolLM2: 576 wide, 1536 feed-forward, 49152 vocab).
+pub fn matmul_model() -> Vec<Row> {
+    [
+        (GgmlType::Q4_1, 576, 1536, 6),
+        (GgmlType::Q4_1, 1536, 576, 6),
+        (GgmlType::Q8_0, 576, 49152, 1),
+        (GgmlType::Q8_0, 576, 192, 6),
+    ]
+    .into_iter()
+    .map(|(t, k, n, rows)| matmul_row(t, rows, k, n, false))
+    .collect()
+}
+
+/// Prefill tiles (CUDA's tensor-core products from 16 rows: 32- and 64-token tiles, token and
+/// weight rows no multiple of a tile, k of one to several 256-value stages and, for the
+/// 32-value types, a partial stage), with and without bias.
+pub fn matmul_tiles() -> Vec<Row> {
+    let mut rows = Vec::new();
+    for t in [
+        GgmlType::Q4_0,
+        GgmlType::Q4_1,
+        GgmlType::Q5_0,
+        GgmlType::Q5_1,
+        GgmlType::Q8_0,
+        GgmlType::Q4_K,
+        GgmlType::Q5_K,
+        GgmlType::Q6_K,
+    ] {
+        let mut shapes = vec![
+            (16, 256, 64, false),
+            (77, 768, 200, true),
+            (64, 1024, 130, false),
+            (130, 512, 72, false),
+            (200, 256, 3264, true),
+        ];
+        if t.block_size() == 32 {
+            shapes.extend([(40, 800, 96, true), (19, 96, 33, false)]);
+        }
+        rows.extend(shapes.into_iter().map(|(r, k, n, b)| matmul_row(t, r, k, n, b)));
+    }
+    rows
+}
+
+/// Embedding rows of every type, scaled.
+pub fn embed() -> Vec<Row> {
+    let mut rows = Vec::new();
+    for t in TYPES {
+        for n_tok in [1, 7, 17] {
+            rows.push(row(format!("embed {t} rows={n_tok}"), tol::COPY, &[t], move |c: &mut Case| {
+                let (k, vocab) = (512, 50);
+                let table = c.weight(t, k, vocab);
+                let mut g = wick::exec::Graph::new(n_tok);
+                let dst = g.act(Rows::All, k);
+                g.push(Op::Embed { table, dst, scale: 1.5 });
+                g.logits = dst;
+                let g = c.graph(g);
+                c.step_with(g, 0, vocab, Expect::Close(Readback::AllLogits));
+            }));
+        }
+    }
+    rows
+}
+
+/// RMSNorm over whole rows and per head (QK norm), in place and not.
+pub fn rms_norm() -> Vec<Row> {
+    let mut rows = Vec::new();
+    for (cols, group, in_place) in [
+        (576, 576, false),
+        (640, 640, true),
+        (256, 64, true),
+        (96, 32, false),
+        (1000, 1000, true),
+        (512, 128, false),
+    ] {
+        for n_tok in [1, 3, 33] {
+            let name = format!("rms_norm cols={cols} group={group} in_place={in_place} rows={n_tok}");
+            rows.push(row(name, tol::NORM, &[], move |c: &mut Case| {
+                let x = c.table(cols, 3.0);
+                let w = c.weight(GgmlType::F32, group, 1);
+                let g = c.graph(graph(n_tok, &[(x, cols)], |g, s| {
+                    let dst = if in_place { s[0] } else { g.act(Rows::All, cols) };
+                    g.push(Op::RmsNorm { x: s[0], weight: w, dst, group, eps: 1e-6 });
+                    dst
+                }));
+                c.step(g, 0);
+            }));
+        }
+    }
+    rows
+}
+
+/// RoPE, adjacent pairs and halves, whole and partial rotation, at positions up to 1500.
+pub fn rope() -> Vec<Row> {
+    let mut rows = Vec::new();
+    for (mode, n_heads, head_dim, n_rot, pos) in [
+        (RopeMode::Normal, 3, 64, 64, 0),
+        (RopeMode::Neox, 4, 32, 32, 37),
+        (RopeMode::Neox, 2, 128, 64, 1500),
+        (RopeMode::Normal, 4, 64, 32, 1000),
+        (RopeMode::Normal, 2, 80, 80, 5),
+    ] {
+        for n_tok in [1, 3, 17] {
+            let name =
+                format!("rope {mode:?} heads={n_heads}x{head_dim} n_rot={n_rot} pos={pos} rows={n_tok}");
+            rows.push(row(name, tol::ROPE, &[], move |c: &mut Case| {
+                let cols = n_heads * head_dim;
+                let x = c.table(cols, 1.0);
+                c.kv(2048, &[2]);
+                let g = c.graph(graph(n_tok, &[(x, cols)], |g, s| {
+                    g.push(Op::Rope {
+                        x: s[0],
+                        n_heads,
+                        head_dim,
+                        n_rot,
+                        base: 10000.0,
+                        freq_scale: 1.0,
+                        mode,
+                    });
+                    s[0]
+                }));
+                c.step(g, pos);
+            }));
+        }
+    }
+    rows
+}
+
+/// Heads, KV heads (GQA), head size, sliding window, softcap.
+type AttnShape = (usize, usize, usize, Option<usize>, Option<f32>);
+
+const ATTN: [AttnShape; 7] = [
+    (4, 2, 64, None, None),
+    (3, 1, 128, None, None),
+    (4, 4, 32, Some(4), None),
+    (2, 1, 256, None, Some(30.0)),
+    (8, 2, 128, Some(21), Some(50.0)),
+    (3, 3, 80, Some(7), None),
+    (6, 1, 32, Some(3), None),
+];
+
+/// KvStore of the step's k and v into layer `layer`, then attention of q over the cache.
+fn attention_graph(c: &mut Case, n_tok: usize, shape: AttnShape, layer: usize) -> usize {
+    let (n_heads, n_kv, hd, window, softcap) = shape;
+    let (qd, kd) = (n_heads * hd, n_kv * hd);
+    let (tq, tk, tv) = (c.table(qd, 2.0), c.table(kd, 2.0), c.table(kd, 1.0));
+    c.graph(graph(n_tok, &[(tq, qd), (tk, kd), (tv, kd)], |g, s| {
+        let dst = g.act(Rows::All, qd);
+        g.push(Op::KvStore { layer, k: s[1], v: s[2] });
+        let scale = 1.0 / (hd as f32).sqrt();
+        g.push(Op::Attention {
+            layer,
+            q: s[0],
+            dst,
+            n_heads,
+            n_kv_heads: n_kv,
+            head_dim: hd,
+            scale,
+            window,
+            softcap,
+        });
+        dst
+    }))
+}
+
+/// KV store and attention: a prefill of 37 rows, then three steps of `rows` over the history
+/// (past the window where there is one), on layer 1 of a two-layer cache.
+pub fn attention() -> Vec<Row> {
+    let mut rows = Vec::new();
+    for shape in ATTN {
+        for n_tok in [1, 2, 7, 16, 17, 33] {
+            let (h, kvh, hd, window, softcap) = shape;
+            let name = format!(
+                "attention heads={h}/{kvh} hd={hd} window={window:?} softcap={softcap:?} rows={n_tok}"
+            );
+            rows.push(row(name, tol::ATTENTION, &[], move |c: &mut Case| {
+                c.kv(160, &[h * hd, kvh * hd]);
+                let prefill = attention_graph(c, 37, shape, 1);
+                let g = attention_graph(c, n_tok, shape, 1);
+                c.step(prefill, 0);
+                for i in 0..3 {
+                    c.step(g, 37 + i * n_tok);
+                }
+            }));
+        }
+    }
+    rows
+}
+
+/// Attention deeper than 2048 keys (where kernels stop keeping every score): the cache is
+/// filled by a 2048-row KvStore, then steps of 1 and 17 rows attend over all of it.
+pub fn attention_deep() -> Vec<Row> {
+    let mut rows = Vec::new();
+    for shape in [ATTN[0], ATTN[3], ATTN[4]] {
+        let (h, kvh, hd, window, softcap) = shape;
+        let name = format!("attention deep heads={h}/{kvh} hd={hd} window={window:?} softcap={softcap:?}");
+        rows.push(row(name, tol::ATTENTION, &[], move |c: &mut Case| {
+            let kd = kvh * hd;
+            c.kv(2100, &[kd]);
+            let (tk, tv) = (c.table(kd, 2.0), c.table(kd, 1.0));
+            let fill = c.graph(graph(2048, &[(tk, kd), (tv, kd)], |g, s| {
+                g.push(Op::KvStore { layer: 0, k: s[0], v: s[1] });
+                s[0]
+            }));
+            let one = attention_graph(c, 1, shape, 0);
+            let many = attention_graph(c, 17, shape, 0);
+            c.step_with(fill, 0, VOCAB, Expect::Close(Readback::LastLogits));
+            c.step(one, 2048);
+            c.step(many, 2049);
+            c.step(one, 2066);
+        }));
+    }
+    rows
+}
+
+/// Gated activations (a width with a tail past the 16-wide chunks, and a long one).
+pub fn gated_act() -> Vec<Row> {
+    let mut rows = Vec::new();
+    for act in [Gate::Silu, Gate::Gelu] {
+        for (n, n_tok) in [(1000, 1), (1000, 2), (4112, 17)] {
+            let t = if act == Gate::Gelu { tol::GELU } else { tol::SILU };
+            rows.push(row(format!("gated_act {act:?} n={n} rows={n_tok}"), t, &[], move |c: &mut Case| {
+                let (tg, tu) = (c.table(n, 4.0), c.table(n, 1.0));
+                let g = c.graph(graph(n_tok, &[(tg, n), (tu, n)], |g, s| {
+                    g.push(Op::GatedAct { gate: s[0], up: s[1], act });
+                    s[0]
+                }));
+                c.step(g, 0);
+            }));
+        }
+    }
+    rows
+}
+
+/// Add (into a third slot, then in place) and TakeLast.
+pub fn add_take_last() -> Vec<Row> {
+    [1, 3, 17, 80]
+        .into_iter()
+        .map(|n_tok| {
+            row(format!("add, add in place, take_last rows={n_tok}"), tol::COPY, &[], move |c: &mut Case| {
+                let n = 300;
+                let (ta, tb) = (c.table(n, 1.0), c.table(n, 1.0));
+                let g = c.graph(graph(n_tok, &[(ta, n), (tb, n)], |g, s| {
+                    let sum = g.act(Rows::All, n);
+                    g.push(Op::Add { a: s[0], b: s[1], dst: sum });
+                    g.push(Op::Add { a: s[0], b: sum, dst: sum });
+                    let last = g.act(Rows::Last, n);
+                    g.push(Op::TakeLast { x: sum, dst: last });
+                    last
+                }));
+                c.step(g, 0);
+            })
+        })
+        .collect()
+}
+
+/// The readbacks: the argmax on the device, the last row's logits, every row's logits.
+pub fn readback() -> Vec<Row> {
+    let mut rows = Vec::new();
+    for n in [5000, 49155] {
+        for n_tok in [1, 2, 7] {
+            rows.push(row(
+                format!("readback vocab={n} rows={n_tok}"),
+                tol::COPY,
+                &[],
+                move |c: &mut Case| {
+                    let t = c.table(n, 1.0);
+                    let g = c.graph(graph(n_tok, &[(t, n)], |_, s| s[0]));
+                    for rb in [Readback::Argmax, Readback::LastLogits, Readback::AllLogits, Readback::Argmax]
+                    {
+                        c.step_with(g, 0, VOCAB, Expect::Close(rb));
+                    }
+                },
+            ));
+        }
+    }
+    rows
+}
+
+/// Weights split across buffers (as on a small binding limit; the WebGPU runner caps it):
+/// embedding rows and the tied product read every part.
+pub fn split_weights() -> Vec<Row> {
+    [GgmlType::Q8_0, GgmlType::Q4_K, GgmlType::F32]
+        .into_iter()
+        .map(|t| {
+            row(format!("split {t} embed + tied matmul"), tol::matmul(t), &[t], move |c: &mut Case| {
+                let (k, n, n_tok) = (512, 300, 3);
+                let table = c.weight(t, k, n);
+                let mut g = wick::exec::Graph::new(n_tok);
+                let x = g.act(Rows::All, k);
+                g.push(Op::Embed { table, dst: x, scale: 1.0 });
+                let dst = g.act(Rows::All, n);
+                g.push(Op::MatMul { w: table, x, dst, bias: None });
+                g.logits = dst;
+                let g = c.graph(g);
+                // The first and last rows, then random ones.
+                c.step_tokens(g, 0, &[0, n as u32 - 1, 150]);
+                c.step_with(g, 0, n, Expect::Close(Readback::AllLogits));
+            })
+        })
+        .collect()
+}

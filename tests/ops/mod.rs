@@ -1,0 +1,454 @@
+//! The op suite: every op of `wick::exec::Op`, every readback and every pattern the GPU
+//! executors fuse, described once as data ([`Row`]s of small graphs, in `cases.rs` and
+//! `fused.rs`) and run on any executor given, against the plain scalar reference of
+//! `reference.rs`, on fresh random inputs. The runners (tests/ops_cpu.rs, ops_webgpu.rs,
+//! ops_cuda.rs, web_ops.rs) are lists of rows.
+//!
+//! Inputs enter a graph through `Embed` from F32 tables (an exact copy on every executor);
+//! the op under test writes the output slot, read back each step. Shapes cross the tile and
+//! block boundaries of the GPU kernels: token rows 1 (decode), 2, 3, 7, 16, 17, 33, 64, 80
+//! (prefill tiles are 16, 32 and 64 rows); k of 256 and 544 (k-quants 256 and 512); weight
+//! row counts that are no multiple of a workgroup's; KV depths from one key to past 2048.
+//!
+//! Each run draws a new base seed (printed with every failure); `WICK_OPS_SEED=<seed>`
+//! replays one.
+//!
+//! # Tolerances
+//!
+//! Error = max |got − ref| / max |ref| over the output (an argmax must pick a value within the
+//! logits tolerance of the reference's largest). The reference makes the conversions that
+//! define the result (q8 activations, f16 cache, f16 rounding before products with f16), so
+//! what is left is the order of float sums, transcendental functions and, in fused kernels,
+//! a q8 value that rounds the other way:
+//!
+//! | op | types | tolerance | why |
+//! |---|---|---|---|
+//! | Embed, Add, TakeLast, logits readback | all | 1e-6 | copies and one f32 operation per value |
+//! | RmsNorm | F32 weight | 1e-5 | f64 sum of squares; only the reduction order differs |
+//! | MatMul | F32, F16, BF16 | 1e-5 | same (f16/bf16-rounded) inputs; f32 sums of k products in another order (seen: 5e-7) |
+//! | MatMul | every quantized type | 1e-5 | same q8 activations and integer block sums; per-block float scales summed in another order (seen: 4e-7); one q8 value rounded the other way would cost ~1e-3 |
+//! | Rope | normal, neox | 1e-4 | cos/sin of angles up to ~2000 rad: an f32 angle's ulp is 1e-4 |
+//! | Attention | f16 cache | 2e-3 | exp and the f16 rounding of each probability can land an f16 ulp apart |
+//! | GatedAct | silu | 1e-5 | one exp per value |
+//! | GatedAct | gelu | 2e-3 | executors evaluate GELU through ggml's f16 table (f16 input and output) |
+//! | fused patterns | mixed | 2e-3 | a fused RMSNorm feeds the q8 conversion values an ulp apart: a q8 value may round the other way |
+//! | a whole layer | mixed | 1e-2 | five q8 conversions in a chain, each of which may round one value the other way (one such flip before the down projection moves an output by ~2e-3 of the largest) |
+#![allow(dead_code)]
+
+pub mod cases;
+pub mod fused;
+pub mod reference;
+
+use wick::exec::{Executor, Graph, GraphId, KvSpec, Op, Readback, StepOutput, WeightId};
+use wick::quant::GgmlType;
+
+use crate::support::tensors::{f32_bytes, random_bytes};
+use crate::support::Rng;
+use reference::Reference;
+
+/// The tolerances of the table above.
+pub mod tol {
+    /// Embed, Add, TakeLast and the logits readbacks.
+    pub const COPY: f32 = 1e-6;
+    /// RMSNorm.
+    pub const NORM: f32 = 1e-5;
+    /// Matrix products with F32, F16 or BF16 weights.
+    pub const MATMUL_FLOAT: f32 = 1e-5;
+    /// Matrix products with quantized weights.
+    pub const MATMUL_QUANT: f32 = 1e-5;
+    /// RoPE.
+    pub const ROPE: f32 = 1e-4;
+    /// Attention over the f16 cache.
+    pub const ATTENTION: f32 = 2e-3;
+    /// SiLU-gated product.
+    pub const SILU: f32 = 1e-5;
+    /// GELU-gated product.
+    pub const GELU: f32 = 2e-3;
+    /// Fused patterns.
+    pub const FUSED: f32 = 2e-3;
+    /// A whole layer (at the size of its output; with a large residual, [`FUSED`]).
+    pub const LAYER: f32 = 1e-2;
+
+    /// The matrix product tolerance for weights of type `t`.
+    pub fn matmul(t: wick::quant::GgmlType) -> f32 {
+        if t.is_quantized() {
+            MATMUL_QUANT
+        } else {
+            MATMUL_FLOAT
+        }
+    }
+}
+
+/// Token rows that cross the GPU executors' tiles (decode is 1 row; prefill tiles 16/32/64).
+pub const ROWS: [usize; 9] = [1, 2, 3, 7, 16, 17, 33, 64, 80];
+
+/// Rows of the F32 input tables (token ids are drawn below it).
+pub const VOCAB: usize = 97;
+
+/// What a step must give.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum Expect {
+    /// The readback, within the row's tolerance of the reference's.
+    Close(Readback),
+    /// An error, as the reference gives.
+    Error,
+}
+
+/// One step of a case: a graph run on tokens at a position.
+pub struct Step {
+    graph: usize,
+    tokens: Vec<u32>,
+    pos: usize,
+    expect: Expect,
+}
+
+/// A case built from a row's description and a seed: weights, a cache, graphs and steps.
+pub struct Case {
+    rng: Rng,
+    weights: Vec<(GgmlType, Vec<u64>, Vec<u8>)>,
+    kv: KvSpec,
+    graphs: Vec<Graph>,
+    steps: Vec<Step>,
+}
+
+impl Case {
+    fn new(seed: u64) -> Case {
+        let kv = KvSpec { n_ctx: 256, k_dims: vec![], v_dims: vec![] };
+        Case { rng: Rng::new(seed), weights: Vec::new(), kv, graphs: Vec::new(), steps: Vec::new() }
+    }
+
+    /// A random weight of `n` rows of `k` values of type `t` (1-D when `n` is 1).
+    pub fn weight(&mut self, t: GgmlType, k: usize, n: usize) -> WeightId {
+        let bytes = random_bytes(t, k * n, &mut self.rng);
+        let dims = if n == 1 { vec![k as u64] } else { vec![k as u64, n as u64] };
+        self.weights.push((t, dims, bytes));
+        WeightId(self.weights.len() as u32 - 1)
+    }
+
+    /// A weight of model-like size: values uniform with variance 1/k, quantized to `t` by
+    /// wick's quantizer, so that a product keeps its input's magnitude. (Random block bytes
+    /// give weights up to ±2.8, and a layer of them attention scores in the hundreds: its
+    /// softmax then turns a last-bit difference into a different key.)
+    pub fn model_weight(&mut self, t: GgmlType, k: usize, n: usize) -> WeightId {
+        let v = self.rng.vec(k * n, (3.0 / k as f32).sqrt());
+        let mut bytes = Vec::new();
+        wick::quant::quantize_weights(t, &v, &mut bytes).unwrap();
+        self.weights.push((t, vec![k as u64, n as u64], bytes));
+        WeightId(self.weights.len() as u32 - 1)
+    }
+
+    /// An F32 input table: [`VOCAB`] rows of `cols` values in [-scale, scale).
+    pub fn table(&mut self, cols: usize, scale: f32) -> WeightId {
+        let v = self.rng.vec(cols * VOCAB, scale);
+        self.weights.push((GgmlType::F32, vec![cols as u64, VOCAB as u64], f32_bytes(&v)));
+        WeightId(self.weights.len() as u32 - 1)
+    }
+
+    /// The KV cache: `n_ctx` positions, one layer per (key, value) width.
+    pub fn kv(&mut self, n_ctx: usize, layers: &[usize]) {
+        self.kv = KvSpec { n_ctx, k_dims: layers.to_vec(), v_dims: layers.to_vec() };
+    }
+
+    /// Add a graph; its index for [`Case::step`].
+    pub fn graph(&mut self, g: Graph) -> usize {
+        self.graphs.push(g);
+        self.graphs.len() - 1
+    }
+
+    /// A step of graph `graph` at `pos` on random tokens below `vocab`.
+    pub fn step_with(&mut self, graph: usize, pos: usize, vocab: usize, expect: Expect) {
+        let n = self.graphs[graph].n_tokens;
+        let tokens = (0..n).map(|_| self.rng.below(vocab as u64) as u32).collect();
+        self.steps.push(Step { graph, tokens, pos, expect });
+    }
+
+    /// A step of graph `graph` at `pos` on the given tokens, compared on every row.
+    pub fn step_tokens(&mut self, graph: usize, pos: usize, tokens: &[u32]) {
+        let expect = Expect::Close(Readback::AllLogits);
+        self.steps.push(Step { graph, tokens: tokens.to_vec(), pos, expect });
+    }
+
+    /// A step of graph `graph` at `pos` on random input rows, compared on every row.
+    pub fn step(&mut self, graph: usize, pos: usize) {
+        self.step_with(graph, pos, VOCAB, Expect::Close(Readback::AllLogits));
+    }
+}
+
+/// A graph of `rows` tokens whose inputs are embedded from `inputs` (table, width): one slot
+/// each, handed to `f`, which pushes the ops under test and returns the output slot.
+pub fn graph(
+    rows: usize,
+    inputs: &[(WeightId, usize)],
+    f: impl FnOnce(&mut Graph, &[wick::exec::ActId]) -> wick::exec::ActId,
+) -> Graph {
+    let mut g = Graph::new(rows);
+    let slots: Vec<_> = inputs
+        .iter()
+        .map(|&(table, cols)| {
+            let s = g.act(wick::exec::Rows::All, cols);
+            g.push(Op::Embed { table, dst: s, scale: 1.0 });
+            s
+        })
+        .collect();
+    g.logits = f(&mut g, &slots);
+    g
+}
+
+/// One row of the suite: a name, its tolerance, the weight types it needs, and how to build
+/// its case from a seed.
+pub struct Row {
+    /// Unique within the suite; printed with each result.
+    pub name: String,
+    /// Max |got − ref| / max |ref|.
+    pub tol: f32,
+    /// Weight types the executor must support (the row is skipped otherwise).
+    pub types: Vec<GgmlType>,
+    build: Box<dyn Fn(&mut Case)>,
+}
+
+/// A row (see [`Row`]).
+pub fn row(name: String, tol: f32, types: &[GgmlType], build: impl Fn(&mut Case) + 'static) -> Row {
+    Row { name, tol, types: types.to_vec(), build: Box::new(build) }
+}
+
+/// The base seed of this run: `WICK_OPS_SEED`, else from the clock.
+pub fn base_seed() -> u64 {
+    if let Some(s) = std::env::var("WICK_OPS_SEED").ok().and_then(|s| s.parse().ok()) {
+        return s;
+    }
+    #[cfg(target_arch = "wasm32")]
+    return js_sys::Date::now() as u64;
+    #[cfg(not(target_arch = "wasm32"))]
+    return std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos() as u64;
+}
+
+/// A row's seed: the base seed mixed with the row's name (so rows draw different inputs).
+fn row_seed(base: u64, name: &str) -> u64 {
+    name.bytes().fold(base, |h, b| (h ^ b as u64).wrapping_mul(0x100_0000_01B3))
+}
+
+/// Print a line where the test runner shows it (stderr natively, the console in a browser).
+pub fn say(line: &str) {
+    #[cfg(target_arch = "wasm32")]
+    wasm_bindgen_test::console_log!("{line}");
+    #[cfg(not(target_arch = "wasm32"))]
+    eprintln!("{line}");
+}
+
+/// Load a case's weights into `e` in bounded chunks (as the loader sends them); their ids.
+async fn load(e: &mut dyn Executor, c: &Case) -> Vec<WeightId> {
+    let mut ids = Vec::new();
+    for (i, (t, dims, bytes)) in c.weights.iter().enumerate() {
+        let id = e.alloc_weight(&format!("w{i}"), *t, dims).unwrap();
+        for (j, chunk) in bytes.chunks(4096).enumerate() {
+            e.write_weight(id, (j * 4096) as u64, chunk).unwrap();
+        }
+        ids.push(id);
+    }
+    e.finish_upload().await.unwrap();
+    ids
+}
+
+/// `g` with its weight ids replaced by the executor's (`ids[local]`).
+fn remap(g: &Graph, ids: &[WeightId]) -> Graph {
+    let m = |w: WeightId| ids[w.0 as usize];
+    let mut g = g.clone();
+    for op in &mut g.ops {
+        match op {
+            Op::Embed { table, .. } => *table = m(*table),
+            Op::RmsNorm { weight, .. } => *weight = m(*weight),
+            Op::MatMul { w, bias, .. } => {
+                *w = m(*w);
+                *bias = bias.map(m);
+            }
+            _ => {}
+        }
+    }
+    g
+}
+
+/// Max |got − want| / max |want|, and where.
+fn error(want: &[f32], got: &[f32]) -> (f32, usize) {
+    let scale = want.iter().fold(0f32, |m, v| m.max(v.abs())).max(1e-6);
+    let (mut worst, mut at) = (0f32, 0);
+    for (i, (a, b)) in want.iter().zip(got).enumerate() {
+        let e = (a - b).abs();
+        if e > worst || e.is_nan() {
+            worst = if e.is_nan() { f32::INFINITY } else { e };
+            at = i;
+        }
+    }
+    (worst / scale, at)
+}
+
+/// Run one row on `e`, checking every step against the reference; the worst error.
+async fn check_row(e: &mut dyn Executor, r: &Row, seed: u64, base: u64) -> f32 {
+    let mut c = Case::new(seed);
+    (r.build)(&mut c);
+    let replay = format!("(replay: WICK_OPS_SEED={base})");
+    let mut refx = Reference::new();
+    let ref_ids = load(&mut refx, &c).await;
+    let ids = load(e, &c).await;
+    let kv = e.alloc_kv(&c.kv).unwrap();
+    let ref_kv = refx.alloc_kv(&c.kv).unwrap();
+    let graphs: Vec<GraphId> = c.graphs.iter().map(|g| e.compile(&remap(g, &ids)).unwrap()).collect();
+    let ref_graphs: Vec<GraphId> =
+        c.graphs.iter().map(|g| refx.compile(&remap(g, &ref_ids)).unwrap()).collect();
+    let mut worst = 0f32;
+    for (i, s) in c.steps.iter().enumerate() {
+        let what = format!("{} step {i} (pos {}, {} rows)", r.name, s.pos, s.tokens.len());
+        let rb = match s.expect {
+            Expect::Close(rb) => rb,
+            Expect::Error => {
+                let got = e.run(graphs[s.graph], kv, &s.tokens, s.pos, Readback::Argmax).await;
+                let want = refx.run(ref_graphs[s.graph], ref_kv, &s.tokens, s.pos, Readback::Argmax).await;
+                assert!(want.is_err(), "{what}: the reference accepts the step");
+                assert!(got.is_err(), "{what}: {} accepts a step that is an error {replay}", e.name());
+                continue;
+            }
+        };
+        let ref_rb = if rb == Readback::Argmax { Readback::LastLogits } else { rb };
+        let want = refx.run(ref_graphs[s.graph], ref_kv, &s.tokens, s.pos, ref_rb).await.unwrap();
+        let got: StepOutput = e.run(graphs[s.graph], kv, &s.tokens, s.pos, rb).await.unwrap();
+        let logits = if rb == Readback::Argmax {
+            // The device's argmax is the argmax of its own logits (rerunning the step writes
+            // the same cache rows), and a largest reference value within tolerance.
+            let own =
+                e.run(graphs[s.graph], kv, &s.tokens, s.pos, Readback::LastLogits).await.unwrap().logits;
+            let t = got.token.expect("an argmax readback gives a token");
+            assert_eq!(
+                t,
+                reference::argmax(&own),
+                "{what}: argmax on the device differs from its logits {replay}"
+            );
+            let scale = want.logits.iter().fold(0f32, |m, v| m.max(v.abs()));
+            let best = want.logits[reference::argmax(&want.logits) as usize];
+            assert!(
+                want.logits[t as usize] >= best - r.tol * scale,
+                "{what}: argmax {t} ({}) is not the largest ({best}) {replay}",
+                want.logits[t as usize]
+            );
+            own
+        } else {
+            got.logits
+        };
+        assert_eq!(logits.len(), want.logits.len(), "{what}: output sizes differ");
+        let (err, at) = error(&want.logits, &logits);
+        assert!(
+            err <= r.tol,
+            "{what}: error {err:.2e} > {:.0e} at {at}: want {} got {} {replay}",
+            r.tol,
+            want.logits[at],
+            logits[at]
+        );
+        worst = worst.max(err);
+    }
+    worst
+}
+
+/// Every step's read-back values of row `r` built from `seed` on `e` (for diagnostics that
+/// print executors side by side).
+pub async fn outputs(e: &mut dyn Executor, r: &Row, seed: u64) -> Vec<Vec<f32>> {
+    let mut c = Case::new(seed);
+    (r.build)(&mut c);
+    let ids = load(e, &c).await;
+    let kv = e.alloc_kv(&c.kv).unwrap();
+    let graphs: Vec<GraphId> = c.graphs.iter().map(|g| e.compile(&remap(g, &ids)).unwrap()).collect();
+    let mut out = Vec::new();
+    for s in &c.steps {
+        let rb = match s.expect {
+            Expect::Close(Readback::Argmax) | Expect::Error => Readback::LastLogits,
+            Expect::Close(rb) => rb,
+        };
+        out.push(
+            e.run(graphs[s.graph], kv, &s.tokens, s.pos, rb).await.map(|o| o.logits).unwrap_or_default(),
+        );
+    }
+    out
+}
+
+/// Run `rows` on the executor `make` gives (None: skipped, with the reason already said);
+/// prints each row's error and the count of rows run.
+pub async fn run_rows(runner: &str, family: &str, exec: Option<Box<dyn Executor>>, rows: Vec<Row>) {
+    let Some(mut e) = exec else { return };
+    let base = base_seed();
+    let (mut ran, mut skipped) = (0, 0);
+    for r in &rows {
+        if !r.types.iter().all(|&t| e.supports_type(t)) {
+            skipped += 1;
+            continue;
+        }
+        let err = check_row(e.as_mut(), r, row_seed(base, &r.name), base).await;
+        say(&format!("{runner} {}: max error {err:.2e} (tolerance {:.0e})", r.name, r.tol));
+        ran += 1;
+    }
+    say(&format!(
+        "{runner} {family}: {ran} rows passed, {skipped} skipped (types not supported), seed {base}"
+    ));
+}
+
+/// The errors every executor must give (and stay usable after): a token id outside the
+/// vocabulary, a step past the cache, a step with the wrong token count, a graph whose matrix
+/// product does not fit its weight.
+pub async fn errors_are_errors(exec: Option<Box<dyn Executor>>) {
+    let Some(mut e) = exec else { return };
+    let mut c = Case::new(base_seed());
+    let t = c.table(8, 1.0);
+    let w = c.weight(GgmlType::F32, 8, 5);
+    let ids = load(e.as_mut(), &c).await;
+    let g = remap(&graph(1, &[(t, 8)], |_, s| s[0]), &ids);
+    let id = e.compile(&g).unwrap();
+    let kv = e.alloc_kv(&KvSpec { n_ctx: 8, k_dims: vec![2], v_dims: vec![2] }).unwrap();
+    let name = e.name();
+    assert!(
+        e.run(id, kv, &[VOCAB as u32], 0, Readback::Argmax).await.is_err(),
+        "{name}: token past the vocabulary"
+    );
+    assert!(e.run(id, kv, &[1], 8, Readback::Argmax).await.is_err(), "{name}: step past the cache");
+    assert!(
+        e.run(id, kv, &[1, 2], 0, Readback::Argmax).await.is_err(),
+        "{name}: two tokens for a one-token graph"
+    );
+    assert!(e.run(id, kv, &[1], 0, Readback::Argmax).await.is_ok(), "{name}: a good step after errors");
+    let bad = remap(
+        &graph(1, &[(t, 8)], |g, s| {
+            let dst = g.act(wick::exec::Rows::All, 6);
+            g.push(Op::MatMul { w, x: s[0], dst, bias: None });
+            dst
+        }),
+        &ids,
+    );
+    assert!(e.compile(&bad).is_err(), "{name}: a matmul of 5 rows into 6 columns compiles");
+}
+
+/// One `#[test]` per row family (natively): `name => executor, family(),`. The executor
+/// expression gives an `Option<Box<dyn Executor>>` (None skips, after saying why). A
+/// `row_count` test prints how many rows the runner lists (before skipping unsupported types).
+#[macro_export]
+macro_rules! op_rows {
+    ($runner:literal; $($name:ident => $exec:expr, $rows:expr;)*) => {
+        $(
+            #[test]
+            fn $name() {
+                $crate::support::block_on($crate::ops::run_rows($runner, stringify!($name), $exec, $rows));
+            }
+        )*
+        #[test]
+        fn row_count() {
+            let n = 0 $(+ $rows.len())*;
+            $crate::ops::say(&format!("{}: {n} rows in {} families", $runner, [$(stringify!($name)),*].len()));
+        }
+    };
+}
+
+/// One `#[wasm_bindgen_test]` per row family, in the browser: `name => executor, family(),`
+/// where the executor expression is a future of `Option<Box<dyn Executor>>`.
+#[macro_export]
+macro_rules! browser_op_rows {
+    ($runner:literal; $($name:ident => $exec:expr, $rows:expr;)*) => {$(
+        #[wasm_bindgen_test::wasm_bindgen_test]
+        async fn $name() {
+            $crate::ops::run_rows($runner, stringify!($name), $exec.await, $rows).await;
+        }
+    )*};
+}

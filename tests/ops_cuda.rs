@@ -1,0 +1,87 @@
+//! The op suite (tests/ops/) on the CUDA executor: every op against the plain reference, and
+//! the tensor-core prefill tiles. Skips (loudly) where no CUDA driver is installed, as on CI;
+//! on a machine with one, a wrong result fails. `WICK_REQUIRE_CUDA=1` turns the skip into a
+//! failure.
+// Native only: `wasm-pack test` builds every test target for wasm32 (the browser tests are web_*.rs).
+#![cfg(not(target_arch = "wasm32"))]
+#![cfg(feature = "cuda")]
+
+mod ops;
+mod support;
+
+use ops::{cases, fused};
+use wick::exec::{Executor, ExecutorKind};
+use wick::quant::GgmlType;
+
+/// The CUDA executor, or None (after saying why) where this machine has no CUDA driver.
+fn cuda() -> Option<Box<dyn Executor>> {
+    if !support::cuda_wanted() {
+        return None;
+    }
+    Some(
+        support::block_on(wick::exec::create(ExecutorKind::Cuda))
+            .expect("a CUDA driver is present but the executor failed"),
+    )
+}
+
+op_rows! { "cuda";
+    embed => cuda(), cases::embed();
+    rms_norm => cuda(), cases::rms_norm();
+    matmul => cuda(), cases::matmul();
+    matmul_model => cuda(), cases::matmul_model();
+    // The tensor-core products (kernels/mmq.cu, from 16 token rows on sm_80 and later).
+    matmul_tensor_cores => cuda(), cases::matmul_tiles();
+    rope => cuda(), cases::rope();
+    attention => cuda(), cases::attention();
+    attention_deep => cuda(), cases::attention_deep();
+    gated_act => cuda(), cases::gated_act();
+    add_take_last => cuda(), cases::add_take_last();
+    readback => cuda(), cases::readback();
+    split_weights => cuda(), cases::split_weights();
+    fused_patterns => cuda(), fused::patterns();
+    fused_layer => cuda(), fused::layer();
+}
+
+#[test]
+fn errors_are_errors() {
+    support::block_on(ops::errors_are_errors(cuda()));
+}
+
+/// The kernels compile with NVRTC alone (no GPU needed, only libnvrtc). CI sets
+/// `WICK_REQUIRE_NVRTC=1` (with the library from `.ci/get-nvrtc`), so a kernel that does not
+/// compile fails there.
+#[test]
+fn kernels_compile_with_nvrtc() {
+    // SAFETY: only tries to open the library.
+    if !unsafe { cudarc::nvrtc::sys::is_culib_present() } {
+        assert!(
+            std::env::var("WICK_REQUIRE_NVRTC").as_deref() != Ok("1"),
+            "WICK_REQUIRE_NVRTC=1 but no NVRTC library"
+        );
+        eprintln!("SKIPPED: no NVRTC library on this machine");
+        return;
+    }
+    for arch in [(8, 0), (9, 0)] {
+        let ptx = wick::exec::cuda::compile_kernels(arch).expect("NVRTC compiles the kernels");
+        assert!(ptx.contains(".entry matvec_q4_k"), "sm_{}{}: entry points missing", arch.0, arch.1);
+        assert!(ptx.contains(".entry mmq_q6_k"), "sm_{}{}: tensor-core entry points missing", arch.0, arch.1);
+        assert!(ptx.contains("mma.sync.aligned.m16n8k32"), "sm_{}{}: no int8 mma", arch.0, arch.1);
+    }
+}
+
+/// Diagnostic: prints the reference, CPU and CUDA outputs side by side for small quantized
+/// products (`cargo test --features cuda --test ops_cuda -- --ignored matmul_side_by_side`).
+#[test]
+#[ignore]
+fn matmul_side_by_side() {
+    for t in [GgmlType::Q8_0, GgmlType::Q4_0] {
+        for (k, n) in [(32usize, 4usize), (64, 4), (512, 8)] {
+            let row = cases::matmul_row(t, 1, k, n, false);
+            let out = |e: &mut dyn Executor| support::block_on(ops::outputs(e, &row, 9)).remove(0);
+            let want = out(&mut ops::reference::Reference::new());
+            let cpu = out(&mut wick::exec::cpu::CpuExecutor::new());
+            let gpu = cuda().map(|mut g| out(g.as_mut()));
+            eprintln!("{t} k {k} n {n}\n  reference {want:?}\n  cpu {cpu:?}\n  cuda {gpu:?}");
+        }
+    }
+}
