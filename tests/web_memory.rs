@@ -1,4 +1,4 @@
-//! Design rule 2 in the browser: loading streams the weights, so the wasm heap stays bounded by
+//! The rule "Stream the weights" (ARCHITECTURE.md) in the browser: loading streams the weights, so the wasm heap stays bounded by
 //! the loader's chunk size, not the model's size. A ~200 MB synthetic model (its header from
 //! the synth module, its weights zeros made on the fly by a JS `ReadableStream`: the file
 //! exists nowhere in full) loads onto WebGPU while the progress callback samples the wasm
