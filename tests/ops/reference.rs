@@ -89,7 +89,8 @@ impl Reference {
     ) -> Result<StepOutput> {
         let g = self.graphs[graph.0 as usize].clone();
         let (n_ctx, _) = &self.kvs[kv.0 as usize];
-        g.check_step("reference", tokens, pos, *n_ctx)?;
+        let n_vocab = g.embed_table().map_or(0, |t| self.weights[t.0 as usize].shape().1);
+        g.check_step("reference", tokens, pos, *n_ctx, n_vocab)?;
         let mut acts: Vec<Vec<f32>> = (0..g.acts.len())
             .map(|i| vec![0f32; g.rows(ActId(i as u32)) * g.cols(ActId(i as u32))])
             .collect();
@@ -386,6 +387,9 @@ impl Executor for Reference {
             .map_err(|message| Error::Executor { executor: "reference", message })?;
         self.graphs.push(graph.clone());
         Ok(GraphId(self.graphs.len() as u32 - 1))
+    }
+    fn free_graph(&mut self, _graph: GraphId) {
+        // Graphs are a few kilobytes of op descriptions: the reference keeps them all.
     }
     fn run<'a>(
         &'a mut self,
