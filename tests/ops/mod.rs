@@ -32,6 +32,7 @@
 //! | GatedAct | silu | 1e-5 | one exp per value |
 //! | GatedAct | gelu | 2e-3 | executors evaluate GELU through ggml's f16 table (f16 input and output) |
 //! | fused patterns | mixed | 2e-3 | a fused RMSNorm feeds the q8 conversion values an ulp apart: a q8 value may round the other way |
+//! | MatMul and anything else with a quantized weight, on WebGPU | quantized | 2e-3 | WGSL's division is accurate to 2.5 ulp, not correctly rounded: on a real GPU (an H100 through Vulkan) an activation that close to a q8 rounding boundary quantizes one step away from the reference, moving an output by up to ~1e-3 of the largest (seen: 3e-4 to 7e-4 on the H100; 5e-7 on lavapipe, whose division is exact). CUDA and the CPU divide exactly: 1e-5 |
 //! | a whole layer | mixed | 1e-2 | five q8 conversions in a chain, each of which may round one value the other way (one such flip before the down projection moves an output by ~2e-3 of the largest) |
 #![allow(dead_code)]
 
@@ -68,6 +69,9 @@ pub mod tol {
     pub const FUSED: f32 = 2e-3;
     /// A whole layer (at the size of its output; with a large residual, [`FUSED`]).
     pub const LAYER: f32 = 1e-2;
+    /// Anything with a quantized weight, on WebGPU: WGSL's q8 conversion may round one value
+    /// the other way (see the table).
+    pub const WGSL_Q8: f32 = 2e-3;
 
     /// The matrix product tolerance for weights of type `t`.
     pub fn matmul(t: wick::quant::GgmlType) -> f32 {
@@ -211,6 +215,17 @@ pub fn row(name: String, tol: f32, types: &[GgmlType], build: impl Fn(&mut Case)
     Row { name, tol, types: types.to_vec(), build: Box::new(build) }
 }
 
+/// Row `r`'s tolerance on executor `executor`: the table's, except where the executor's
+/// arithmetic is looser than the reference's by its language's rules (see the table).
+pub fn tolerance(executor: &str, r: &Row) -> f32 {
+    let quantized = r.types.iter().any(|t| t.is_quantized());
+    if executor == "webgpu" && quantized {
+        r.tol.max(tol::WGSL_Q8)
+    } else {
+        r.tol
+    }
+}
+
 /// The base seed of this run: `WICK_OPS_SEED`, else from the clock.
 pub fn base_seed() -> u64 {
     if let Some(s) = std::env::var("WICK_OPS_SEED").ok().and_then(|s| s.parse().ok()) {
@@ -286,6 +301,7 @@ async fn check_row(e: &mut dyn Executor, r: &Row, seed: u64, base: u64) -> f32 {
     let mut c = Case::new(seed);
     (r.build)(&mut c);
     let replay = format!("(replay: WICK_OPS_SEED={base})");
+    let tol = tolerance(e.name(), r);
     let mut refx = Reference::new();
     let ref_ids = load(&mut refx, &c).await;
     let ids = load(e, &c).await;
@@ -324,7 +340,7 @@ async fn check_row(e: &mut dyn Executor, r: &Row, seed: u64, base: u64) -> f32 {
             let scale = want.logits.iter().fold(0f32, |m, v| m.max(v.abs()));
             let best = want.logits[reference::argmax(&want.logits) as usize];
             assert!(
-                want.logits[t as usize] >= best - r.tol * scale,
+                want.logits[t as usize] >= best - tol * scale,
                 "{what}: argmax {t} ({}) is not the largest ({best}) {replay}",
                 want.logits[t as usize]
             );
@@ -335,9 +351,9 @@ async fn check_row(e: &mut dyn Executor, r: &Row, seed: u64, base: u64) -> f32 {
         assert_eq!(logits.len(), want.logits.len(), "{what}: output sizes differ");
         let (err, at) = error(&want.logits, &logits);
         assert!(
-            err <= r.tol,
+            err <= tol,
             "{what}: error {err:.2e} > {:.0e} at {at}: want {} got {} {replay}",
-            r.tol,
+            tol,
             want.logits[at],
             logits[at]
         );
@@ -379,7 +395,7 @@ pub async fn run_rows(runner: &str, family: &str, exec: Option<Box<dyn Executor>
             continue;
         }
         let err = check_row(e.as_mut(), r, row_seed(base, &r.name), base).await;
-        say(&format!("{runner} {}: max error {err:.2e} (tolerance {:.0e})", r.name, r.tol));
+        say(&format!("{runner} {}: max error {err:.2e} (tolerance {:.0e})", r.name, tolerance(e.name(), r)));
         ran += 1;
     }
     say(&format!(
