@@ -105,7 +105,8 @@ fn synthetic_models_match_cpu() {
     // step) until greedy paths part after 15 to 20 tokens, with CUDA's fusion on or off: the
     // first 10 tokens are compared, which a wrong kernel does not survive. (Q5_K_M at seed 5
     // parts at the second token, fused or not: its top two prompt logits nearly tie.)
-    for ft in [FileType::Q4_K_M] {
+    {
+        let ft = FileType::Q4_K_M;
         let spec = SynthSpec::shape("small", Arch::Llama, ft, 5).unwrap();
         let bytes = wick::synth::write(Vec::new(), &spec, &donor).unwrap();
         compare_first(&format!("small llama {ft:?}"), 10, |kind| {

@@ -23,7 +23,11 @@ fn chunks(data: Vec<u8>) -> impl futures_core::Stream<Item = wick::Result<Vec<u8
         state ^= state << 13;
         state ^= state >> 7;
         state ^= state << 17;
-        let n = if state % 5 == 0 { 1 + (state % 97) as usize } else { 1 + (state % 3_000_000) as usize };
+        let n = if state.is_multiple_of(5) {
+            1 + (state % 97) as usize
+        } else {
+            1 + (state % 3_000_000) as usize
+        };
         let end = (pos + n).min(data.len());
         pieces.push(Ok(data[pos..end].to_vec()));
         pos = end;
@@ -49,7 +53,7 @@ fn stream_load_equals_file_load_with_progress() {
     let events: RefCell<Vec<Progress>> = RefCell::new(Vec::new());
     let engine = block_on(Engine::new(ExecutorKind::Cpu)).unwrap();
     let opts = LoadOptions {
-        on_progress: Some(Box::new(|p: &Progress| events.borrow_mut().push(p.clone()))),
+        on_progress: Some(Box::new(|p: &Progress| events.borrow_mut().push(*p))),
         chunk_size: 1 << 20,
         ..Default::default()
     };

@@ -306,7 +306,7 @@ pub fn plan(g: &Graph, caps: &Capabilities) -> Vec<Step> {
                             && g.rows(q) == g.rows(k)
                             && g.rows(v) == g.rows(k)
                             && nk * head_dim == g.cols(k)
-                            && (!rk.even_values || g.cols(v) % 2 == 0)
+                            && (!rk.even_values || g.cols(v).is_multiple_of(2))
                             && (rk.writes_keys || g.dead_after(i + 2, k))
                     }
                     _ => false,

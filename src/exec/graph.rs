@@ -257,7 +257,7 @@ impl Graph {
                 return Err(format!("graph op {op:?} reads and writes the same slot"));
             }
             if let Op::RmsNorm { x, dst, group, .. } = *op {
-                if group == 0 || self.cols(x) % group != 0 || self.cols(x) != self.cols(dst) {
+                if group == 0 || !self.cols(x).is_multiple_of(group) || self.cols(x) != self.cols(dst) {
                     return Err(format!("rms norm op {op:?} does not fit its slots"));
                 }
             }

@@ -156,7 +156,7 @@ impl GgmlType {
     /// Bytes of a row of `n` elements; an error if `n` is not a whole number of blocks.
     pub fn row_bytes(self, n: u64) -> Result<u64> {
         let bs = self.block_size() as u64;
-        if n % bs != 0 {
+        if !n.is_multiple_of(bs) {
             return Err(Error::InvalidArgument(format!(
                 "a row of {n} elements is not a whole number of {} blocks of {bs}",
                 self.name()

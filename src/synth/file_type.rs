@@ -184,7 +184,7 @@ impl FileType {
         }
         let t = match role {
             Role::Output | Role::TokenEmbd { tied: true } => {
-                if ncols % default.block_size() != 0 {
+                if !ncols.is_multiple_of(default.block_size()) {
                     G::Q8_0
                 } else if default != G::Q8_0 {
                     G::Q6_K
@@ -223,7 +223,7 @@ impl FileType {
 /// llama.cpp's fallback for rows that are not whole blocks of `t`.
 fn fallback(t: GgmlType, ncols: usize) -> GgmlType {
     use GgmlType as G;
-    if ncols % t.block_size() == 0 {
+    if ncols.is_multiple_of(t.block_size()) {
         return t;
     }
     let f = match t {
@@ -233,7 +233,7 @@ fn fallback(t: GgmlType, ncols: usize) -> GgmlType {
         G::Q6_K => G::Q8_0,
         _ => G::F16,
     };
-    if ncols % f.block_size() == 0 {
+    if ncols.is_multiple_of(f.block_size()) {
         f
     } else {
         G::F16

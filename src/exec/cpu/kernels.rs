@@ -227,9 +227,9 @@ pub fn attention(q: &[f32], out: &mut [f32], kv: &KvView, pos: usize, s: AttnSha
         let mut scores: Vec<f32> = (start..=p)
             .map(|j| {
                 let kr = &kv.k[j * kv.k_dim + kvh * hd..j * kv.k_dim + (kvh + 1) * hd];
-                let d: f32 = if single && hd % 64 == 0 {
+                let d: f32 = if single && hd.is_multiple_of(64) {
                     dot_f16_vec(kr, &qh)
-                } else if hd % 16 == 0 {
+                } else if hd.is_multiple_of(16) {
                     dot_f16_lanes16(kr, &qh)
                 } else {
                     kr.iter().zip(&qh).map(|(k, q)| k.to_f32() * q).sum()

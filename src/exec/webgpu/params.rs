@@ -204,7 +204,8 @@ params!(
     }
 );
 
-#[cfg(test)]
+// Native only: naga (the WGSL checker) is a native dev-dependency.
+#[cfg(all(test, not(target_arch = "wasm32")))]
 mod tests {
     use super::*;
     use std::mem::{offset_of, size_of};

@@ -61,6 +61,7 @@ fn every_kernel_composes_and_validates() {
 }
 
 /// Every kernel variant the executor can ask for (the tests compose and validate each).
+#[cfg(not(target_arch = "wasm32"))]
 fn all_kernels() -> Vec<Kernel> {
     let mut ks = Vec::new();
     for q in [ActQuant::Q8_1, ActQuant::Q8K] {
