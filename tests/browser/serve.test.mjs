@@ -73,7 +73,7 @@ function refused(args) {
     const child = spawn(process.execPath, [serveMjs, '--port', '0', '--root', root, ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
     let err = '';
     child.stderr.on('data', (d) => (err += d));
-    const timer = setTimeout(() => child.kill(), 5000);
+    const timer = setTimeout(() => child.kill(), 30000);
     child.on('exit', (code) => {
       clearTimeout(timer);
       resolve({ code, err });
