@@ -111,6 +111,10 @@ impl Error {
     pub fn bad_metadata(key: impl Into<String>, message: impl Into<String>) -> Self {
         Error::BadMetadata { key: key.into(), message: message.into() }
     }
+    /// [`Error::UnsupportedType`] for weight `tensor` of type `dtype`, which an executor cannot run.
+    pub(crate) fn unsupported_type(tensor: &str, dtype: crate::quant::GgmlType) -> Self {
+        Error::UnsupportedType { tensor: tensor.into(), type_id: dtype.id(), type_name: dtype.name().into() }
+    }
     /// A model's executor is already running a step (another task started one meanwhile).
     pub(crate) fn busy() -> Self {
         Error::InvalidArgument("the model is busy with another step".into())

@@ -158,11 +158,7 @@ impl CudaExecutor {
     /// Reserve a weight of `dims` and type `dtype` in its device layout.
     pub(super) fn alloc_weight_buf(&mut self, name: &str, dtype: GgmlType, dims: &[u64]) -> Result<WeightId> {
         if !TYPES.contains(&dtype) {
-            return Err(Error::UnsupportedType {
-                tensor: name.into(),
-                type_id: dtype.id(),
-                type_name: dtype.name().into(),
-            });
+            return Err(Error::unsupported_type(name, dtype));
         }
         if dims.is_empty() || dims.len() > 4 {
             return Err(err(format!("tensor '{name}' has {} dimensions", dims.len())));

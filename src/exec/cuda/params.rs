@@ -27,6 +27,12 @@ struct Layout {
     fields: Vec<(&'static str, &'static str, usize)>,
 }
 
+/// A parameter struct of this file: what a launch may pass to a kernel.
+pub(crate) trait KernelParams: cudarc::driver::DeviceRepr {
+    /// The struct's name, as `Kernel::params` names the struct a kernel takes.
+    const NAME: &'static str;
+}
+
 /// Declares the parameter structs (each: doc comment, `[Module]`, `struct Name { field: RustType
 /// = "C type", ... }`) and `layouts()`, their layouts for the C header.
 macro_rules! params {
@@ -46,6 +52,9 @@ macro_rules! params {
             // SAFETY: plain integers and floats in a repr(C) struct whose C twin NVRTC checks
             // field by field (see `header`); the driver copies it bit for bit.
             unsafe impl cudarc::driver::DeviceRepr for $name {}
+            impl KernelParams for $name {
+                const NAME: &'static str = stringify!($name);
+            }
         )+
 
         /// Every parameter struct's layout.

@@ -4,12 +4,11 @@
 //! reading the result back.
 
 use cudarc::driver::sys::{CUgraphInstantiate_flags, CUstreamCaptureMode};
-use cudarc::driver::{
-    CudaFunction, CudaGraph, CudaSlice, DevicePtr, DeviceRepr, LaunchConfig, PushKernelArg,
-};
+use cudarc::driver::{CudaFunction, CudaGraph, CudaSlice, DevicePtr, LaunchConfig, PushKernelArg};
 
 use super::device::Buf;
 use super::kernels::Kernel;
+use super::params::KernelParams;
 use super::{drv, err, ops, CudaExecutor};
 use crate::exec::fuse::{self, Step};
 use crate::exec::{ActId, Graph, GraphId, KvId, Op, Readback, StepOutput, WeightId};
@@ -78,11 +77,16 @@ fn profiling() -> bool {
 impl CudaExecutor {
     /// Launch kernel `k` on a grid of `grid` blocks of `block` threads with its parameter
     /// struct `p` (the struct that `k`'s doc names; checked by name here).
-    pub(super) fn launch<P: DeviceRepr>(&self, k: Kernel, grid: (u32, u32), block: u32, p: &P) -> Result<()> {
+    pub(super) fn launch<P: KernelParams>(
+        &self,
+        k: Kernel,
+        grid: (u32, u32),
+        block: u32,
+        p: &P,
+    ) -> Result<()> {
         let f = self.fns.get(&k).ok_or_else(|| err(format!("no kernel '{}'", k.name())))?;
-        let given = std::any::type_name::<P>().rsplit("::").next().unwrap_or("");
-        if given != k.params() {
-            return Err(err(format!("kernel '{}' takes {}, not {given}", k.name(), k.params())));
+        if P::NAME != k.params() {
+            return Err(err(format!("kernel '{}' takes {}, not {}", k.name(), k.params(), P::NAME)));
         }
         if self.pdl && k.pdl_aware() {
             return self.launch_pdl(k, f, grid, block, p);
@@ -100,7 +104,7 @@ impl CudaExecutor {
 
     /// Launch with programmatic stream serialization: the kernel's blocks may start while the
     /// previous kernel runs (they wait for it in `pdl_wait`, common.cuh).
-    fn launch_pdl<P: DeviceRepr>(
+    fn launch_pdl<P: KernelParams>(
         &self,
         k: Kernel,
         f: &CudaFunction,

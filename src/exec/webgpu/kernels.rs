@@ -39,22 +39,8 @@ const GATED_ACT: &str = include_str!("shaders/gated_act.wgsl");
 const ADD: &str = include_str!("shaders/add.wgsl");
 const ARGMAX: &str = include_str!("shaders/argmax.wgsl");
 
-/// Weight types the WebGPU executor runs (matrix products and embeddings).
-pub const SUPPORTED: [GgmlType; 13] = [
-    GgmlType::F32,
-    GgmlType::F16,
-    GgmlType::BF16,
-    GgmlType::Q4_0,
-    GgmlType::Q4_1,
-    GgmlType::Q5_0,
-    GgmlType::Q5_1,
-    GgmlType::Q8_0,
-    GgmlType::Q2_K,
-    GgmlType::Q3_K,
-    GgmlType::Q4_K,
-    GgmlType::Q5_K,
-    GgmlType::Q6_K,
-];
+/// Weight types the WebGPU executor runs (matrix products and embeddings): every weight type.
+pub const SUPPORTED: [GgmlType; 13] = GgmlType::WEIGHT_TYPES;
 
 /// The activation format a quantized weight type's matrix product reads (quantize.wgsl): the
 /// shared [`ActQuant`] of the fusion planner; WebGPU uses its `Q8_1` (32-value blocks with d, s

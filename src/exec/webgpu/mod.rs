@@ -217,11 +217,7 @@ impl Executor for WebGpuExecutor {
 
     fn alloc_weight(&mut self, name: &str, dtype: GgmlType, dims: &[u64]) -> Result<WeightId> {
         if !self.supports_type(dtype) {
-            return Err(Error::UnsupportedType {
-                tensor: name.into(),
-                type_id: dtype.id(),
-                type_name: dtype.name().into(),
-            });
+            return Err(Error::unsupported_type(name, dtype));
         }
         if dims.is_empty() || dims.len() > 4 {
             return Err(err(format!("tensor '{name}' has {} dimensions", dims.len())));
