@@ -123,6 +123,9 @@ impl CudaExecutor {
             _ => None,
         };
         let mmq = ops::mmq_enabled(ctx.compute_capability().unwrap_or((0, 0)));
+        let n_sm = ctx
+            .attribute(cudarc::driver::sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)
+            .map_or(1, |n| n.max(1) as usize);
         let pdl = ctx.compute_capability().is_ok_and(|c| c.0 >= 9)
             && std::env::var("WICK_CUDA_PDL").as_deref() != Ok("0");
         Ok(CudaExecutor {
@@ -133,11 +136,14 @@ impl CudaExecutor {
             kvs: Vec::new(),
             graphs: Vec::new(),
             scores: None,
+            n_sm,
+            split_attention: std::env::var("WICK_CUDA_SPLIT").as_deref() != Ok("0"),
             device,
             debug: std::env::var_os("WICK_CUDA_DEBUG").is_some(),
             use_graphs: std::env::var("WICK_CUDA_GRAPHS").as_deref() != Ok("0")
-                && std::env::var_os("WICK_CUDA_DEBUG").is_none(),
-            use_fusion: std::env::var("WICK_CUDA_FUSE").as_deref() != Ok("0"),
+                && std::env::var_os("WICK_CUDA_DEBUG").is_none()
+                && !super::record::profiling(),
+            use_fusion: std::env::var("WICK_CUDA_FUSE").as_deref() != Ok("0") && !super::record::profiling(),
             mmq,
             staging: None,
             pdl,

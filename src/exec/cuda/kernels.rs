@@ -72,6 +72,7 @@ impl Module {
             Module::Attention => &[
                 ("attention.cu", include_str!("kernels/attention.cu")),
                 ("attention_rows.cu", include_str!("kernels/attention_rows.cu")),
+                ("attention_split.cu", include_str!("kernels/attention_split.cu")),
             ],
             Module::Sampling => &[("sampling.cu", include_str!("kernels/sampling.cu"))],
             Module::Matmul => &[
@@ -189,6 +190,24 @@ impl HeadDims {
             _ => HeadDims::D256,
         }
     }
+
+    /// The head size itself.
+    pub(crate) fn size(self) -> usize {
+        match self {
+            HeadDims::D64 => 64,
+            HeadDims::D128 => 128,
+            HeadDims::D256 => 256,
+        }
+    }
+
+    /// The head-group sizes of `attention_split_*` for heads of this size (group × size at
+    /// most 1024: the block's registers and shared memory).
+    pub(crate) fn split_heads(self) -> &'static [u8] {
+        match self {
+            HeadDims::D256 => &[1, 2, 4],
+            _ => &[1, 2, 4, 8],
+        }
+    }
 }
 
 /// A kernel entry point. It takes one parameter, the struct of params.rs that
@@ -206,6 +225,12 @@ pub(crate) enum Kernel {
     KvStore,
     Attention,
     AttentionRows(HeadDims),
+    /// `AttentionSplitParams`: decode attention over chunks of the keys, `heads` query heads
+    /// (1, 2, 4 or 8; at most 4 for 256 dimensions) a block.
+    AttentionSplit {
+        dims: HeadDims,
+        heads: u8,
+    },
     Argmax,
     QuantizeQ8_0,
     QuantizeQ8K,
@@ -260,6 +285,9 @@ impl Kernel {
             QuantizeQ8s,
             QuantizeQ8Ks,
         ];
+        for dims in [HeadDims::D64, HeadDims::D128, HeadDims::D256] {
+            v.extend(HeadDims::split_heads(dims).iter().map(|&heads| AttentionSplit { dims, heads }));
+        }
         for occ in [false, true] {
             for t in Block::ALL {
                 v.extend([MmvForm::One, MmvForm::Gated, MmvForm::Three].map(|form| Mmv { t, form, occ }));
@@ -292,6 +320,9 @@ impl Kernel {
             Kernel::AttentionRows(HeadDims::D64) => "attention_rows_64",
             Kernel::AttentionRows(HeadDims::D128) => "attention_rows_128",
             Kernel::AttentionRows(HeadDims::D256) => "attention_rows_256",
+            Kernel::AttentionSplit { dims, heads } => {
+                return format!("attention_split_{}_{heads}", dims.size())
+            }
             Kernel::Argmax => "argmax",
             Kernel::QuantizeQ8_0 => "quantize_q8_0",
             Kernel::QuantizeQ8K => "quantize_q8_k",
@@ -328,6 +359,7 @@ impl Kernel {
             Kernel::RopeKv => "RopeKvParams",
             Kernel::KvStore => "KvStoreParams",
             Kernel::Attention | Kernel::AttentionRows(_) => "AttentionParams",
+            Kernel::AttentionSplit { .. } => "AttentionSplitParams",
             Kernel::Argmax => "ArgmaxParams",
             Kernel::QuantizeQ8_0 | Kernel::QuantizeQ8K => "QuantizeParams",
             Kernel::RoundF16 => "RoundF16Params",
@@ -346,7 +378,7 @@ impl Kernel {
             Kernel::Embed | Kernel::GatedAct | Kernel::Add | Kernel::Copy => Module::Elementwise,
             Kernel::RmsNorm | Kernel::RmsNormQ8 => Module::Norm,
             Kernel::Rope | Kernel::RopeKv | Kernel::KvStore => Module::Rope,
-            Kernel::Attention | Kernel::AttentionRows(_) => Module::Attention,
+            Kernel::Attention | Kernel::AttentionRows(_) | Kernel::AttentionSplit { .. } => Module::Attention,
             Kernel::Argmax => Module::Sampling,
             Kernel::QuantizeQ8_0
             | Kernel::QuantizeQ8K
@@ -371,6 +403,7 @@ impl Kernel {
                 | Kernel::QuantizeQ8Ks
                 | Kernel::RopeKv
                 | Kernel::Attention
+                | Kernel::AttentionSplit { .. }
                 | Kernel::Embed
                 | Kernel::Mmv { .. }
                 | Kernel::Mmv3Kmix { .. }
@@ -507,12 +540,12 @@ pub(crate) fn load(ctx: &Arc<CudaContext>) -> Result<HashMap<Kernel, CudaFunctio
 mod tests {
     use super::*;
 
-    /// The 105 entry points, each named once (that each is in its module's PTX is checked by
+    /// The 116 entry points, each named once (that each is in its module's PTX is checked by
     /// `compile`, run in CI with NVRTC).
     #[test]
     fn every_kernel_named_once() {
         let all = Kernel::all();
-        assert_eq!(all.len(), 105);
+        assert_eq!(all.len(), 116);
         let names: std::collections::HashSet<String> = all.iter().map(|k| k.name()).collect();
         assert_eq!(names.len(), all.len());
     }

@@ -77,8 +77,14 @@ pub struct CudaExecutor {
     kvs: Vec<Option<Kv>>,
     /// Compiled graphs by [`GraphId`]; `None` once freed.
     graphs: Vec<Option<Compiled>>,
-    /// Attention scores scratch, grown on demand.
+    /// Attention scratch, grown on demand: the split kernel's counters
+    /// (`ops::attention::SPLIT_COUNTERS` slots), then scores or the split kernel's partials.
     scores: Option<(Buf<f32>, usize)>,
+    /// Streaming multiprocessors (the split attention kernel sizes its grid by them).
+    n_sm: usize,
+    /// Decode attention over chunks of the keys (`attention_split.cu`; off with
+    /// `WICK_CUDA_SPLIT=0`).
+    split_attention: bool,
     device: String,
     /// `WICK_CUDA_DEBUG` set: print every matmul's input and its first converted block.
     debug: bool,

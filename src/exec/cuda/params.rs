@@ -179,6 +179,27 @@ params! {
         softcap: f32 = "float",
         n_rows: i32 = "int",
     }
+    /// `attention_split_*` (attention_split.cu): decode attention in `n_split` chunks of the keys;
+    /// `part` holds part_rows rows of head_dim outputs, then part_rows (max, sum) pairs;
+    /// `counters` one zeroed counter per (row, KV head, head group).
+    [Attention] struct AttentionSplitParams {
+        q: u64 = "const float*",
+        dst: u64 = "float*",
+        kc: u64 = "const u16*",
+        vc: u64 = "const u16*",
+        part: u64 = "float*",
+        counters: u64 = "int*",
+        posp: u64 = "const int*",
+        n_heads: i32 = "int",
+        n_kv_heads: i32 = "int",
+        k_dim: i32 = "int",
+        v_dim: i32 = "int",
+        scale: f32 = "float",
+        window: i32 = "int",
+        softcap: f32 = "float",
+        n_split: i32 = "int",
+        part_rows: i32 = "int",
+    }
     /// `argmax`: the index of the largest of n values into out[0].
     [Sampling] struct ArgmaxParams {
         x: u64 = "const float*",

@@ -8,6 +8,7 @@ use cudarc::driver::{CudaFunction, CudaGraph, CudaSlice, DevicePtr, LaunchConfig
 
 use super::device::Buf;
 use super::kernels::Kernel;
+use super::ops::attention::SPLIT_COUNTERS;
 use super::params::KernelParams;
 use super::{drv, err, ops, CudaExecutor};
 use crate::exec::fuse::{self, Step};
@@ -68,9 +69,10 @@ impl Compiled {
     }
 }
 
-/// `WICK_CUDA_PROFILE=1`: many-token steps run op by op with a synchronization around each,
-/// and the time per kind of op is printed to stderr (a diagnostic: slower than a plain run).
-fn profiling() -> bool {
+/// `WICK_CUDA_PROFILE=1`: steps run op by op, unfused and without CUDA graphs, with a
+/// synchronization around each op, and the time per kind of op is printed to stderr (a
+/// diagnostic: host-timed, so each op also counts its launch, a few microseconds).
+pub(super) fn profiling() -> bool {
     std::env::var("WICK_CUDA_PROFILE").as_deref() == Ok("1")
 }
 
@@ -243,7 +245,7 @@ impl CudaExecutor {
         unsafe { cudarc::driver::result::memcpy_htod_async(c.io_ptr, io, self.stream.cu_stream()) }
             .map_err(drv("uploading token ids"))?;
         if c.plan.is_empty() {
-            if c.g.n_tokens > 1 && profiling() {
+            if profiling() {
                 return self.record_profiled(c, kv);
             }
             return c.g.ops.iter().try_for_each(|op| self.record(c, kv, op));
@@ -351,12 +353,20 @@ impl CudaExecutor {
             None => 0,
         };
         c.g.check_step("cuda", tokens, pos, n_ctx, n_vocab)?;
-        // Attention scratch: n_ctx scores per (row, head).
-        let need =
-            c.g.ops
+        // Attention scratch: the split kernel's counters, then its partials or n_ctx scores
+        // per (row, head).
+        let need = SPLIT_COUNTERS
+            + c.g
+                .ops
                 .iter()
                 .map(|op| match op {
-                    Op::Attention { n_heads, .. } => n_heads * c.g.n_tokens * n_ctx,
+                    Op::Attention { n_heads, q, .. } => {
+                        let rows = c.g.rows(*q);
+                        match self.split_plan(rows, op) {
+                            Some(plan) => plan.scratch(rows, op),
+                            None => n_heads * c.g.n_tokens * n_ctx,
+                        }
+                    }
                     _ => 0,
                 })
                 .max()

@@ -1,8 +1,9 @@
-//! Launchers of kernels/attention.cu (one query row a block) and kernels/attention_rows.cu
-//! (many query rows a block, for prefill).
+//! Launchers of kernels/attention_split.cu (decode: chunks of the keys over many blocks),
+//! kernels/attention.cu (one query row a block) and kernels/attention_rows.cu (many query rows
+//! a block, for prefill).
 
 use super::super::kernels::{HeadDims, Kernel};
-use super::super::params::AttentionParams;
+use super::super::params::{AttentionParams, AttentionSplitParams};
 use super::super::record::Compiled;
 use super::super::{err, CudaExecutor};
 use crate::exec::{KvId, Op};
@@ -12,8 +13,68 @@ use crate::Result;
 const ATTENTION_ROWS_MAX_DIM: usize = 256;
 /// Query rows a block of `attention_rows` (`ATR_Q`).
 const ATTENTION_ROWS_Q: usize = 16;
+/// Slots at the start of the attention scratch that hold the split kernel's counters (one
+/// per block row of its grid; zeroed when the scratch is made, left at zero by each launch).
+pub(in super::super) const SPLIT_COUNTERS: usize = 4096;
+/// Most query rows of a step that takes the split kernel (decode; a few sequences).
+const SPLIT_MAX_ROWS: usize = 4;
+/// Most chunks a (row, KV head) is split into.
+const SPLIT_MAX: usize = 64;
+
+/// How `attention_split_*` runs an attention op.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(in super::super) struct SplitPlan {
+    kernel: Kernel,
+    /// Chunks of the keys (the grid's x): each block derives its own from the valid length.
+    n_split: usize,
+    /// Block rows: (row, KV head, head group).
+    blocks_y: usize,
+}
+
+impl SplitPlan {
+    /// The split kernel's plan for `rows` query rows, if it takes them: heads of 64, 128 or
+    /// 256 values, at most `SPLIT_MAX_ROWS` rows; about two blocks a multiprocessor.
+    pub(in super::super) fn new(rows: usize, op: &Op, n_sm: usize) -> Option<SplitPlan> {
+        let Op::Attention { n_heads, n_kv_heads, head_dim, .. } = *op else { return None };
+        if rows == 0 || rows > SPLIT_MAX_ROWS || n_kv_heads == 0 || n_heads % n_kv_heads != 0 {
+            return None;
+        }
+        let dims = match head_dim {
+            64 => HeadDims::D64,
+            128 => HeadDims::D128,
+            256 => HeadDims::D256,
+            _ => return None,
+        };
+        let group = n_heads / n_kv_heads;
+        let choices = dims.split_heads();
+        let heads =
+            choices.iter().copied().find(|&h| usize::from(h) >= group).unwrap_or(choices[choices.len() - 1]);
+        let blocks_y = rows * n_kv_heads * group.div_ceil(usize::from(heads));
+        if blocks_y > SPLIT_COUNTERS {
+            return None;
+        }
+        let n_split = (2 * n_sm.max(1)).div_ceil(blocks_y).clamp(1, SPLIT_MAX);
+        Some(SplitPlan { kernel: Kernel::AttentionSplit { dims, heads }, n_split, blocks_y })
+    }
+
+    /// Floats of scratch after the counters: rows · heads · chunks outputs, and as many
+    /// (max, sum) pairs.
+    pub(in super::super) fn scratch(&self, rows: usize, op: &Op) -> usize {
+        let Op::Attention { n_heads, head_dim, .. } = *op else { return 0 };
+        rows * n_heads * self.n_split * (head_dim + 2)
+    }
+}
 
 impl CudaExecutor {
+    /// The split kernel's plan for attention op `op` of `rows` rows, unless switched off
+    /// (`WICK_CUDA_SPLIT=0`).
+    pub(in super::super) fn split_plan(&self, rows: usize, op: &Op) -> Option<SplitPlan> {
+        if !self.split_attention {
+            return None;
+        }
+        SplitPlan::new(rows, op, self.n_sm)
+    }
+
     /// Causal attention of the query rows of attention op `op` over cache `kv`.
     pub(in super::super) fn attention(&self, c: &Compiled, kv: KvId, op: &Op) -> Result<()> {
         let Op::Attention { layer, q, dst, n_heads, n_kv_heads, head_dim, scale, window, softcap } = *op
@@ -22,25 +83,52 @@ impl CudaExecutor {
         };
         let cache = self.kv(kv)?;
         let l = cache.layers.get(layer).ok_or_else(|| err("KV layer out of range"))?;
-        let scores = self.scores.as_ref().ok_or_else(|| err("no attention scratch"))?.0.ptr;
+        let scratch = self.scores.as_ref().ok_or_else(|| err("no attention scratch"))?.0.ptr;
+        let after_counters = scratch + 4 * SPLIT_COUNTERS as u64;
         let rows = c.g.rows(q);
+        let window = window.map_or(0, |w| w.min(i32::MAX as usize) as i32);
+        let softcap = softcap.unwrap_or(0.0);
+        let int = |n: usize, what: &str| {
+            i32::try_from(n).map_err(|_| err(format!("attention: {what} out of range")))
+        };
+        if let Some(plan) = self.split_plan(rows, op) {
+            let p = AttentionSplitParams {
+                q: c.act(q),
+                dst: c.act(dst),
+                kc: l.k.ptr,
+                vc: l.v.ptr,
+                part: after_counters,
+                counters: scratch,
+                posp: c.pos(),
+                n_heads: int(n_heads, "heads")?,
+                n_kv_heads: int(n_kv_heads, "KV heads")?,
+                k_dim: int(l.k_dim, "key width")?,
+                v_dim: int(l.v_dim, "value width")?,
+                scale,
+                window,
+                softcap,
+                n_split: int(plan.n_split, "chunks")?,
+                part_rows: int(rows * n_heads * plan.n_split, "scratch rows")?,
+            };
+            return self.launch(plan.kernel, (plan.n_split as u32, plan.blocks_y as u32), 128, &p);
+        }
         let p = AttentionParams {
             q: c.act(q),
             dst: c.act(dst),
             kc: l.k.ptr,
             vc: l.v.ptr,
-            scores,
+            scores: after_counters,
             posp: c.pos(),
-            n_ctx: cache.n_ctx as i32,
-            n_heads: n_heads as i32,
-            n_kv_heads: n_kv_heads as i32,
-            head_dim: head_dim as i32,
-            k_dim: l.k_dim as i32,
-            v_dim: l.v_dim as i32,
+            n_ctx: int(cache.n_ctx, "context")?,
+            n_heads: int(n_heads, "heads")?,
+            n_kv_heads: int(n_kv_heads, "KV heads")?,
+            head_dim: int(head_dim, "head size")?,
+            k_dim: int(l.k_dim, "key width")?,
+            v_dim: int(l.v_dim, "value width")?,
             scale,
-            window: window.map_or(0, |w| w.min(i32::MAX as usize) as i32),
-            softcap: softcap.unwrap_or(0.0),
-            n_rows: i32::try_from(rows).map_err(|_| err("too many rows"))?,
+            window,
+            softcap,
+            n_rows: int(rows, "rows")?,
         };
         if rows > 1 && head_dim <= ATTENTION_ROWS_MAX_DIM {
             // Each key and value row read once per ATTENTION_ROWS_Q queries.

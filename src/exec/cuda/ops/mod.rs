@@ -2,7 +2,7 @@
 //! `kernels/`: they turn an op (or a fused step of the decode plan) into parameter structs and
 //! launches. This file says which fusions they implement, for the shared planner.
 
-mod attention;
+pub(super) mod attention;
 mod elementwise;
 mod matmul;
 mod matmul_mmq;

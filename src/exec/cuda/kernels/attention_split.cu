@@ -1,0 +1,208 @@
+// Decode attention split along the KV length (flash-decoding).
+//
+// A block of 128 threads (4 warps) takes one query row, one KV head and GB of the query heads
+// that share it, and a chunk of the row's keys: every key and value row is read once for all
+// GB heads, 16 bytes a load. Each warp walks 32 keys at a time with an online softmax (running
+// max m, running sum l, unnormalized output o); the four warps meet in shared memory. With one
+// chunk the block writes the output; otherwise it writes its (m, l, o) to `part`, and the last
+// block of the (row, KV head, head group) to finish (counted in `counters`, which it leaves at
+// zero again) combines the chunks.
+//
+// The CUDA graph of a decode step is recorded once for every position: the number of chunks
+// is fixed at launch (`n_split`, the grid's x), and each block derives its chunk from the
+// valid length it reads from device memory (*posp): a chunk is at least AS_MIN_CHUNK keys, so
+// a short context uses few chunks, and blocks past the last chunk return at once.
+//
+// Numerics: the query rounded to f16 (as ggml), scores, softmax and sums in f32.
+// Grid: (n_split, rows · n_kv_heads · ⌈G / GB⌉), G = n_heads / n_kv_heads.
+
+#define AS_MIN_CHUNK 128
+
+__device__ __forceinline__ float2 h2f2(u32 x) { return make_float2(h2f((u16)(x & 0xffffu)), h2f((u16)(x >> 16))); }
+
+// Eight f16 of a 16-byte load as floats.
+__device__ __forceinline__ void unpack8(uint4 w, float* f) {
+    float2 a = h2f2(w.x), b = h2f2(w.y), c = h2f2(w.z), d = h2f2(w.w);
+    f[0] = a.x, f[1] = a.y, f[2] = b.x, f[3] = b.y, f[4] = c.x, f[5] = c.y, f[6] = d.x, f[7] = d.y;
+}
+
+// HD: the head size (64, 128 or 256); GB: query heads a block (1, 2, 4 or 8; GB · HD <= 1024).
+template <int HD, int GB>
+__device__ __forceinline__ void attention_split_t(const AttentionSplitParams& p) {
+    constexpr int LPR = HD / 8;     // lanes that read one value row, 8 dimensions each
+    constexpr int RPI = 32 / LPR;   // value rows a warp reads at once
+    __shared__ __align__(16) float qs[GB][HD];
+    __shared__ float ps[4][GB][32];
+    __shared__ float wm[4][GB], wl[4][GB];
+    __shared__ __align__(16) float wo[4][GB][HD];
+    __shared__ int last;
+    pdl_trigger();
+    pdl_wait();
+    const int G = p.n_heads / p.n_kv_heads, n_groups = (G + GB - 1) / GB;
+    const int y = blockIdx.y, per_row = p.n_kv_heads * n_groups;
+    const int r = y / per_row, kvh = (y % per_row) / n_groups, g0 = (y % n_groups) * GB;
+    const int ng = min(GB, G - g0), h0 = kvh * G + g0;
+    const int pos = *p.posp + r;
+    const int start = p.window > 0 ? max(pos + 1 - p.window, 0) : 0;
+    const int len = pos + 1 - start;
+    int chunk = (len + p.n_split - 1) / p.n_split;
+    chunk = max(AS_MIN_CHUNK, (chunk + 31) / 32 * 32);
+    const int n_used = (len + chunk - 1) / chunk, s = blockIdx.x;
+    if (s >= n_used) return;
+    const int j0 = start + s * chunk, j1 = min(j0 + chunk, pos + 1);
+    const int t = threadIdx.x, warp = t / 32, lane = t % 32;
+    for (int i = t; i < GB * HD; i += 128) {
+        int g = i / HD, d = i % HD;
+        qs[g][d] = g < ng ? f16r(p.q[((long long)r * p.n_heads + h0 + g) * HD + d]) : 0.0f;
+    }
+    __syncthreads();
+    const u16* kb = p.kc + kvh * HD;
+    const u16* vb = p.vc + kvh * HD + (lane % LPR) * 8;
+    float m[GB], l[GB], o[GB][8];
+#pragma unroll
+    for (int g = 0; g < GB; g++) {
+        m[g] = -INFINITY;
+        l[g] = 0.0f;
+#pragma unroll
+        for (int e = 0; e < 8; e++) o[g][e] = 0.0f;
+    }
+    for (int jt = j0 + warp * 32; jt < j1; jt += 128) {
+        // Scores: lane = key, all GB heads from one read of the key row.
+        const int j = jt + lane;
+        const bool valid = j < j1;
+        float sc[GB];
+#pragma unroll
+        for (int g = 0; g < GB; g++) sc[g] = 0.0f;
+        if (valid) {
+            const uint4* kr = (const uint4*)(kb + (long long)j * p.k_dim);
+#pragma unroll
+            for (int c = 0; c < HD / 8; c++) {
+                float k[8];
+                unpack8(kr[c], k);
+#pragma unroll
+                for (int g = 0; g < GB; g++) {
+                    const float4 qa = *(const float4*)&qs[g][8 * c];
+                    const float4 qb = *(const float4*)&qs[g][8 * c + 4];
+                    sc[g] = fmaf(k[0], qa.x, sc[g]);
+                    sc[g] = fmaf(k[1], qa.y, sc[g]);
+                    sc[g] = fmaf(k[2], qa.z, sc[g]);
+                    sc[g] = fmaf(k[3], qa.w, sc[g]);
+                    sc[g] = fmaf(k[4], qb.x, sc[g]);
+                    sc[g] = fmaf(k[5], qb.y, sc[g]);
+                    sc[g] = fmaf(k[6], qb.z, sc[g]);
+                    sc[g] = fmaf(k[7], qb.w, sc[g]);
+                }
+            }
+        }
+        // Online softmax over the warp's 32 keys (lane jt's key is valid: jt < j1).
+#pragma unroll
+        for (int g = 0; g < GB; g++) {
+            float v = sc[g] * p.scale;
+            if (p.softcap > 0.0f) v = tanhf(v / p.softcap) * p.softcap;
+            v = valid ? v : -INFINITY;
+            const float mn = fmaxf(m[g], warp_max(v));
+            const float corr = expf(m[g] - mn);
+            const float pr = valid ? expf(v - mn) : 0.0f;
+            l[g] = l[g] * corr + pr;
+            m[g] = mn;
+#pragma unroll
+            for (int e = 0; e < 8; e++) o[g][e] *= corr;
+            ps[warp][g][lane] = pr;
+        }
+        __syncwarp();
+        // Values: RPI rows at once, LPR lanes a row, 8 dimensions a lane.
+        const int nk = min(32, j1 - jt);
+#pragma unroll 4
+        for (int jj = lane / LPR; jj < nk; jj += RPI) {
+            float v[8];
+            unpack8(*(const uint4*)(vb + (long long)(jt + jj) * p.v_dim), v);
+#pragma unroll
+            for (int g = 0; g < GB; g++) {
+                const float pg = ps[warp][g][jj];
+#pragma unroll
+                for (int e = 0; e < 8; e++) o[g][e] = fmaf(pg, v[e], o[g][e]);
+            }
+        }
+        __syncwarp();
+    }
+    // The warp's lanes of one dimension group meet; then the four warps.
+#pragma unroll
+    for (int g = 0; g < GB; g++) {
+        float lw = warp_sum(l[g]);
+#pragma unroll
+        for (int e = 0; e < 8; e++)
+            for (int off = LPR; off < 32; off <<= 1) o[g][e] += __shfl_xor_sync(0xffffffffu, o[g][e], off);
+        if (lane == 0) wm[warp][g] = m[g], wl[warp][g] = lw;
+        if (lane < LPR) {
+#pragma unroll
+            for (int e = 0; e < 8; e++) wo[warp][g][lane * 8 + e] = o[g][e];
+        }
+    }
+    __syncthreads();
+    float* part_o = p.part;
+    float* part_ml = p.part + (long long)p.part_rows * HD;
+    // Thread (g, d) for i = g · HD + d: this chunk's (m, l, o[d]) of head g.
+    for (int i = t; i < ng * HD; i += 128) {
+        const int g = i / HD, d = i % HD;
+        float mx = -INFINITY;
+#pragma unroll
+        for (int w = 0; w < 4; w++) mx = fmaxf(mx, wm[w][g]);
+        float sum = 0.0f, out = 0.0f;
+#pragma unroll
+        for (int w = 0; w < 4; w++) {
+            // A warp with no keys has m = -inf, l = 0 and o = 0.
+            const float f = wm[w][g] == -INFINITY ? 0.0f : expf(wm[w][g] - mx);
+            sum += wl[w][g] * f;
+            out += wo[w][g][d] * f;
+        }
+        const long long head = (long long)r * p.n_heads + h0 + g;
+        if (n_used == 1) {
+            p.dst[head * HD + d] = out / sum;
+        } else {
+            const long long row = head * p.n_split + s;
+            part_o[row * HD + d] = out;
+            if (d == 0) part_ml[2 * row] = mx, part_ml[2 * row + 1] = sum;
+        }
+    }
+    if (n_used == 1) return;
+    // The last block of this (row, KV head, head group) to finish combines the chunks.
+    __threadfence();
+    __syncthreads();
+    if (t == 0) {
+        const int done = atomicAdd(&p.counters[y], 1);
+        last = done == n_used - 1;
+        if (last) p.counters[y] = 0;
+    }
+    __syncthreads();
+    if (!last) return;
+    __threadfence();
+    for (int i = t; i < ng * HD; i += 128) {
+        const int g = i / HD, d = i % HD;
+        const long long head = (long long)r * p.n_heads + h0 + g, row0 = head * p.n_split;
+        float mx = -INFINITY;
+        for (int c = 0; c < n_used; c++) mx = fmaxf(mx, __ldcg(&part_ml[2 * (row0 + c)]));
+        float sum = 0.0f, out = 0.0f;
+        for (int c = 0; c < n_used; c++) {
+            const float f = expf(__ldcg(&part_ml[2 * (row0 + c)]) - mx);
+            sum += __ldcg(&part_ml[2 * (row0 + c) + 1]) * f;
+            out += __ldcg(&part_o[(row0 + c) * HD + d]) * f;
+        }
+        p.dst[head * HD + d] = out / sum;
+    }
+}
+
+#define ATTENTION_SPLIT(HD, GB)                                                                                \
+    extern "C" __global__ void __launch_bounds__(128) attention_split_##HD##_##GB(const AttentionSplitParams p) { \
+        attention_split_t<HD, GB>(p);                                                                          \
+    }
+ATTENTION_SPLIT(64, 1)
+ATTENTION_SPLIT(64, 2)
+ATTENTION_SPLIT(64, 4)
+ATTENTION_SPLIT(64, 8)
+ATTENTION_SPLIT(128, 1)
+ATTENTION_SPLIT(128, 2)
+ATTENTION_SPLIT(128, 4)
+ATTENTION_SPLIT(128, 8)
+ATTENTION_SPLIT(256, 1)
+ATTENTION_SPLIT(256, 2)
+ATTENTION_SPLIT(256, 4)
