@@ -266,8 +266,8 @@ fn kv_fill(c: &mut Case, n_tok: usize, kd: usize) -> usize {
     }))
 }
 
-/// Context lengths across the boundaries of key tiles (32, 64) and decode splits (128 keys
-/// and more): one row seeing 1, 31 to 33 and 255 to 257 keys, 17 rows seeing 241 to 257 and
+/// Context lengths across the boundaries of key tiles (32, 64 keys) and decode splits
+/// (multiples of 64 keys on WebGPU): one row seeing 1, 31 to 33 and 255 to 257 keys, 17 rows seeing 241 to 257 and
 /// 258 to 274; the cache between them filled by KvStore alone.
 fn attention_lengths() -> Vec<Row> {
     let mut rows = Vec::new();

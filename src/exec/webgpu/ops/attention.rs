@@ -12,10 +12,11 @@ use crate::Result;
 
 /// Steps of at most this many rows split the keys (each row is attended to on its own).
 pub const SPLIT_ROWS: usize = 4;
-/// Splits of a decode step's keys (fewer where the partial results would not fit a binding):
-/// with at least `SPLIT_MIN` (128, attention_keys.wgsl) keys each, a 4096-key row of 8 KV
-/// heads fills 256 workgroups and a 16384-key row 512.
-const MAX_SPLITS: usize = 64;
+/// Splits of a decode step's keys (fewer where the partial results would not fit a binding;
+/// at most 128: attention_combine.wgsl). With at least `SPLIT_MIN` (64, attention_keys.wgsl)
+/// keys each, a row of 8 KV heads fills 512 workgroups of one key tile at 4096 keys, and 1024
+/// of two tiles at 16384; a row of fewer than 64 keys takes one.
+const MAX_SPLITS: usize = 128;
 /// Query heads a split workgroup takes at most.
 const MAX_SPLIT_HEADS: usize = 8;
 

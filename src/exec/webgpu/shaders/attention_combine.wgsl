@@ -10,8 +10,8 @@
 @group(0) @binding(3) var<storage, read_write> dst: array<f32>;
 
 const WG: u32 = 64u;
-// Each split's weight (at most 64 splits: attention.rs).
-var<workgroup> w: array<f32, 64>;
+// Each split's weight (at most 128 splits: attention.rs).
+var<workgroup> w: array<f32, 128>;
 
 @compute @workgroup_size(64)
 fn attention_combine(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
@@ -30,8 +30,8 @@ fn attention_combine(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invoc
     for (var s = 0u; s < used; s++) {
         mx = max(mx, part[2u * (base + s)]);
     }
-    if (lid < used) {
-        w[lid] = exp(part[2u * (base + lid)] - mx);
+    for (var s = lid; s < used; s += WG) {
+        w[s] = exp(part[2u * (base + s)] - mx);
     }
     workgroupBarrier();
     var tot = 0.0;

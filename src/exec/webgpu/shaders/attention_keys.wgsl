@@ -6,7 +6,7 @@
 // A masked score (finite: Tint rejects literals beyond f32's range); real scores are far above.
 const NEG: f32 = -3.0e38;
 // A split of a decode step takes at least this many keys (a multiple of 64, the key tile).
-const SPLIT_MIN: u32 = 128u;
+const SPLIT_MIN: u32 = 64u;
 
 // The first key a query at position `pos` sees (a sliding window keeps keys > pos - window);
 // the last is `pos`.

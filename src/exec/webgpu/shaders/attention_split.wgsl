@@ -87,7 +87,19 @@ fn attention_split(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocat
         var d: array<f32, HB>;
         if (lid < cnt) {
             let row = (t0 + lid) * (p.k_dim / 4u) + kb;
-            for (var t = 0u; t < d4; t++) {
+            // Four loads issued before their products.
+            var t = 0u;
+            for (; t + 4u <= d4; t += 4u) {
+                let k0 = kv4(kc[row + t]);
+                let k1 = kv4(kc[row + t + 1u]);
+                let k2 = kv4(kc[row + t + 2u]);
+                let k3 = kv4(kc[row + t + 3u]);
+                for (var h = 0u; h < HB; h++) {
+                    let b = h * 64u + t;
+                    d[h] += dot(k0, qs[b]) + dot(k1, qs[b + 1u]) + dot(k2, qs[b + 2u]) + dot(k3, qs[b + 3u]);
+                }
+            }
+            for (; t < d4; t++) {
                 let k = kv4(kc[row + t]);
                 for (var h = 0u; h < HB; h++) {
                     d[h] += dot(k, qs[h * 64u + t]);
@@ -126,8 +138,25 @@ fn attention_split(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocat
                     acc[k] *= alpha[h];
                 }
             }
-            for (var j = 0u; j < cnt; j++) {
-                let v = kv4(vc[(t0 + j) * (p.v_dim / 4u) + kb + dq]);
+            let vrow = p.v_dim / 4u;
+            let vb = t0 * vrow + kb + dq;
+            // Four loads issued before their products.
+            var j = 0u;
+            for (; j + 4u <= cnt; j += 4u) {
+                let v0 = kv4(vc[vb + j * vrow]);
+                let v1 = kv4(vc[vb + (j + 1u) * vrow]);
+                let v2 = kv4(vc[vb + (j + 2u) * vrow]);
+                let v3 = kv4(vc[vb + (j + 3u) * vrow]);
+                for (var k = 0u; k < HB; k++) {
+                    let h = hs + k * ns;
+                    if (h < HB) {
+                        let b = h * WG + j;
+                        acc[k] += pr[b] * v0 + pr[b + 1u] * v1 + pr[b + 2u] * v2 + pr[b + 3u] * v3;
+                    }
+                }
+            }
+            for (; j < cnt; j++) {
+                let v = kv4(vc[vb + j * vrow]);
                 for (var k = 0u; k < HB; k++) {
                     let h = hs + k * ns;
                     if (h < HB) {
