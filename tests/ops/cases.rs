@@ -220,11 +220,13 @@ fn attention_graph(c: &mut Case, n_tok: usize, shape: AttnShape, layer: usize) -
 }
 
 /// KV store and attention: a prefill of 37 rows, then three steps of `rows` over the history
-/// (past the window where there is one), on layer 1 of a two-layer cache.
+/// (past the window where there is one), on layer 1 of a two-layer cache; then the context
+/// lengths around the kernels' tile and split boundaries ([`attention_lengths`]).
 pub fn attention() -> Vec<Row> {
     let mut rows = Vec::new();
     for shape in ATTN {
-        for n_tok in [1, 2, 7, 16, 17, 33] {
+        // 1 to 4 rows: WebGPU's split (decode) kernel; 5 and more: its tiled kernel.
+        for n_tok in [1, 3, 5, 16, 33] {
             let (h, kvh, hd, window, softcap) = shape;
             let name = format!(
                 "attention heads={h}/{kvh} hd={hd} window={window:?} softcap={softcap:?} rows={n_tok}"
@@ -240,30 +242,78 @@ pub fn attention() -> Vec<Row> {
             }));
         }
     }
+    rows.extend(attention_lengths());
     rows
 }
 
-/// Attention deeper than 2048 keys (where kernels stop keeping every score): the cache is
-/// filled by a 2048-row KvStore, then steps of 1 and 17 rows attend over all of it.
+/// Shapes of [`attention_lengths`]: GQA ratios 8, 7, 3, 4, 1 and 2; head sizes 64, 128, 256,
+/// 80 and 34 (not a multiple of 4: WebGPU's per-row kernel).
+const ATTN_LENGTHS: [AttnShape; 6] = [
+    (8, 1, 64, None, None),
+    (7, 1, 128, Some(100), None),
+    (6, 2, 256, None, Some(30.0)),
+    (8, 2, 128, Some(40), Some(50.0)),
+    (2, 2, 80, None, None),
+    (4, 2, 34, Some(20), None),
+];
+
+/// A graph that only stores `n_tok` rows of keys and values into layer 0 (filling the cache).
+fn kv_fill(c: &mut Case, n_tok: usize, kd: usize) -> usize {
+    let (tk, tv) = (c.table(kd, 2.0), c.table(kd, 1.0));
+    c.graph(graph(n_tok, &[(tk, kd), (tv, kd)], |g, s| {
+        g.push(Op::KvStore { layer: 0, k: s[0], v: s[1] });
+        s[0]
+    }))
+}
+
+/// Context lengths across the boundaries of key tiles (32, 64 keys) and decode splits
+/// (multiples of 64 keys on WebGPU): one row seeing 1, 31 to 33 and 255 to 257 keys, 17 rows seeing 241 to 257 and
+/// 258 to 274; the cache between them filled by KvStore alone.
+fn attention_lengths() -> Vec<Row> {
+    let mut rows = Vec::new();
+    for shape in ATTN_LENGTHS {
+        let (h, kvh, hd, window, softcap) = shape;
+        let name = format!("attention lengths heads={h}/{kvh} hd={hd} window={window:?} softcap={softcap:?}");
+        rows.push(row(name, tol::ATTENTION, &[], move |c: &mut Case| {
+            let kd = kvh * hd;
+            c.kv(300, &[kd]);
+            let one = attention_graph(c, 1, shape, 0);
+            let many = attention_graph(c, 17, shape, 0);
+            let (fill_a, fill_b) = (kv_fill(c, 29, kd), kv_fill(c, 221, kd));
+            let fill = Expect::Close(Readback::LastLogits);
+            c.step(one, 0);
+            c.step_with(fill_a, 1, VOCAB, fill);
+            for pos in 30..33 {
+                c.step(one, pos);
+            }
+            c.step_with(fill_b, 33, VOCAB, fill);
+            c.step(many, 240);
+            for pos in 254..257 {
+                c.step(one, pos);
+            }
+            c.step(many, 257);
+        }));
+    }
+    rows
+}
+
+/// Attention deep in the cache: 4096 rows filled by KvStore, then steps of 1 and 17 rows
+/// attend over all of it (4097 keys and more: many decode splits, many key tiles).
 pub fn attention_deep() -> Vec<Row> {
     let mut rows = Vec::new();
-    for shape in [ATTN[0], ATTN[3], ATTN[4]] {
+    for shape in [(8, 1, 128, None, None), ATTN[3], ATTN[4]] {
         let (h, kvh, hd, window, softcap) = shape;
         let name = format!("attention deep heads={h}/{kvh} hd={hd} window={window:?} softcap={softcap:?}");
         rows.push(row(name, tol::ATTENTION, &[], move |c: &mut Case| {
             let kd = kvh * hd;
-            c.kv(2100, &[kd]);
-            let (tk, tv) = (c.table(kd, 2.0), c.table(kd, 1.0));
-            let fill = c.graph(graph(2048, &[(tk, kd), (tv, kd)], |g, s| {
-                g.push(Op::KvStore { layer: 0, k: s[0], v: s[1] });
-                s[0]
-            }));
+            c.kv(4120, &[kd]);
+            let fill = kv_fill(c, 4096, kd);
             let one = attention_graph(c, 1, shape, 0);
             let many = attention_graph(c, 17, shape, 0);
             c.step_with(fill, 0, VOCAB, Expect::Close(Readback::LastLogits));
-            c.step(one, 2048);
-            c.step(many, 2049);
-            c.step(one, 2066);
+            c.step(one, 4096);
+            c.step(many, 4097);
+            c.step(one, 4114);
         }));
     }
     rows

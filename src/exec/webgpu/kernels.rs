@@ -35,6 +35,10 @@ const ROPE_MATH: &str = include_str!("shaders/rope_math.wgsl");
 const ROPE_KV: &str = include_str!("shaders/rope_kv.wgsl");
 const KV_STORE: &str = include_str!("shaders/kv_store.wgsl");
 const ATTENTION: &str = include_str!("shaders/attention.wgsl");
+const ATTENTION_KEYS: &str = include_str!("shaders/attention_keys.wgsl");
+const ATTENTION_SPLIT: &str = include_str!("shaders/attention_split.wgsl");
+const ATTENTION_COMBINE: &str = include_str!("shaders/attention_combine.wgsl");
+const ATTENTION_TILED: &str = include_str!("shaders/attention_tiled.wgsl");
 const GATED_ACT: &str = include_str!("shaders/gated_act.wgsl");
 const ADD: &str = include_str!("shaders/add.wgsl");
 const ARGMAX: &str = include_str!("shaders/argmax.wgsl");
@@ -131,8 +135,16 @@ pub enum Kernel {
     RopeKv,
     /// Rows into the f16 KV cache (kv_store.wgsl).
     KvStore,
-    /// Attention over the KV cache (attention.wgsl).
+    /// Attention over the KV cache, one workgroup per row and head (attention.wgsl): head
+    /// sizes the other attention kernels do not take (not a multiple of 4).
     Attention,
+    /// Decode attention, one split of the keys per workgroup for `heads` query heads of a KV
+    /// head (attention_split.wgsl).
+    AttentionSplit { heads: u8 },
+    /// The merge of the splits (attention_combine.wgsl).
+    AttentionCombine,
+    /// Prefill attention in tiles (attention_tiled.wgsl): see [`Tiles`].
+    AttentionTiled(Tiles),
     /// silu(gate) · up in place (gated_act.wgsl).
     GatedSilu,
     /// gelu(gate) · up in place (gated_act.wgsl).
@@ -141,6 +153,57 @@ pub enum Kernel {
     Add,
     /// Index of the largest logit of the last row (argmax.wgsl).
     Argmax,
+}
+
+/// The tiles of attention_tiled.wgsl: `pairs` (row, query head) pairs per workgroup (32 or
+/// 16), `keys` per key tile (32 or 64), and the head's dimension chunks (`chunks` of 128 /
+/// (pairs / 4) dimensions: 4 per invocation of a row of the 64-invocation grid).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Tiles {
+    pub pairs: u8,
+    pub keys: u8,
+    pub chunks: u8,
+}
+
+impl Tiles {
+    /// Invocations of the grid's rows (each scores 4 pairs) and columns.
+    fn grid(self) -> (usize, usize) {
+        let ti = self.pairs as usize / 4;
+        (ti, 64 / ti)
+    }
+
+    /// Dimensions per chunk.
+    pub fn chunk_dims(self) -> usize {
+        4 * self.grid().1
+    }
+
+    /// Bytes of workgroup memory the kernel declares.
+    pub fn workgroup_bytes(self) -> usize {
+        let (m, c, d) = (self.pairs as usize, self.keys as usize, self.chunk_dims());
+        4 * (m * d + c * d + m * c + 3 * m)
+    }
+}
+
+/// Bytes of workgroup memory attention_split.wgsl declares for `heads` query heads.
+pub fn split_workgroup_bytes(heads: usize) -> usize {
+    4 * (heads * 256 + 2 * heads * 64 + heads + 64)
+}
+
+/// The cache read as four f16 (attention_keys.wgsl): the binding's element and its conversion.
+fn kv4(f16: bool) -> (&'static str, &'static str) {
+    if f16 {
+        ("vec4<f16>", "vec4<f32>(x)")
+    } else {
+        ("vec2<u32>", "vec4<f32>(half2(x.x), half2(x.y))")
+    }
+}
+
+/// An attention kernel's source: the shared part (attention_keys.wgsl) and `tpl`, composed.
+fn attention_source(f16: bool, tpl: Template) -> Result<String, String> {
+    let (elem, read) = kv4(f16);
+    let keys = Template::new(ATTENTION_KEYS).set("KV4", elem).set("KV4F", read).render()?;
+    let body = tpl.set("PARAMS", params::AttentionParams::WGSL).set("KV4", elem).render()?;
+    Ok([COMMON, &body, &keys].concat())
 }
 
 /// The WGSL name of a weight type's functions (dequant.wgsl, matvec_*.wgsl).
@@ -360,6 +423,38 @@ impl Kernel {
                     .set("KVF", read)
                     .render()?;
                 ([COMMON, &src].concat(), "attention")
+            }
+            Kernel::AttentionSplit { heads } => {
+                let h = heads as usize;
+                let tpl = Template::new(ATTENTION_SPLIT)
+                    .set("HB", h.to_string())
+                    .set("QS", (64 * h).to_string())
+                    .set("HB64", (64 * h).to_string());
+                (attention_source(f16, tpl)?, "attention_split")
+            }
+            Kernel::AttentionCombine => {
+                let (elem, read) = kv4(f16);
+                let keys = Template::new(ATTENTION_KEYS).set("KV4", elem).set("KV4F", read).render()?;
+                let body = with_params::<AttentionParams>(ATTENTION_COMBINE)?;
+                ([COMMON, &body, &keys].concat(), "attention_combine")
+            }
+            Kernel::AttentionTiled(t) => {
+                let (ti, tj) = t.grid();
+                let (m, c, d, n) = (t.pairs as usize, t.keys as usize, t.chunk_dims(), t.chunks as usize);
+                let tpl = Template::new(ATTENTION_TILED)
+                    .set("BM", m.to_string())
+                    .set("BC", c.to_string())
+                    .set("NCH", n.to_string())
+                    .set("TI", ti.to_string())
+                    .set("TJ", tj.to_string())
+                    .set("DC", d.to_string())
+                    .set("KJ", (c / tj).to_string())
+                    .set("QS", (m * d / 4).to_string())
+                    .set("KS", (c * d / 4).to_string())
+                    .set("PS", (m * c).to_string())
+                    .set("ACC", (4 * n).to_string())
+                    .set("SN", (4 * c / tj).to_string());
+                (attention_source(f16, tpl)?, "attention_tiled")
             }
             Kernel::GatedSilu => ([COMMON, &with_params::<CountParams>(GATED_ACT)?].concat(), "gated_silu"),
             Kernel::GatedGelu => ([COMMON, &with_params::<CountParams>(GATED_ACT)?].concat(), "gated_gelu"),

@@ -36,8 +36,20 @@
 //!   64-invocation RMSNorm (50 µs) and by attention (50 µs a layer), not by weight bandwidth.
 //!   Hence: ops fused into fewer dispatches (fuse.rs: 11 per Llama layer instead of 22), the
 //!   next step recorded while the GPU runs the current one (steps differ only in the contents
-//!   of the step buffer), and attention keeping its scores in workgroup memory.
+//!   of the step buffer), and attention keeping its scores in workgroup memory (since replaced
+//!   by the split and tiled kernels below).
 //!   `WICK_WEBGPU_PROFILE=1` prints per-kernel GPU times (timestamp queries) and CPU times.
+//! - Attention (ops/attention.rs) reads the f16 cache in four-value loads and keeps scores
+//!   and sums in f32 with an online softmax. Steps of 1 to 4 rows (decode) split each row's
+//!   keys across workgroups (attention_split.wgsl: a split of at least 64 keys, one KV head
+//!   and up to 8 of its query heads per workgroup, so K and V are read once per KV head; up
+//!   to 128 splits fixed when the graph is compiled, each split's range computed from the
+//!   step's position at run time, empty splits exiting) and merge the splits in a second
+//!   dispatch (attention_combine.wgsl). Longer steps use tiled flash attention
+//!   (attention_tiled.wgsl: 32 or 16 (row, query head) pairs of one KV head per workgroup, key
+//!   tiles of 64 or 32 staged through workgroup memory, sized from
+//!   `max_compute_workgroup_storage_size`; causally masked tiles are skipped). Head sizes
+//!   that are not a multiple of 4 keep attention.wgsl (a workgroup per row and head).
 //! - Two precision paths: with `Features::SHADER_F16` (unless `WICK_WEBGPU_F16=0`) kernels
 //!   read bulk f16 data through f16-typed bindings and hardware conversion: the f16 KV cache
 //!   in attention, F16 weights, and the f16 block scales (the weight buffer is bound a second

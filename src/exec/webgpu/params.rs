@@ -170,7 +170,7 @@ params!(
 );
 
 params!(
-    /// attention.wgsl.
+    /// attention.wgsl, attention_split.wgsl, attention_combine.wgsl, attention_tiled.wgsl.
     AttentionParams {
         n_heads: u32,
         /// Query heads per KV head.
@@ -185,6 +185,10 @@ params!(
         scale: f32,
         /// Logit soft-capping (0: none).
         softcap: f32,
+        /// Splits of the keys of a decode step (attention_split.wgsl and its combine).
+        splits: u32,
+        /// Workgroups per KV head, each taking some of its query heads (attention_split.wgsl).
+        blocks: u32,
     }
 );
 
@@ -284,7 +288,9 @@ mod tests {
             window,
             q_width,
             scale,
-            softcap
+            softcap,
+            splits,
+            blocks
         });
         check_layout!(CountParams { n });
         check_layout!(ArgmaxParams { n, offset });

@@ -32,6 +32,8 @@ pub enum Res {
     Unused,
     /// The quantized activations of this format.
     Quant(ActQuant),
+    /// The partial results of the attention splits.
+    AttnScratch,
 }
 
 /// A dispatch whose bind group is made once the buffers exist.
@@ -64,8 +66,10 @@ pub enum KvUse {
     Store { src: ActId, layer: usize, value: bool },
     /// RoPE of `q` and `k` and the store of `k` and `v` (fuse.rs).
     RopeStore { q: ActId, k: ActId, v: ActId, layer: usize },
-    /// attention.wgsl over layer `layer`, whose rows are `k_dim` wide.
+    /// attention.wgsl or attention_tiled.wgsl over layer `layer`, whose rows are `k_dim` wide.
     Attend { q: ActId, dst: ActId, layer: usize, k_dim: usize },
+    /// attention_split.wgsl: the splits' partial results into the plan's scratch buffer.
+    AttendSplit { q: ActId, layer: usize, k_dim: usize },
 }
 
 /// What compiling a graph's ops produced (ops/mod.rs), before any buffer exists.
@@ -80,6 +84,8 @@ pub struct Built {
     pub qsize: HashMap<ActQuant, u64>,
     /// Rows of the embedding table, if the graph embeds.
     pub embed_rows: Option<u64>,
+    /// Bytes of the attention splits' partial results (0: none).
+    pub attn_scratch: u64,
     /// Offset of the argmax's parameters.
     pub argmax: u64,
 }
@@ -118,6 +124,8 @@ pub struct Plan {
     acts: Vec<wgpu::Buffer>,
     /// [pos, token ids...] for the step, written by `run`.
     pub step: wgpu::Buffer,
+    /// The attention splits' partial results.
+    attn_scratch: wgpu::Buffer,
     params: wgpu::Buffer,
     cmds: Vec<Cmd>,
     kv_binds: Vec<KvBind>,
@@ -194,6 +202,7 @@ impl Plan {
         );
         let quant: HashMap<ActQuant, wgpu::Buffer> =
             built.qsize.iter().map(|(&q, &size)| (q, buffer("quantized activations", size, usage))).collect();
+        let attn_scratch = buffer("attention splits", built.attn_scratch, wgpu::BufferUsages::STORAGE);
         let argmax_out = buffer("argmax", 16, usage);
         let dummy_rw = buffer("dummy", 16, wgpu::BufferUsages::STORAGE);
         let map = wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST;
@@ -228,6 +237,7 @@ impl Plan {
                 Res::Dummy => dummy,
                 Res::DummyRw => &dummy_rw,
                 Res::Quant(q) => &quant[&q],
+                Res::AttnScratch => &attn_scratch,
                 Res::Unused => return None,
             })
         };
@@ -265,6 +275,7 @@ impl Plan {
             graph: g.clone(),
             acts,
             step,
+            attn_scratch,
             params: params_buf,
             cmds,
             kv_binds,
@@ -330,9 +341,10 @@ impl Plan {
         let mut groups = Vec::new();
         for b in &self.kv_binds {
             let layer = match b.what {
-                KvUse::Store { layer, .. } | KvUse::Attend { layer, .. } | KvUse::RopeStore { layer, .. } => {
-                    layer
-                }
+                KvUse::Store { layer, .. }
+                | KvUse::Attend { layer, .. }
+                | KvUse::AttendSplit { layer, .. }
+                | KvUse::RopeStore { layer, .. } => layer,
             };
             let l = kv.layers.get(layer).ok_or_else(|| err(format!("KV layer {layer} out of range")))?;
             let act = |a: ActId| &self.acts[a.0 as usize];
@@ -356,6 +368,12 @@ impl Plan {
                         return Err(err(format!("attention of layer {layer}: heads do not match the cache")));
                     }
                     vec![&self.step, act(q), &l.k, &l.v, act(dst)]
+                }
+                KvUse::AttendSplit { q, k_dim, .. } => {
+                    if l.k_dim != k_dim || l.v_dim != k_dim {
+                        return Err(err(format!("attention of layer {layer}: heads do not match the cache")));
+                    }
+                    vec![&self.step, act(q), &l.k, &l.v, &self.attn_scratch]
                 }
             };
             let mut entries = vec![params_entry(&self.params, b.params)];

@@ -98,10 +98,19 @@ fn all_kernels() -> Vec<Kernel> {
         Kernel::RopeKv,
         Kernel::KvStore,
         Kernel::Attention,
+        Kernel::AttentionCombine,
         Kernel::GatedSilu,
         Kernel::GatedGelu,
         Kernel::Add,
         Kernel::Argmax,
     ]);
+    for heads in [1, 2, 4, 8] {
+        ks.push(Kernel::AttentionSplit { heads });
+    }
+    for (pairs, chunks) in [(32, 1), (32, 2), (32, 3), (32, 4), (16, 4)] {
+        for keys in [32, 64] {
+            ks.push(Kernel::AttentionTiled(Tiles { pairs, keys, chunks }));
+        }
+    }
     ks
 }

@@ -57,6 +57,10 @@ pub struct Builder<'a> {
     pub mode: MatVecMode,
     /// The fusions chosen for the graph.
     pub fz: Fusions,
+    /// The device's limits.
+    pub limits: &'a wgpu::Limits,
+    /// Bytes of the attention splits' partial results (one buffer, reused by every layer).
+    pub attn_scratch: u64,
     /// Bytes between dispatches' parameters in the uniform buffer.
     slot: usize,
     params: Vec<u8>,
@@ -171,6 +175,8 @@ pub fn compile(
         f16,
         mode,
         fz,
+        limits,
+        attn_scratch: 0,
         slot: (limits.min_uniform_buffer_offset_alignment as usize).max(256),
         params: Vec::new(),
         items: Vec::new(),
@@ -192,6 +198,7 @@ pub fn compile(
         params: b.params,
         qsize: b.qsize,
         embed_rows: b.embed_rows,
+        attn_scratch: b.attn_scratch,
         argmax,
     };
     Plan::new(device, queue, pipes, weights, dummy, limits, profile, g, built)

@@ -1,0 +1,188 @@
+// Prefill attention as tiled flash attention: a workgroup takes BM (row, query head) pairs of
+// one KV head (rows × the heads sharing it, so each staged key serves them all) and walks the
+// keys they see in tiles of BC, staged through workgroup memory DC dimensions at a time, with
+// an online softmax: per pair a running max, sum and unnormalized output. Key tiles wholly
+// after the last row (causal) or before the first row's window are never visited; nothing
+// grows with rows × context. Invocation (ti, tj) scores pairs 4 ti .. 4 ti + 3 against keys
+// tj * KJ .. and owns those pairs' outputs at dimensions c * DC + 4 tj .. + 3 of each chunk c.
+
+{{PARAMS}}
+
+@group(0) @binding(0) var<uniform> p: Params;
+@group(0) @binding(1) var<storage, read> step: array<u32>;
+@group(0) @binding(2) var<storage, read> q: array<vec4<f32>>;
+@group(0) @binding(3) var<storage, read> kc: array<{{KV4}}>;
+@group(0) @binding(4) var<storage, read> vc: array<{{KV4}}>;
+@group(0) @binding(5) var<storage, read_write> dst: array<vec4<f32>>;
+
+const WG: u32 = 64u;
+const BM: u32 = {{BM}}u;
+const BC: u32 = {{BC}}u;
+// Dimension chunks of a head (head_dim / DC, rounded up).
+const NCH: u32 = {{NCH}}u;
+const TI: u32 = {{TI}}u;
+const TJ: u32 = {{TJ}}u;
+// Dimensions per chunk (4 per invocation of a row of the grid) and keys scored per invocation.
+const DC: u32 = {{DC}}u;
+const KJ: u32 = {{KJ}}u;
+
+// Queries of the chunk (rounded to f16 as the CPU's K·Q product), dimension-major: the four
+// pairs of an invocation's rows in one vector.
+var<workgroup> qs: array<vec4<f32>, {{QS}}>;
+// Keys of the chunk, dimension-major (scores), then values, key-major (outputs).
+var<workgroup> ks: array<vec4<f32>, {{KS}}>;
+// Scores, then probabilities, of the tile: pair-major.
+var<workgroup> ps: array<f32, {{PS}}>;
+// Per pair: running max, running sum, this tile's rescaling.
+var<workgroup> rm: array<f32, BM>;
+var<workgroup> rl: array<f32, BM>;
+var<workgroup> ra: array<f32, BM>;
+
+@compute @workgroup_size(64)
+fn attention_tiled(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
+    let g = p.group;
+    let total = p.rows * g;
+    let tiles = (total + BM - 1u) / BM;
+    let n_kv = p.n_heads / g;
+    let idx = wg_index(wid);
+    if (idx >= tiles * n_kv) {
+        return;
+    }
+    let kvh = idx / tiles;
+    let m0 = (idx % tiles) * BM;
+    let m_end = min(m0 + BM, total);
+    let pos0 = step[0];
+    let key_hi = pos0 + (m_end - 1u) / g + 1u;
+    let key_lo = keys_from(pos0 + m0 / g);
+    let ti = lid / TJ;
+    let tj = lid % TJ;
+    let d4 = p.head_dim / 4u;
+    let kb = kvh * p.head_dim / 4u;
+    if (lid < BM) {
+        rm[lid] = NEG;
+        rl[lid] = 0.0;
+    }
+    var acc: array<vec4<f32>, {{ACC}}>;
+
+    for (var k0 = key_lo / BC * BC; k0 < key_hi; k0 += BC) {
+        var s: array<f32, {{SN}}>;
+        for (var c = 0u; c < NCH; c++) {
+            let c4 = c * (DC / 4u);
+            for (var i = lid; i < BM * DC / 4u; i += WG) {
+                let pl = i / (DC / 4u);
+                let dq = i % (DC / 4u);
+                let m = m0 + pl;
+                var v = vec4<f32>(0.0);
+                if (m < m_end && c4 + dq < d4) {
+                    let x = q[((m / g) * p.q_width + (kvh * g + m % g) * p.head_dim) / 4u + c4 + dq];
+                    v = vec4<f32>(f16_round(x.x), f16_round(x.y), f16_round(x.z), f16_round(x.w));
+                }
+                for (var e = 0u; e < 4u; e++) {
+                    qs[(4u * dq + e) * (BM / 4u) + pl / 4u][pl % 4u] = v[e];
+                }
+            }
+            for (var i = lid; i < BC * DC / 4u; i += WG) {
+                let jl = i / (DC / 4u);
+                let dq = i % (DC / 4u);
+                let j = k0 + jl;
+                var v = vec4<f32>(0.0);
+                if (j < key_hi && c4 + dq < d4) {
+                    v = kv4(kc[j * (p.k_dim / 4u) + kb + c4 + dq]);
+                }
+                for (var e = 0u; e < 4u; e++) {
+                    ks[(4u * dq + e) * (BC / 4u) + jl / 4u][jl % 4u] = v[e];
+                }
+            }
+            workgroupBarrier();
+            for (var dd = 0u; dd < DC; dd++) {
+                let qv = qs[dd * (BM / 4u) + ti];
+                for (var k = 0u; k < KJ; k++) {
+                    let jl = tj * KJ + k;
+                    let kv = ks[dd * (BC / 4u) + jl / 4u][jl % 4u];
+                    s[k] += qv.x * kv;
+                    s[KJ + k] += qv.y * kv;
+                    s[2u * KJ + k] += qv.z * kv;
+                    s[3u * KJ + k] += qv.w * kv;
+                }
+            }
+            workgroupBarrier();
+        }
+
+        for (var i = 0u; i < 4u; i++) {
+            let pl = 4u * ti + i;
+            let m = m0 + pl;
+            let pos = pos0 + m / g;
+            let lo = keys_from(pos);
+            for (var k = 0u; k < KJ; k++) {
+                let jl = tj * KJ + k;
+                let j = k0 + jl;
+                let ok = m < m_end && j <= pos && j >= lo;
+                ps[pl * BC + jl] = select(NEG, score_of(s[i * KJ + k]), ok);
+            }
+        }
+        workgroupBarrier();
+        if (lid < BM) {
+            var tmax = NEG;
+            for (var j = 0u; j < BC; j++) {
+                tmax = max(tmax, ps[lid * BC + j]);
+            }
+            let mo = rm[lid];
+            let mn = max(mo, tmax);
+            let a = exp(mo - mn);
+            var ls = 0.0;
+            for (var j = 0u; j < BC; j++) {
+                let x = ps[lid * BC + j];
+                let e = select(0.0, exp(x - mn), x > NEG);
+                ps[lid * BC + j] = e;
+                ls += e;
+            }
+            rm[lid] = mn;
+            rl[lid] = rl[lid] * a + ls;
+            ra[lid] = a;
+        }
+        workgroupBarrier();
+
+        for (var i = 0u; i < 4u; i++) {
+            let a = ra[4u * ti + i];
+            for (var c = 0u; c < NCH; c++) {
+                acc[c * 4u + i] *= a;
+            }
+        }
+        for (var c = 0u; c < NCH; c++) {
+            let c4 = c * (DC / 4u);
+            for (var i = lid; i < BC * DC / 4u; i += WG) {
+                let jl = i / (DC / 4u);
+                let dq = i % (DC / 4u);
+                let j = k0 + jl;
+                var v = vec4<f32>(0.0);
+                if (j < key_hi && c4 + dq < d4) {
+                    v = kv4(vc[j * (p.v_dim / 4u) + kb + c4 + dq]);
+                }
+                ks[jl * (DC / 4u) + dq] = v;
+            }
+            workgroupBarrier();
+            for (var j = 0u; j < BC; j++) {
+                let v = ks[j * (DC / 4u) + tj];
+                for (var i = 0u; i < 4u; i++) {
+                    acc[c * 4u + i] += ps[(4u * ti + i) * BC + j] * v;
+                }
+            }
+            workgroupBarrier();
+        }
+    }
+
+    for (var i = 0u; i < 4u; i++) {
+        let pl = 4u * ti + i;
+        let m = m0 + pl;
+        if (m < m_end) {
+            let inv = 1.0 / rl[pl];
+            let o = ((m / g) * p.q_width + (kvh * g + m % g) * p.head_dim) / 4u;
+            for (var c = 0u; c < NCH; c++) {
+                let dq = c * (DC / 4u) + tj;
+                if (dq < d4) {
+                    dst[o + dq] = acc[c * 4u + i] * inv;
+                }
+            }
+        }
+    }
+}
