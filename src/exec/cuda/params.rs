@@ -132,6 +132,11 @@ params! {
         n_rot: i32 = "int",
         theta_scale: f32 = "float",
         freq_scale: f32 = "float",
+        ext_factor: f32 = "float",
+        corr_low: f32 = "float",
+        corr_high: f32 = "float",
+        mscale: f32 = "float",
+        freqs: u64 = "const float*",
         neox: i32 = "int",
     }
     /// `rope_kv`: RoPE of one row's queries and keys, and keys and values into the cache.
@@ -148,6 +153,11 @@ params! {
         n_rot: i32 = "int",
         theta_scale: f32 = "float",
         freq_scale: f32 = "float",
+        ext_factor: f32 = "float",
+        corr_low: f32 = "float",
+        corr_high: f32 = "float",
+        mscale: f32 = "float",
+        freqs: u64 = "const float*",
         neox: i32 = "int",
         k_dim: i32 = "int",
         v_dim: i32 = "int",

@@ -25,14 +25,35 @@ fn sin_cos(a: f32) -> vec2<f32> {
     }
 }
 
-// (sin, cos) of the angle of pair i at position `pos`: pos · theta_scaleⁱ by repeated
-// multiplication in f32, times freq_scale, reduced to [-π, π].
-fn rope_sin_cos(pos: u32, i: u32, theta_scale: f32, freq_scale: f32) -> vec2<f32> {
+// a / b correctly rounded: WGSL's division may be 2.5 ulp off, and at long context the angle
+// divided by a frequency factor is ~1e5 rad, where an ulp is 8e-3. One step of correction with
+// the exact remainder (fma) gives the rounded quotient.
+fn div_rn(a: f32, b: f32) -> f32 {
+    let q = a / b;
+    return q + fma(-q, b, a) / b;
+}
+
+// (sin, cos) of the angle of pair i at position `pos`, times mscale, as RopeConsts (graph.rs)
+// defines it: pos · theta_scaleⁱ by repeated multiplication in f32, divided by the pair's
+// frequency factor, YaRN's mix of that (extrapolated) angle and the interpolated one (times
+// freq_scale), reduced to [-π, π]. Reads the kernel's `p` and `freqs`.
+fn rope_sin_cos(pos: u32, i: u32) -> vec2<f32> {
     var theta = f32(pos);
     for (var t = 0u; t < i; t++) {
-        theta *= theta_scale;
+        theta *= p.theta_scale;
     }
-    return sin_cos(reduce_angle(freq_scale * theta));
+    var extrap = theta;
+    if (p.has_freqs != 0u) {
+        extrap = div_rn(theta, freqs[i]);
+    }
+    let interp = p.freq_scale * extrap;
+    var angle = interp;
+    if (p.ext_factor != 0.0) {
+        let y = (f32(i) - p.corr_low) / max(0.001, p.corr_high - p.corr_low);
+        let mix = (1.0 - clamp(y, 0.0, 1.0)) * p.ext_factor;
+        angle = interp * (1.0 - mix) + extrap * mix;
+    }
+    return sin_cos(reduce_angle(angle)) * p.mscale;
 }
 
 // The two elements element pair i of a head at `base` rotates: adjacent (normal) or half a
