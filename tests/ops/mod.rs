@@ -28,7 +28,7 @@
 //! | MatMul | F32, F16, BF16 | 1e-5 | same (f16/bf16-rounded) inputs; f32 sums of k products in another order (seen: 5e-7) |
 //! | MatMul | every quantized type | 1e-5 | same q8 activations and integer block sums; per-block float scales summed in another order (seen: 4e-7); one q8 value rounded the other way would cost ~1e-3 |
 //! | Rope | normal, neox | 1e-4 | cos/sin of angles up to ~2000 rad: an f32 angle's ulp is 1e-4 |
-//! | Rope, long context | frequency factors, YaRN | 1e-3 | positions ~1e5: the angle is defined in f32 (every executor computes the same f32 value for the fastest pairs), but YaRN's mix of two angles may be contracted into a fused multiply-add by a GPU compiler, and an ulp of an angle of ~700 rad (the mixed pairs) is 6e-5 |
+//! | Rope, long context | frequency factors, YaRN | 1e-3 | positions ~1e5: the angle is defined in f32 (every executor computes the same f32 value for the fastest pairs; factors other than 1 and powers of two are tested at positions near 1000, where WGSL's division, 2.5 ulp, costs 3e-4), but YaRN's mix of two angles may be contracted into a fused multiply-add by a GPU compiler, and an ulp of an angle of ~700 rad (the mixed pairs) is 6e-5 |
 //! | Attention | f16 cache | 2e-3 | exp and the f16 rounding of each probability can land an f16 ulp apart |
 //! | GatedAct | silu | 1e-5 | one exp per value |
 //! | GatedAct | gelu | 2e-3 | executors evaluate GELU through ggml's f16 table (f16 input and output) |

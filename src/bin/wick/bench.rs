@@ -73,7 +73,13 @@ async fn decode(model: &Model, n: usize, depth: usize) -> Result<f64> {
 
 /// Run the pp and tg tests for every depth (llama-bench's order: depth, then the pp sizes,
 /// then the tg lengths; 0 skips a test).
-pub async fn run(model: &Model, pps: &[usize], tgs: &[usize], depths: &[usize], reps: usize) -> Result<Vec<Row>> {
+pub async fn run(
+    model: &Model,
+    pps: &[usize],
+    tgs: &[usize],
+    depths: &[usize],
+    reps: usize,
+) -> Result<Vec<Row>> {
     let mut rows = Vec::new();
     for &depth in depths {
         let suffix = if depth > 0 { format!(" @ d{depth}") } else { String::new() };

@@ -322,16 +322,20 @@ pub async fn bench(a: BenchArgs) -> Result<()> {
             None => model.measure_bandwidth().await?,
         };
         if let Some(b) = bandwidth {
-            eprintln!("{name}: bandwidth {:.1} GB/s, weights floor {:.3} ms/token", b / 1e9, size as f64 / b * 1e3);
+            eprintln!(
+                "{name}: bandwidth {:.1} GB/s, weights floor {:.3} ms/token",
+                b / 1e9,
+                size as f64 / b * 1e3
+            );
         }
         let rows = super::bench::run(&model, &a.n_prompt, &a.n_gen, &a.depth, a.repetitions.max(1)).await?;
         for r in rows {
             let ms = 1e3 / r.mean();
             // Decode rows: the weights and the KV cache at the mean context of the generated
             // tokens. Prefill rows have no floor.
-            let kv_bytes = r
-                .decode
-                .then(|| kv_bytes_read(model.hparams(), super::bench::mean_decode_context(r.depth, r.n_tokens)));
+            let kv_bytes = r.decode.then(|| {
+                kv_bytes_read(model.hparams(), super::bench::mean_decode_context(r.depth, r.n_tokens))
+            });
             let floor = match (bandwidth, kv_bytes) {
                 (Some(b), Some(kv)) => Some((size as f64 + kv) / b * 1e3),
                 _ => None,

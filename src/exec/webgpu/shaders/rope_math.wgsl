@@ -25,18 +25,12 @@ fn sin_cos(a: f32) -> vec2<f32> {
     }
 }
 
-// a / b correctly rounded: WGSL's division may be 2.5 ulp off, and at long context the angle
-// divided by a frequency factor is ~1e5 rad, where an ulp is 8e-3. One step of correction with
-// the exact remainder (fma) gives the rounded quotient.
-fn div_rn(a: f32, b: f32) -> f32 {
-    let q = a / b;
-    return q + fma(-q, b, a) / b;
-}
-
 // (sin, cos) of the angle of pair i at position `pos`, times mscale, as RopeConsts (graph.rs)
 // defines it: pos · theta_scaleⁱ by repeated multiplication in f32, divided by the pair's
 // frequency factor, YaRN's mix of that (extrapolated) angle and the interpolated one (times
-// freq_scale), reduced to [-π, π]. Reads the kernel's `p` and `freqs`.
+// freq_scale), reduced to [-π, π]. Reads the kernel's `p` and `freqs`. WGSL's division may be
+// 2.5 ulp off (lavapipe's is exact); a factor of 1 or a power of two (Llama 3's fastest and
+// slowest pairs, where the angle is large) divides exactly anyway.
 fn rope_sin_cos(pos: u32, i: u32) -> vec2<f32> {
     var theta = f32(pos);
     for (var t = 0u; t < i; t++) {
@@ -44,7 +38,7 @@ fn rope_sin_cos(pos: u32, i: u32) -> vec2<f32> {
     }
     var extrap = theta;
     if (p.has_freqs != 0u) {
-        extrap = div_rn(theta, freqs[i]);
+        extrap = theta / freqs[i];
     }
     let interp = p.freq_scale * extrap;
     var angle = interp;
