@@ -127,6 +127,7 @@ params! {
     [Rope] struct RopeParams {
         x: u64 = "float*",
         posp: u64 = "const int*",
+        freqs: u64 = "const float*",
         n_heads: i32 = "int",
         head_dim: i32 = "int",
         n_rot: i32 = "int",
@@ -136,7 +137,6 @@ params! {
         corr_low: f32 = "float",
         corr_high: f32 = "float",
         mscale: f32 = "float",
-        freqs: u64 = "const float*",
         neox: i32 = "int",
     }
     /// `rope_kv`: RoPE of one row's queries and keys, and keys and values into the cache.
@@ -147,6 +147,7 @@ params! {
         kc: u64 = "u16*",
         vc: u64 = "u16*",
         posp: u64 = "const int*",
+        freqs: u64 = "const float*",
         n_heads: i32 = "int",
         n_kv_heads: i32 = "int",
         head_dim: i32 = "int",
@@ -157,7 +158,6 @@ params! {
         corr_low: f32 = "float",
         corr_high: f32 = "float",
         mscale: f32 = "float",
-        freqs: u64 = "const float*",
         neox: i32 = "int",
         k_dim: i32 = "int",
         v_dim: i32 = "int",
