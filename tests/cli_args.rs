@@ -37,3 +37,48 @@ fn bad_sampling_and_executor_are_rejected_before_loading() {
     fails_cleanly(&["chat", "-m", m, "--repeat-penalty", "0"], "repeat_penalty");
     fails_cleanly(&["generate", "-m", m, "-p", "hi", "--executor", "tpu"], "unknown executor");
 }
+
+/// `-p`, `-n` and `-d` take comma lists (as llama-bench's); a bad item is named.
+#[test]
+fn bench_lists_are_parsed_and_checked() {
+    let m = "/nonexistent/model.gguf";
+    // Parsed: the error is about the missing file, not the options.
+    let (ok, err) = wick(&["bench", "-m", m, "-p", "512,64", "-n", "128,16", "-d", "0,1024,4096,16384"]);
+    assert!(!ok && !err.contains("panicked") && err.contains("nonexistent"), "{err}");
+    fails_cleanly(&["bench", "-m", m, "-d", "0,abc"], "abc");
+    fails_cleanly(&["bench", "-m", m, "-p", "512,99999999999"], "99999999999");
+    fails_cleanly(&["bench", "-m", m, "-n", "128,-1"], "-1");
+}
+
+/// One row per combination in llama-bench's order (each depth: the pp tests, then the tg
+/// tests), and decode floors that grow with the KV cache read at depth.
+#[test]
+fn bench_runs_every_combination_in_order() {
+    let dir = std::env::var_os("WICK_MODELS")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("models"));
+    let model = dir.join("SmolLM2-135M-Instruct.Q4_1.gguf");
+    assert!(model.exists(), "{} is missing: run `bash .ci/get-models`", model.display());
+    let args =
+        ["-p", "4,8", "-n", "2", "-d", "0,16", "-r", "1", "--json", "--executor", "cpu", "--bandwidth", "10"];
+    let out = Command::new(env!("CARGO_BIN_EXE_wick"))
+        .args(["bench", "-m", model.to_str().unwrap()])
+        .args(args)
+        .output()
+        .expect("run wick");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let rows: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON rows");
+    let tests: Vec<&str> = rows.as_array().unwrap().iter().map(|r| r["test"].as_str().unwrap()).collect();
+    assert_eq!(tests, ["pp4", "pp8", "tg2", "pp4 @ d16", "pp8 @ d16", "tg2 @ d16"]);
+    let row = |i: usize| &rows[i];
+    assert!(row(0)["floor_ms_per_token"].is_null() && row(3)["floor_ms_per_token"].is_null());
+    // SmolLM2: 30 layers, 3 KV heads of 64, f16 K and V: 23040 bytes per context position.
+    // tg2 at depth 0 reads a mean context of 2.5 positions, at depth 16 of 18.5.
+    let kv = |i: usize| row(i)["kv_bytes_per_token"].as_f64().unwrap();
+    assert!((kv(2) - 2.5 * 23040.0).abs() < 1e-6 && (kv(5) - 18.5 * 23040.0).abs() < 1e-6);
+    assert_eq!(row(5)["depth"], 16);
+    let floor = |i: usize| row(i)["floor_ms_per_token"].as_f64().unwrap();
+    let size = row(2)["size_bytes"].as_f64().unwrap();
+    assert!((floor(2) - (size + kv(2)) / 10e9 * 1e3).abs() < 1e-9);
+    assert!(floor(5) > floor(2));
+}

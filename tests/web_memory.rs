@@ -66,6 +66,8 @@ async fn loading_a_large_model_keeps_the_wasm_heap_small() {
         embd_type: Some(GgmlType::Q8_0),
         tied: false,
         seed: 1,
+        rope_base: 10_000.0,
+        llama3_rope: None,
     };
     let md = wick::synth::metadata(&spec, &donor).unwrap();
     let tensors = spec.tensor_specs(n_vocab);

@@ -279,7 +279,9 @@ pub fn plan(g: &Graph, caps: &Capabilities) -> Vec<Step> {
                 steps.push(Step::MatVec { op: i, w, gate: None, bias, add: None, dst, argmax });
                 written.push(dst);
             }
-            Op::Rope { x: q, head_dim, n_rot, base, freq_scale, mode, .. } if caps.rope_kv.is_some() => {
+            Op::Rope { x: q, head_dim, n_rot, base, freq_scale, mode, freqs, ext, .. }
+                if caps.rope_kv.is_some() =>
+            {
                 // The keys' rope: same rotation, another slot (n_heads differs).
                 let keys = match ops.get(i + 1) {
                     Some(&Op::Rope {
@@ -290,9 +292,12 @@ pub fn plan(g: &Graph, caps: &Capabilities) -> Vec<Step> {
                         base: b,
                         freq_scale: f,
                         mode: m,
+                        freqs: ff,
+                        ext: e,
                     }) => {
-                        let key = (d, r, b.to_bits(), f.to_bits(), m);
-                        (key == (head_dim, n_rot, base.to_bits(), freq_scale.to_bits(), mode))
+                        let key = (d, r, b.to_bits(), f.to_bits(), m, ff);
+                        (key == (head_dim, n_rot, base.to_bits(), freq_scale.to_bits(), mode, freqs)
+                            && e == ext)
                             .then_some((x, n_heads))
                     }
                     _ => None,

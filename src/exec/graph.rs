@@ -38,6 +38,96 @@ pub enum RopeMode {
     Neox,
 }
 
+/// How RoPE stretches its angles beyond `freq_scale` (llama.cpp's `ggml_rope_ext` arguments):
+/// YaRN's ramp between interpolated and extrapolated angles, and the magnitude scale.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct RopeExt {
+    /// Weight of the extrapolated angle in YaRN's ramp (0: plain interpolation, no YaRN).
+    pub ext_factor: f32,
+    /// Scale of cos and sin (YaRN's magnitude correction is applied on top where
+    /// `ext_factor` is not 0).
+    pub attn_factor: f32,
+    /// YaRN: rotations at the original context above which a pair keeps its angle.
+    pub beta_fast: f32,
+    /// YaRN: rotations at the original context below which a pair is interpolated.
+    pub beta_slow: f32,
+    /// YaRN: the context length the model was trained at before the extension.
+    pub n_ctx_orig: usize,
+}
+
+impl Default for RopeExt {
+    /// No YaRN, unit magnitude.
+    fn default() -> Self {
+        RopeExt { ext_factor: 0.0, attn_factor: 1.0, beta_fast: 32.0, beta_slow: 1.0, n_ctx_orig: 0 }
+    }
+}
+
+/// The per-op constants of a RoPE kernel, computed once on the host so that every executor
+/// uses the same values. For pair i at position p, with `f_i` the frequency factor (1 without
+/// `rope_freqs`):
+///
+/// ```text
+/// extrap = (p · theta_scaleⁱ) / f_i      (the power by repeated f32 multiplication)
+/// interp = freq_scale · extrap
+/// mix    = ext_factor · (1 − clamp((i − corr_low) / max(0.001, corr_high − corr_low), 0, 1))
+/// angle  = interp · (1 − mix) + extrap · mix        (just `interp` where ext_factor is 0)
+/// (cos, sin) = (cos angle · mscale, sin angle · mscale)
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct RopeConsts {
+    /// base^(−2/n_rot).
+    pub theta_scale: f32,
+    /// 1 / linear (or YaRN) scaling factor.
+    pub freq_scale: f32,
+    /// YaRN's ramp weight (0: none).
+    pub ext_factor: f32,
+    /// First pair of YaRN's ramp.
+    pub corr_low: f32,
+    /// Last pair of YaRN's ramp.
+    pub corr_high: f32,
+    /// Scale of cos and sin.
+    pub mscale: f32,
+}
+
+impl RopeConsts {
+    /// The constants of a rotation of `n_rot` dimensions.
+    pub fn new(n_rot: usize, base: f32, freq_scale: f32, ext: RopeExt) -> RopeConsts {
+        // The pair whose wavelength fits `rotations` times in the original context, as a
+        // (fractional) dimension index: n_rot · ln(n_ctx_orig / (2π · rotations)) / (2 ln base).
+        let corr_dim = |rotations: f32| {
+            n_rot as f32 * (ext.n_ctx_orig as f32 / (rotations * 2.0 * std::f32::consts::PI)).ln()
+                / (2.0 * base.ln())
+        };
+        let corr_low = corr_dim(ext.beta_fast).floor().max(0.0);
+        let corr_high = corr_dim(ext.beta_slow).ceil().min(n_rot as f32 - 1.0);
+        let mut mscale = ext.attn_factor;
+        if ext.ext_factor != 0.0 {
+            mscale *= 1.0 + 0.1 * (1.0 / freq_scale).ln();
+        }
+        RopeConsts {
+            theta_scale: base.powf(-2.0 / n_rot as f32),
+            freq_scale,
+            ext_factor: ext.ext_factor,
+            corr_low,
+            corr_high,
+            mscale,
+        }
+    }
+
+    /// (cos, sin) of pair `i` whose extrapolated angle (position times the pair's frequency,
+    /// divided by its factor) is `extrap`.
+    pub fn cos_sin(&self, i: usize, extrap: f32) -> (f32, f32) {
+        let interp = self.freq_scale * extrap;
+        let mut angle = interp;
+        if self.ext_factor != 0.0 {
+            let y = (i as f32 - self.corr_low) / (self.corr_high - self.corr_low).max(0.001);
+            let mix = (1.0 - y.clamp(0.0, 1.0)) * self.ext_factor;
+            angle = interp * (1.0 - mix) + extrap * mix;
+        }
+        (angle.cos() * self.mscale, angle.sin() * self.mscale)
+    }
+}
+
 /// Gated activation of the feed-forward block.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Gate {
@@ -62,6 +152,9 @@ pub enum Op {
     /// dst = x · Wᵀ (+ bias): W is (k, n) in ggml order, x is (rows, k), dst is (rows, n).
     MatMul { w: WeightId, x: ActId, dst: ActId, bias: Option<WeightId> },
     /// Rotary position embedding on every head of `x` in place (positions from the step).
+    /// `freqs`: the file's frequency factors (`rope_freqs.weight`, F32, n_rot/2 values), each
+    /// pair's angle divided by its factor; `ext`: YaRN and the magnitude scale (see
+    /// [`RopeConsts`] for the whole definition).
     Rope {
         x: ActId,
         n_heads: usize,
@@ -70,6 +163,8 @@ pub enum Op {
         base: f32,
         freq_scale: f32,
         mode: RopeMode,
+        freqs: Option<WeightId>,
+        ext: RopeExt,
     },
     /// Append the step's k and v rows to layer `layer` of the KV cache at the step's positions.
     KvStore { layer: usize, k: ActId, v: ActId },
@@ -142,6 +237,7 @@ impl Op {
             Op::Embed { table, .. } => vec![*table],
             Op::RmsNorm { weight, .. } => vec![*weight],
             Op::MatMul { w, bias, .. } => std::iter::once(*w).chain(*bias).collect(),
+            Op::Rope { freqs, .. } => freqs.iter().copied().collect(),
             _ => Vec::new(),
         }
     }
@@ -259,6 +355,11 @@ impl Graph {
             if let Op::RmsNorm { x, dst, group, .. } = *op {
                 if group == 0 || !self.cols(x).is_multiple_of(group) || self.cols(x) != self.cols(dst) {
                     return Err(format!("rms norm op {op:?} does not fit its slots"));
+                }
+            }
+            if let Op::Rope { n_rot, freqs: Some(w), .. } = *op {
+                if shape(w) != (n_rot / 2, 1) {
+                    return Err(format!("rope op {op:?}: the frequency factors are not n_rot/2 values"));
                 }
             }
             if let Op::MatMul { w, x, dst, .. } = *op {

@@ -25,7 +25,7 @@ pub mod webgpu;
 use std::future::Future;
 use std::pin::Pin;
 
-pub use graph::{ActDesc, ActId, Gate, Graph, Op, RopeMode, Rows};
+pub use graph::{ActDesc, ActId, Gate, Graph, Op, RopeConsts, RopeExt, RopeMode, Rows};
 
 use crate::quant::GgmlType;
 use crate::Result;

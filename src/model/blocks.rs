@@ -105,6 +105,8 @@ pub fn attention(
         g.push(Op::RmsNorm { x: s.q, weight: qn, dst: s.q, group: hd, eps: hp.eps });
         g.push(Op::RmsNorm { x: s.k, weight: kn, dst: s.k, group: hd, eps: hp.eps });
     }
+    // rope_freqs: (n_rot/2), one frequency factor per rotated pair (Llama 3.1+), shared by all layers.
+    let freqs = w.get_opt(t::ROPE_FREQS, &[hp.n_rot / 2])?;
     let rope = |x, n_heads| Op::Rope {
         x,
         n_heads,
@@ -113,6 +115,8 @@ pub fn attention(
         base: opt.rope_base,
         freq_scale: opt.rope_freq_scale,
         mode: hp.rope_mode,
+        freqs,
+        ext: hp.rope_ext,
     };
     g.push(rope(s.q, hp.n_head));
     g.push(rope(s.k, hp.n_head_kv));

@@ -1,7 +1,7 @@
 //! Hyperparameters read from GGUF metadata, checked before any weight is loaded.
 
 use super::keys::{arch_key, suffix};
-use crate::exec::RopeMode;
+use crate::exec::{RopeExt, RopeMode};
 use crate::gguf::Metadata;
 use crate::{Error, Result};
 
@@ -45,6 +45,73 @@ impl Arch {
     }
 }
 
+/// The RoPE scaling the metadata asks for: the frequency scale and the YaRN constants, with
+/// llama.cpp's defaults (ext_factor 1 for YaRN, else 0; beta_fast 32, beta_slow 1; the original
+/// context defaults to the training context; `rope.scaling.attn_factor` 1).
+fn rope_scaling(md: &Metadata, key: &dyn Fn(&str) -> String, n_ctx_train: usize) -> Result<(f32, RopeExt)> {
+    let kind = md.str_opt(&key(suffix::ROPE_SCALING_TYPE))?;
+    let yarn = kind == Some("yarn");
+    let freq_scale = match kind {
+        None | Some("none") => 1.0,
+        Some("linear") | Some("yarn") => {
+            let f = md.f32_opt(&key(suffix::ROPE_SCALING_FACTOR))?.unwrap_or(1.0);
+            if !(f.is_finite() && f > 0.0) {
+                return Err(Error::bad_metadata(key(suffix::ROPE_SCALING_FACTOR), "must be positive"));
+            }
+            1.0 / f
+        }
+        Some(other) => {
+            return Err(Error::bad_metadata(
+                key(suffix::ROPE_SCALING_TYPE),
+                format!("RoPE scaling '{other}' is not supported (none, linear and yarn are)"),
+            ))
+        }
+    };
+    let f32_in = |name: &str, default: f32, ok: &dyn Fn(f32) -> bool, what: &str| -> Result<f32> {
+        let v = md.f32_opt(&key(name))?.unwrap_or(default);
+        if v.is_finite() && ok(v) {
+            Ok(v)
+        } else {
+            Err(Error::bad_metadata(key(name), format!("{v} is out of range ({what})")))
+        }
+    };
+    let mut ext = RopeExt {
+        attn_factor: f32_in(suffix::ROPE_SCALING_ATTN_FACTOR, 1.0, &|v| v > 0.0, "must be positive")?,
+        ..RopeExt::default()
+    };
+    if yarn {
+        ext.ext_factor =
+            f32_in(suffix::ROPE_SCALING_YARN_EXT_FACTOR, 1.0, &|v| (0.0..=1.0).contains(&v), "0 to 1")?;
+        ext.beta_fast = f32_in(suffix::ROPE_SCALING_YARN_BETA_FAST, 32.0, &|v| v > 0.0, "must be positive")?;
+        ext.beta_slow = f32_in(suffix::ROPE_SCALING_YARN_BETA_SLOW, 1.0, &|v| v > 0.0, "must be positive")?;
+        if ext.beta_slow >= ext.beta_fast {
+            return Err(Error::bad_metadata(
+                key(suffix::ROPE_SCALING_YARN_BETA_SLOW),
+                format!("beta_slow {} must be below beta_fast {}", ext.beta_slow, ext.beta_fast),
+            ));
+        }
+        let orig = match md.u32_opt(&key(suffix::ROPE_SCALING_ORIG_CTX))? {
+            None | Some(0) => n_ctx_train,
+            Some(v) => v as usize,
+        };
+        if orig > 1 << 24 {
+            return Err(Error::bad_metadata(
+                key(suffix::ROPE_SCALING_ORIG_CTX),
+                format!("{orig} is out of range (1 to {})", 1 << 24),
+            ));
+        }
+        ext.n_ctx_orig = orig;
+        if ext.ext_factor != 0.0 {
+            // llama.cpp sets the host's attn_factor so that the kernel's own YaRN magnitude
+            // correction (1 + 0.1·ln s) is the whole correction: 1 for s > 1 (llama-context.cpp).
+            let s = 1.0 / freq_scale;
+            let want = if s <= 1.0 { 1.0 } else { 1.0 + 0.1 * s.ln() };
+            ext.attn_factor *= want / (1.0 + 0.1 * s.ln());
+        }
+    }
+    Ok((freq_scale, ext))
+}
+
 /// Hyperparameters of a model.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Hparams {
@@ -76,6 +143,8 @@ pub struct Hparams {
     pub rope_freq_scale: f32,
     /// RoPE pairing.
     pub rope_mode: RopeMode,
+    /// YaRN and the magnitude scale of RoPE (llama.cpp's defaults where the file says none).
+    pub rope_ext: RopeExt,
     /// RMSNorm epsilon.
     pub eps: f32,
     /// Sliding window size, for architectures with sliding-window layers.
@@ -113,26 +182,12 @@ impl Hparams {
                 "RoPE dimensions do not fit the head",
             ));
         }
-        let rope_freq_scale = match md.str_opt(&key(suffix::ROPE_SCALING_TYPE))? {
-            None | Some("none") => 1.0,
-            Some("linear") => {
-                let f = md.f32_opt(&key(suffix::ROPE_SCALING_FACTOR))?.unwrap_or(1.0);
-                if f.is_nan() || f <= 0.0 {
-                    return Err(Error::bad_metadata(key(suffix::ROPE_SCALING_FACTOR), "must be positive"));
-                }
-                1.0 / f
-            }
-            Some(other) => {
-                return Err(Error::bad_metadata(
-                    key(suffix::ROPE_SCALING_TYPE),
-                    format!("RoPE scaling '{other}' is not supported"),
-                ))
-            }
-        };
+        let n_ctx_train = usize_key(suffix::CONTEXT_LENGTH)?;
+        let (rope_freq_scale, rope_ext) = rope_scaling(md, &key, n_ctx_train)?;
         let default_base = if arch == Arch::Gemma3 { 1_000_000.0 } else { 10_000.0 };
         let hp = Hparams {
             arch,
-            n_ctx_train: usize_key(suffix::CONTEXT_LENGTH)?,
+            n_ctx_train,
             n_embd,
             n_layer: usize_key(suffix::BLOCK_COUNT)?,
             n_ff: usize_key(suffix::FEED_FORWARD_LENGTH)?,
@@ -145,6 +200,7 @@ impl Hparams {
             // llama.cpp hard-codes 10000 for Gemma 3's local layers.
             rope_base_swa: 10_000.0,
             rope_freq_scale,
+            rope_ext,
             rope_mode: if arch == Arch::Llama { RopeMode::Normal } else { RopeMode::Neox },
             eps: md.f32(&key(suffix::RMS_EPS))?,
             sliding_window: match arch {

@@ -25,6 +25,11 @@ pub mod suffix {
     pub const ROPE_DIMENSION_COUNT: &str = "rope.dimension_count";
     pub const ROPE_SCALING_TYPE: &str = "rope.scaling.type";
     pub const ROPE_SCALING_FACTOR: &str = "rope.scaling.factor";
+    pub const ROPE_SCALING_ATTN_FACTOR: &str = "rope.scaling.attn_factor";
+    pub const ROPE_SCALING_ORIG_CTX: &str = "rope.scaling.original_context_length";
+    pub const ROPE_SCALING_YARN_EXT_FACTOR: &str = "rope.scaling.yarn_ext_factor";
+    pub const ROPE_SCALING_YARN_BETA_FAST: &str = "rope.scaling.yarn_beta_fast";
+    pub const ROPE_SCALING_YARN_BETA_SLOW: &str = "rope.scaling.yarn_beta_slow";
 }
 
 /// Tensor names of the GGUF convention.
@@ -33,6 +38,8 @@ pub mod tensor {
     pub const TOKEN_EMBD: &str = "token_embd.weight";
     pub const OUTPUT_NORM: &str = "output_norm.weight";
     pub const OUTPUT: &str = "output.weight";
+    /// RoPE frequency factors (Llama 3.1+): F32, one per rotated pair.
+    pub const ROPE_FREQS: &str = "rope_freqs.weight";
 
     /// `blk.{layer}.{name}`.
     pub fn blk(layer: usize, name: &str) -> String {

@@ -45,6 +45,42 @@ pub struct SynthSpec {
     pub tied: bool,
     /// Seed of the weights.
     pub seed: u64,
+    /// RoPE base frequency written to the metadata.
+    pub rope_base: f32,
+    /// Llama 3.1's RoPE scaling factor, where the file carries `rope_freqs.weight` (computed
+    /// by [`llama3_rope_factors`] with low/high frequency factors 1 and 4 and an original
+    /// context of 8192, as Llama 3.1 and 3.2 define them).
+    pub llama3_rope: Option<f32>,
+}
+
+/// Llama 3.1's RoPE frequency factors (one per rotated pair of `n_rot` dimensions), as the
+/// models' `rope_scaling` defines them and GGUF converters store them in `rope_freqs.weight`:
+/// pairs whose wavelength (2π / base^(−2i/n_rot)) is shorter than `orig_ctx / high` keep their
+/// frequency (factor 1), those longer than `orig_ctx / low` are slowed by `factor`, and those
+/// between move smoothly from one to the other in 1/frequency.
+pub fn llama3_rope_factors(
+    n_rot: usize,
+    base: f32,
+    factor: f32,
+    low: f32,
+    high: f32,
+    orig_ctx: f32,
+) -> Vec<f32> {
+    (0..n_rot / 2)
+        .map(|i| {
+            let freq = 1.0 / (base as f64).powf(2.0 * i as f64 / n_rot as f64);
+            let wavelen = 2.0 * std::f64::consts::PI / freq;
+            let (low, high, factor, orig) = (low as f64, high as f64, factor as f64, orig_ctx as f64);
+            if wavelen < orig / high {
+                1.0
+            } else if wavelen > orig / low {
+                factor as f32
+            } else {
+                let smooth = (orig / wavelen - low) / (high - low);
+                (1.0 / ((1.0 - smooth) / factor + smooth)) as f32
+            }
+        })
+        .collect()
 }
 
 /// The shapes `wick synth --shape` knows.
@@ -67,6 +103,8 @@ impl SynthSpec {
             embd_type: Some(GgmlType::F16),
             tied: false,
             seed,
+            rope_base: 10_000.0,
+            llama3_rope: None,
         }
     }
 
@@ -76,6 +114,10 @@ impl SynthSpec {
     ///   whole K-quant blocks, and 8 layers show the per-layer mix rules (for tests);
     /// - `1b`: 2048 hidden, 16 layers, 32/8 heads of 64, FFN 8192, tied embeddings (Llama 3.2 1B);
     /// - `8b`: 4096 hidden, 32 layers, 32/8 heads of 128, FFN 14336, untied (Llama 3.1 8B).
+    ///
+    /// `1b` and `8b` have their models' context (131072), RoPE base (500000) and, for the
+    /// llama architecture, frequency factors (`rope_freqs.weight`: factor 32 for 3.2 1B, 8 for
+    /// 3.1 8B).
     pub fn shape(name: &str, arch: Arch, ft: FileType, seed: u64) -> Result<SynthSpec> {
         let base = |n_embd, n_layer, n_head, n_head_kv, head_dim, n_ff, tied| SynthSpec {
             arch,
@@ -90,13 +132,26 @@ impl SynthSpec {
             embd_type: None,
             tied,
             seed,
+            rope_base: 10_000.0,
+            llama3_rope: None,
         };
+        let llama3 = |factor: f32| (arch == Arch::Llama).then_some(factor);
         Ok(match name {
             "tiny" => SynthSpec { file_type: ft, ..SynthSpec::tiny(arch, seed) },
             "small" => base(256, 8, 4, 1, 64, 768, false),
             // Llama 3.x's own context (131072), so benchmarks can run at depth 16k and beyond.
-            "1b" => SynthSpec { n_ctx: 131072, ..base(2048, 16, 32, 8, 64, 8192, true) },
-            "8b" => SynthSpec { n_ctx: 131072, ..base(4096, 32, 32, 8, 128, 14336, false) },
+            "1b" => SynthSpec {
+                n_ctx: 131072,
+                rope_base: 500_000.0,
+                llama3_rope: llama3(32.0),
+                ..base(2048, 16, 32, 8, 64, 8192, true)
+            },
+            "8b" => SynthSpec {
+                n_ctx: 131072,
+                rope_base: 500_000.0,
+                llama3_rope: llama3(8.0),
+                ..base(4096, 32, 32, 8, 128, 14336, false)
+            },
             other => {
                 return Err(Error::InvalidArgument(format!(
                     "unknown shape '{other}' (available: {})",
@@ -143,6 +198,8 @@ struct Gen {
     /// Values are `center + amplitude · uniform`.
     center: f32,
     amplitude: f32,
+    /// Or exactly these (drawing nothing from the stream).
+    fixed: Option<Vec<f32>>,
 }
 
 fn tensors(s: &SynthSpec, n_vocab: usize) -> Vec<Gen> {
@@ -153,11 +210,13 @@ fn tensors(s: &SynthSpec, n_vocab: usize) -> Vec<Gen> {
         amplitude: 1.7 / (k as f32).sqrt(),
         spec: TensorSpec { name, dims: vec![k as u64, n as u64], dtype: ty(role, k) },
         center: 0.0,
+        fixed: None,
     };
     let vec1 = |name: String, n: usize, center: f32, amplitude: f32| Gen {
         spec: TensorSpec { name, dims: vec![n as u64], dtype: GgmlType::F32 },
         center,
         amplitude,
+        fixed: None,
     };
     let embd_type = s.embd_type.unwrap_or_else(|| ty(Role::TokenEmbd { tied: s.tied }, ne));
     let mut v = vec![Gen {
@@ -168,7 +227,12 @@ fn tensors(s: &SynthSpec, n_vocab: usize) -> Vec<Gen> {
         },
         center: 0.0,
         amplitude: 1.0,
+        fixed: None,
     }];
+    if let Some(factor) = s.llama3_rope {
+        let f = llama3_rope_factors(hd, s.rope_base, factor, 1.0, 4.0, 8192.0);
+        v.push(Gen { fixed: Some(f), ..vec1(t::ROPE_FREQS.into(), hd / 2, 0.0, 0.0) });
+    }
     let m = Role::Matrix;
     for il in 0..s.n_layer {
         let b = |n: &str| t::blk(il, n);
@@ -223,7 +287,7 @@ pub fn metadata(s: &SynthSpec, donor: &Metadata) -> Result<Metadata> {
     md.insert(arch_key(a, suffix::KEY_LENGTH), u(s.head_dim));
     md.insert(arch_key(a, suffix::VALUE_LENGTH), u(s.head_dim));
     md.insert(arch_key(a, suffix::ROPE_DIMENSION_COUNT), u(s.head_dim));
-    md.insert(arch_key(a, suffix::ROPE_FREQ_BASE), MetaValue::F32(10_000.0));
+    md.insert(arch_key(a, suffix::ROPE_FREQ_BASE), MetaValue::F32(s.rope_base));
     md.insert(arch_key(a, suffix::RMS_EPS), MetaValue::F32(1e-6));
     if s.arch == Arch::Gemma3 {
         md.insert(arch_key(a, suffix::SLIDING_WINDOW), u(if s.n_embd <= 64 { 8 } else { 512 }));
@@ -256,6 +320,12 @@ pub fn write<W: Write>(w: W, spec: &SynthSpec, donor: &Metadata) -> Result<W> {
     let mut counter = 0u64; // values drawn so far
     let mut batch: Vec<Vec<u8>> = Vec::new();
     for g in &gens {
+        if let Some(values) = &g.fixed {
+            let mut bytes = Vec::new();
+            quant::quantize_weights(g.spec.dtype, values, &mut bytes)?;
+            out.write_tensor_data(&bytes)?;
+            continue;
+        }
         let k = g.spec.dims[0] as usize;
         let rows: u64 = g.spec.dims[1..].iter().product();
         let mut r0 = 0u64;

@@ -1,7 +1,7 @@
 //! The rows of single ops: each family is a function returning its rows (shapes, types,
 //! tolerance); the graph of a row embeds its inputs and applies the op under test.
 
-use wick::exec::{Gate, Op, Readback, RopeMode, Rows};
+use wick::exec::{Gate, Op, Readback, RopeExt, RopeMode, Rows};
 use wick::quant::GgmlType;
 
 use super::{graph, row, tol, Case, Expect, Row, ROWS, VOCAB};
@@ -159,25 +159,109 @@ pub fn rope() -> Vec<Row> {
         for n_tok in [1, 3, 17] {
             let name =
                 format!("rope {mode:?} heads={n_heads}x{head_dim} n_rot={n_rot} pos={pos} rows={n_tok}");
-            rows.push(row(name, tol::ROPE, &[], move |c: &mut Case| {
-                let cols = n_heads * head_dim;
-                let x = c.table(cols, 1.0);
-                c.kv(2048, &[2]);
-                let g = c.graph(graph(n_tok, &[(x, cols)], |g, s| {
-                    g.push(Op::Rope {
-                        x: s[0],
-                        n_heads,
-                        head_dim,
-                        n_rot,
-                        base: 10000.0,
-                        freq_scale: 1.0,
-                        mode,
-                    });
-                    s[0]
-                }));
-                c.step(g, pos);
-            }));
+            let shape = RopeShape { mode, n_heads, head_dim, n_rot, base: 10000.0 };
+            rows.push(rope_row(name, tol::ROPE, shape, n_tok, pos, RopeScale::default()));
         }
+    }
+    rows.extend(rope_scaled());
+    rows
+}
+
+/// A RoPE op's layout.
+#[derive(Clone, Copy)]
+pub struct RopeShape {
+    pub mode: RopeMode,
+    pub n_heads: usize,
+    pub head_dim: usize,
+    pub n_rot: usize,
+    pub base: f32,
+}
+
+/// How a RoPE op scales its angles: linear, frequency factors, YaRN.
+#[derive(Clone, Default)]
+pub struct RopeScale {
+    pub freq_scale: Option<f32>,
+    /// The frequency factors (n_rot/2).
+    pub factors: Option<Vec<f32>>,
+    pub ext: Option<RopeExt>,
+}
+
+fn rope_row(name: String, tol: f32, sh: RopeShape, n_tok: usize, pos: usize, sc: RopeScale) -> Row {
+    row(name, tol, &[], move |c: &mut Case| {
+        let cols = sh.n_heads * sh.head_dim;
+        let x = c.table(cols, 1.0);
+        let freqs = sc.factors.as_ref().map(|f| c.values(f));
+        c.kv((pos + n_tok).max(2048), &[2]);
+        let g = c.graph(graph(n_tok, &[(x, cols)], |g, s| {
+            g.push(Op::Rope {
+                x: s[0],
+                n_heads: sh.n_heads,
+                head_dim: sh.head_dim,
+                n_rot: sh.n_rot,
+                base: sh.base,
+                freq_scale: sc.freq_scale.unwrap_or(1.0),
+                mode: sh.mode,
+                freqs,
+                ext: sc.ext.unwrap_or_default(),
+            });
+            s[0]
+        }));
+        c.step(g, pos);
+    })
+}
+
+/// YaRN as a Qwen 2.5/3 file with `rope.scaling.type = yarn` gets it from wick's hparams
+/// (llama.cpp's defaults: ext_factor 1, beta_fast 32, beta_slow 1).
+pub fn yarn(factor: f32, n_ctx_orig: usize, ext_factor: f32, attn_factor: f32) -> (f32, RopeExt) {
+    let ext = RopeExt { ext_factor, attn_factor, beta_fast: 32.0, beta_slow: 1.0, n_ctx_orig };
+    (1.0 / factor, ext)
+}
+
+/// RoPE with frequency factors (Llama 3.1's, and arbitrary ones), with YaRN, with both, and
+/// with linear scaling, both pairings, at positions up to ~100k.
+pub fn rope_scaled() -> Vec<Row> {
+    let mut rows = Vec::new();
+    let llama = |mode| RopeShape { mode, n_heads: 4, head_dim: 64, n_rot: 64, base: 500_000.0 };
+    let qwen = |mode| RopeShape { mode, n_heads: 3, head_dim: 128, n_rot: 128, base: 1_000_000.0 };
+    let partial = |mode| RopeShape { mode, n_heads: 2, head_dim: 128, n_rot: 64, base: 10_000.0 };
+    let l31 = wick::synth::llama3_rope_factors(64, 500_000.0, 8.0, 1.0, 4.0, 8192.0);
+    let l32 = wick::synth::llama3_rope_factors(64, 500_000.0, 32.0, 1.0, 4.0, 8192.0);
+    // Factors of no particular law, some below 1, none a power of two.
+    let odd: Vec<f32> = (0..32).map(|i| 0.7 + 1.37 * i as f32).collect();
+    for mode in [RopeMode::Normal, RopeMode::Neox] {
+        for (pos, n_tok) in [(0, 3), (8190, 1), (65_521, 17), (100_000, 3)] {
+            let sc = RopeScale { factors: Some(l31.clone()), ..Default::default() };
+            let name = format!("rope {mode:?} llama3.1 factors pos={pos} rows={n_tok}");
+            rows.push(rope_row(name, tol::ROPE_LONG, llama(mode), n_tok, pos, sc));
+        }
+        let sc = RopeScale { factors: Some(l32.clone()), ..Default::default() };
+        let name = format!("rope {mode:?} llama3.2 factors pos=131000 rows=2");
+        rows.push(rope_row(name, tol::ROPE_LONG, llama(mode), 2, 131_000, sc));
+        let sc = RopeScale { factors: Some(odd.clone()), ..Default::default() };
+        // At ~1000 (angles up to ~1400 rad): WGSL's division may be 2.5 ulp off, 3e-4 there.
+        let name = format!("rope {mode:?} partial odd factors pos=1000 rows=3");
+        rows.push(rope_row(name, tol::ROPE_LONG, partial(mode), 3, 1000, sc));
+        for (factor, orig, ext_factor, attn, pos, n_tok) in [
+            (4.0, 32768, 1.0, 1.0, 0, 3),
+            (4.0, 32768, 1.0, 1.0, 40_000, 17),
+            (4.0, 32768, 1.0, 1.0, 100_000, 1),
+            (8.0, 4096, 0.5, 0.8, 30_000, 3),
+            (2.0, 65536, 1.0, 1.0, 99_000, 2),
+        ] {
+            let (fs, ext) = yarn(factor, orig, ext_factor, attn);
+            let sc = RopeScale { freq_scale: Some(fs), ext: Some(ext), ..Default::default() };
+            let name = format!(
+                "rope {mode:?} yarn factor={factor} orig={orig} ext={ext_factor} attn={attn} pos={pos} rows={n_tok}"
+            );
+            rows.push(rope_row(name, tol::ROPE_LONG, qwen(mode), n_tok, pos, sc));
+        }
+        let (fs, ext) = yarn(4.0, 8192, 1.0, 1.0);
+        let sc = RopeScale { freq_scale: Some(fs), ext: Some(ext), factors: Some(l31.clone()) };
+        let name = format!("rope {mode:?} yarn + llama3.1 factors pos=50000 rows=3");
+        rows.push(rope_row(name, tol::ROPE_LONG, llama(mode), 3, 50_000, sc));
+        let sc = RopeScale { freq_scale: Some(0.25), ..Default::default() };
+        let name = format!("rope {mode:?} linear x4 pos=90000 rows=3");
+        rows.push(rope_row(name, tol::ROPE_LONG, partial(mode), 3, 90_000, sc));
     }
     rows
 }

@@ -4,7 +4,7 @@
 //! a product with the residual add after it; RoPE of queries and keys with the KV store; the
 //! logits product with the argmax; and a whole Llama-like layer of all of them.
 
-use wick::exec::{ActId, Gate, Graph, Op, Readback, RopeMode, Rows, WeightId};
+use wick::exec::{ActId, Gate, Graph, Op, Readback, RopeExt, RopeMode, Rows, WeightId};
 use wick::quant::GgmlType;
 
 use super::{graph, row, tol, Case, Expect, Row, VOCAB};
@@ -125,56 +125,72 @@ pub fn patterns() -> Vec<Row> {
     rows
 }
 
-/// RoPE of the queries and keys with the KV store (fused into one kernel), over steps.
+/// RoPE of the queries and keys with the KV store (fused into one kernel), over steps; plain,
+/// and with Llama 3.1's frequency factors and YaRN at positions past 3000.
 fn rope_kv() -> Vec<Row> {
     let mut rows = Vec::new();
     for mode in [RopeMode::Normal, RopeMode::Neox] {
-        for n_tok in [1, 3, 17] {
-            rows.push(row(
-                format!("fused rope(q)+rope(k)+kv_store {mode:?} rows={n_tok}"),
-                tol::ATTENTION,
-                &[],
-                move |c: &mut Case| {
-                    let (n_heads, n_kv, hd) = (4, 2, 64);
-                    let (qd, kd) = (n_heads * hd, n_kv * hd);
-                    c.kv(64, &[kd]);
-                    let (tq, tk, tv) = (c.table(qd, 2.0), c.table(kd, 2.0), c.table(kd, 1.0));
-                    let g = c.graph(graph(n_tok, &[(tq, qd), (tk, kd), (tv, kd)], |g, s| {
-                        let rope = |x, n_heads| Op::Rope {
-                            x,
-                            n_heads,
-                            head_dim: hd,
-                            n_rot: hd,
-                            base: 10000.0,
-                            freq_scale: 1.0,
-                            mode,
-                        };
-                        g.push(rope(s[0], n_heads));
-                        g.push(rope(s[1], n_kv));
-                        g.push(Op::KvStore { layer: 0, k: s[1], v: s[2] });
-                        let dst = g.act(Rows::All, qd);
-                        let scale = 1.0 / (hd as f32).sqrt();
-                        g.push(Op::Attention {
-                            layer: 0,
-                            q: s[0],
-                            dst,
-                            n_heads,
-                            n_kv_heads: n_kv,
-                            head_dim: hd,
-                            scale,
-                            window: None,
-                            softcap: None,
-                        });
-                        dst
-                    }));
-                    for i in 0..3 {
-                        c.step(g, i * n_tok);
-                    }
-                },
-            ));
+        for scaled in [false, true] {
+            for n_tok in [1, 3, 17] {
+                let what = if scaled { " factors+yarn" } else { "" };
+                rows.push(row(
+                    format!("fused rope(q)+rope(k)+kv_store {mode:?}{what} rows={n_tok}"),
+                    tol::ATTENTION,
+                    &[],
+                    move |c: &mut Case| rope_kv_case(c, mode, scaled, n_tok),
+                ));
+            }
         }
     }
     rows
+}
+
+fn rope_kv_case(c: &mut Case, mode: RopeMode, scaled: bool, n_tok: usize) {
+    let (n_heads, n_kv, hd) = (4, 2, 64);
+    let (qd, kd) = (n_heads * hd, n_kv * hd);
+    let start = if scaled { 3000 } else { 0 };
+    c.kv(start + 64, &[kd]);
+    let (tq, tk, tv) = (c.table(qd, 2.0), c.table(kd, 2.0), c.table(kd, 1.0));
+    let (freqs, freq_scale, ext) = if scaled {
+        let f = wick::synth::llama3_rope_factors(hd, 500_000.0, 8.0, 1.0, 4.0, 8192.0);
+        let (fs, ext) = super::cases::yarn(4.0, 1024, 1.0, 1.0);
+        (Some(c.values(&f)), fs, ext)
+    } else {
+        (None, 1.0, RopeExt::default())
+    };
+    let g = c.graph(graph(n_tok, &[(tq, qd), (tk, kd), (tv, kd)], |g, s| {
+        let rope = |x, n_heads| Op::Rope {
+            x,
+            n_heads,
+            head_dim: hd,
+            n_rot: hd,
+            base: if scaled { 500_000.0 } else { 10000.0 },
+            freq_scale,
+            mode,
+            freqs,
+            ext,
+        };
+        g.push(rope(s[0], n_heads));
+        g.push(rope(s[1], n_kv));
+        g.push(Op::KvStore { layer: 0, k: s[1], v: s[2] });
+        let dst = g.act(Rows::All, qd);
+        let scale = 1.0 / (hd as f32).sqrt();
+        g.push(Op::Attention {
+            layer: 0,
+            q: s[0],
+            dst,
+            n_heads,
+            n_kv_heads: n_kv,
+            head_dim: hd,
+            scale,
+            window: None,
+            softcap: None,
+        });
+        dst
+    }));
+    for i in 0..3 {
+        c.step(g, start + i * n_tok);
+    }
 }
 
 /// A Llama-like layer with model-like weights, every fusion at once, over four steps (with
@@ -228,6 +244,8 @@ pub fn layer() -> Vec<Row> {
                         base: 10000.0,
                         freq_scale: 1.0,
                         mode,
+                        freqs: None,
+                        ext: RopeExt::default(),
                     };
                     g.push(rope(q, n_heads));
                     g.push(rope(k, n_kv));

@@ -28,6 +28,7 @@
 //! | MatMul | F32, F16, BF16 | 1e-5 | same (f16/bf16-rounded) inputs; f32 sums of k products in another order (seen: 5e-7) |
 //! | MatMul | every quantized type | 1e-5 | same q8 activations and integer block sums; per-block float scales summed in another order (seen: 4e-7); one q8 value rounded the other way would cost ~1e-3 |
 //! | Rope | normal, neox | 1e-4 | cos/sin of angles up to ~2000 rad: an f32 angle's ulp is 1e-4 |
+//! | Rope, long context | frequency factors, YaRN | 1e-3 | positions ~1e5: the angle is defined in f32 (every executor computes the same f32 value for the fastest pairs; factors other than 1 and powers of two are tested at positions near 1000, where WGSL's division, 2.5 ulp, costs 3e-4), but YaRN's mix of two angles may be contracted into a fused multiply-add by a GPU compiler, and an ulp of an angle of ~700 rad (the mixed pairs) is 6e-5 |
 //! | Attention | f16 cache | 2e-3 | exp and the f16 rounding of each probability can land an f16 ulp apart |
 //! | GatedAct | silu | 1e-5 | one exp per value |
 //! | GatedAct | gelu | 2e-3 | executors evaluate GELU through ggml's f16 table (f16 input and output) |
@@ -59,6 +60,8 @@ pub mod tol {
     pub const MATMUL_QUANT: f32 = 1e-5;
     /// RoPE.
     pub const ROPE: f32 = 1e-4;
+    /// RoPE with frequency factors or YaRN at positions near 1e5.
+    pub const ROPE_LONG: f32 = 1e-3;
     /// Attention over the f16 cache.
     pub const ATTENTION: f32 = 2e-3;
     /// SiLU-gated product.
@@ -138,6 +141,12 @@ impl Case {
         let mut bytes = Vec::new();
         wick::quant::quantize_weights(t, &v, &mut bytes).unwrap();
         self.weights.push((t, vec![k as u64, n as u64], bytes));
+        WeightId(self.weights.len() as u32 - 1)
+    }
+
+    /// A 1-D F32 weight holding `values`.
+    pub fn values(&mut self, values: &[f32]) -> WeightId {
+        self.weights.push((GgmlType::F32, vec![values.len() as u64], f32_bytes(values)));
         WeightId(self.weights.len() as u32 - 1)
     }
 
@@ -276,6 +285,7 @@ fn remap(g: &Graph, ids: &[WeightId]) -> Graph {
                 *w = m(*w);
                 *bias = bias.map(m);
             }
+            Op::Rope { freqs, .. } => *freqs = freqs.map(m),
             _ => {}
         }
     }

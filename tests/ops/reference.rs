@@ -14,7 +14,9 @@
 //! - The KV cache holds f16 (llama.cpp's default cache type), so `KvStore` rounds to f16.
 //! - RMSNorm follows ggml's definition: squares in f32, summed in f64, mean and scale in f32.
 //! - RoPE angles follow ggml's definition: `pos · base^(−2i/n_rot)` by repeated f32
-//!   multiplication of the per-pair factor (the cos and sin are then taken in f64).
+//!   multiplication of the per-pair factor, divided by the pair's frequency factor, then
+//!   YaRN's mix of that angle and the one times `freq_scale`, all in f32 (the cos and sin
+//!   are then taken in f64, times the magnitude scale).
 //!
 //! - Attention's two products are products with the f16 cache, converted as matrix products
 //!   are: the query rounded to f16 before K·Q, the probabilities rounded to f16 before P·V.
@@ -147,20 +149,47 @@ impl Reference {
                 let bias = bias.map(|b| w(b).values());
                 acts[dst.0 as usize] = matmul(w(wid), &acts[x.0 as usize], g.rows(x), bias.as_deref());
             }
-            Op::Rope { x, n_heads, head_dim, n_rot, base, freq_scale, mode } => {
+            Op::Rope { x, n_heads, head_dim, n_rot, base, freq_scale, mode, freqs, ext } => {
+                let factors = freqs.map(|f| w(f).values());
                 let theta_scale = base.powf(-2.0 / n_rot as f32);
+                // YaRN's ramp: the (fractional) pair index whose wavelength fits `turns` times in
+                // the original context; pairs below `low` keep their angle, above `high` are
+                // interpolated, and between the two the angle is a linear mix.
+                let pair_of = |turns: f32| {
+                    let ctx = ext.n_ctx_orig as f32;
+                    n_rot as f32 * (ctx / (turns * 2.0 * std::f32::consts::PI)).ln() / (2.0 * base.ln())
+                };
+                let low = pair_of(ext.beta_fast).floor().max(0.0);
+                let high = pair_of(ext.beta_slow).ceil().min(n_rot as f32 - 1.0);
+                let mut mscale = ext.attn_factor as f64;
+                if ext.ext_factor != 0.0 {
+                    mscale *= (1.0 + 0.1 * (1.0 / freq_scale).ln()) as f64;
+                }
                 for (r, row) in acts[x.0 as usize].chunks_mut(n_heads * head_dim).enumerate() {
                     let mut theta = (pos + r) as f32;
                     for i in 0..n_rot / 2 {
-                        let angle = (freq_scale * theta) as f64;
+                        let extrap = match &factors {
+                            Some(f) => theta / f[i],
+                            None => theta,
+                        };
+                        let interp = freq_scale * extrap;
+                        let mut angle = interp;
+                        if ext.ext_factor != 0.0 {
+                            let y = (i as f32 - low) / (high - low).max(0.001);
+                            let ramp = 1.0 - y.clamp(0.0, 1.0);
+                            let mix = ramp * ext.ext_factor;
+                            angle = interp * (1.0 - mix) + extrap * mix;
+                        }
+                        let angle = angle as f64;
+                        let (cos, sin) = (angle.cos() * mscale, angle.sin() * mscale);
                         let (a, b) = match mode {
                             RopeMode::Normal => (2 * i, 2 * i + 1),
                             RopeMode::Neox => (i, i + n_rot / 2),
                         };
                         for head in row.chunks_mut(head_dim) {
                             let (x0, x1) = (head[a] as f64, head[b] as f64);
-                            head[a] = (x0 * angle.cos() - x1 * angle.sin()) as f32;
-                            head[b] = (x0 * angle.sin() + x1 * angle.cos()) as f32;
+                            head[a] = (x0 * cos - x1 * sin) as f32;
+                            head[b] = (x0 * sin + x1 * cos) as f32;
                         }
                         theta *= theta_scale;
                     }

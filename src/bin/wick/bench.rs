@@ -2,7 +2,10 @@
 //!
 //! pp N: a fresh context evaluates N tokens as one batch. tg N: a fresh context (after one
 //! token) generates N tokens one step at a time. Each test runs once to warm up, then
-//! `repetitions` times; the mean and standard deviation of tokens/s are reported.
+//! `repetitions` times; the mean and standard deviation of tokens/s are reported. With a
+//! depth D, D tokens fill the context first (not timed). Lists of prompt sizes, generation
+//! lengths and depths give one row per combination, in llama-bench's order: for each depth,
+//! every pp test, then every tg test.
 
 use std::time::Instant;
 
@@ -12,8 +15,19 @@ use wick::{Model, Result, SessionOptions};
 /// One result row.
 pub struct Row {
     pub test: String,
+    /// A decode (tg) test, else a prefill (pp) one.
+    pub decode: bool,
     pub n_tokens: usize,
+    /// Tokens in the context before the test.
+    pub depth: usize,
     pub samples: Vec<f64>,
+}
+
+/// The mean number of context positions a decoded token of a tg test of `n` tokens at `depth`
+/// attends to: the test fills depth + 1 positions, then the token at position p (depth + 1 to
+/// depth + n) reads the p + 1 cached rows up to and including its own.
+pub fn mean_decode_context(depth: usize, n: usize) -> f64 {
+    depth as f64 + 1.0 + (n as f64 + 1.0) / 2.0
 }
 
 impl Row {
@@ -57,25 +71,34 @@ async fn decode(model: &Model, n: usize, depth: usize) -> Result<f64> {
     Ok(n as f64 / t.elapsed().as_secs_f64())
 }
 
-/// Run the pp and tg tests.
-pub async fn run(model: &Model, pp: usize, tg: usize, depth: usize, reps: usize) -> Result<Vec<Row>> {
+/// Run the pp and tg tests for every depth (llama-bench's order: depth, then the pp sizes,
+/// then the tg lengths; 0 skips a test).
+pub async fn run(
+    model: &Model,
+    pps: &[usize],
+    tgs: &[usize],
+    depths: &[usize],
+    reps: usize,
+) -> Result<Vec<Row>> {
     let mut rows = Vec::new();
-    let suffix = if depth > 0 { format!(" @ d{depth}") } else { String::new() };
-    if pp > 0 {
-        prefill(model, pp, depth).await?;
-        let mut samples = Vec::new();
-        for _ in 0..reps {
-            samples.push(prefill(model, pp, depth).await?);
+    for &depth in depths {
+        let suffix = if depth > 0 { format!(" @ d{depth}") } else { String::new() };
+        for &pp in pps.iter().filter(|&&n| n > 0) {
+            prefill(model, pp, depth).await?;
+            let mut samples = Vec::new();
+            for _ in 0..reps {
+                samples.push(prefill(model, pp, depth).await?);
+            }
+            rows.push(Row { test: format!("pp{pp}{suffix}"), decode: false, n_tokens: pp, depth, samples });
         }
-        rows.push(Row { test: format!("pp{pp}{suffix}"), n_tokens: pp, samples });
-    }
-    if tg > 0 {
-        decode(model, tg.min(8), depth).await?;
-        let mut samples = Vec::new();
-        for _ in 0..reps {
-            samples.push(decode(model, tg, depth).await?);
+        for &tg in tgs.iter().filter(|&&n| n > 0) {
+            decode(model, tg.min(8), depth).await?;
+            let mut samples = Vec::new();
+            for _ in 0..reps {
+                samples.push(decode(model, tg, depth).await?);
+            }
+            rows.push(Row { test: format!("tg{tg}{suffix}"), decode: true, n_tokens: tg, depth, samples });
         }
-        rows.push(Row { test: format!("tg{tg}{suffix}"), n_tokens: tg, samples });
     }
     Ok(rows)
 }

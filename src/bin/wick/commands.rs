@@ -284,6 +284,22 @@ pub async fn synth(a: SynthArgs) -> Result<()> {
     Ok(())
 }
 
+/// Bytes of K and V rows (f16) one decoded token reads at a context of `ctx` positions: every
+/// layer's key and value rows of every position it attends to (a sliding-window layer at most
+/// its window).
+fn kv_bytes_read(hp: &wick::model::Hparams, ctx: f64) -> f64 {
+    let row = (hp.n_head_kv * (hp.head_dim + hp.v_head_dim) * 2) as f64;
+    (0..hp.n_layer)
+        .map(|il| {
+            let seen = match hp.sliding_window {
+                Some(w) if hp.is_swa_layer(il) => ctx.min(w as f64),
+                _ => ctx,
+            };
+            seen * row
+        })
+        .sum()
+}
+
 pub async fn bench(a: BenchArgs) -> Result<()> {
     let mut out = String::new();
     let mut json_rows = Vec::new();
@@ -299,29 +315,38 @@ pub async fn bench(a: BenchArgs) -> Result<()> {
         let model = load(&margs).await?;
         let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
         let size = std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);
-        // Decode reads every weight byte once per token: the file size is the weights plus a
-        // small header.
+        // Decode reads every weight byte once per token (the file size is the weights plus a
+        // small header) and the K and V rows of every context position it attends to.
         let bandwidth = match a.bandwidth {
             Some(gbps) => Some(gbps * 1e9),
             None => model.measure_bandwidth().await?,
         };
-        let floor_ms = bandwidth.map(|b| size as f64 / b * 1e3);
         if let Some(b) = bandwidth {
             eprintln!(
-                "{name}: bandwidth {:.1} GB/s, decode floor {:.3} ms/token",
+                "{name}: bandwidth {:.1} GB/s, weights floor {:.3} ms/token",
                 b / 1e9,
-                floor_ms.unwrap_or(0.0)
+                size as f64 / b * 1e3
             );
         }
-        let rows = super::bench::run(&model, a.n_prompt, a.n_gen, a.depth, a.repetitions.max(1)).await?;
+        let rows = super::bench::run(&model, &a.n_prompt, &a.n_gen, &a.depth, a.repetitions.max(1)).await?;
         for r in rows {
             let ms = 1e3 / r.mean();
-            let floor = if r.test.starts_with("tg") { floor_ms } else { None };
+            // Decode rows: the weights and the KV cache at the mean context of the generated
+            // tokens. Prefill rows have no floor.
+            let kv_bytes = r.decode.then(|| {
+                kv_bytes_read(model.hparams(), super::bench::mean_decode_context(r.depth, r.n_tokens))
+            });
+            let floor = match (bandwidth, kv_bytes) {
+                (Some(b), Some(kv)) => Some((size as f64 + kv) / b * 1e3),
+                _ => None,
+            };
             if a.json {
                 json_rows.push(serde_json::json!({
                     "model": name, "size_bytes": size, "executor": model.executor_name(), "test": r.test,
-                    "n_tokens": r.n_tokens, "tokens_per_s_mean": r.mean(), "tokens_per_s_stddev": r.stddev(),
-                    "samples": r.samples, "bandwidth_bytes_per_s": bandwidth, "floor_ms_per_token": floor,
+                    "n_tokens": r.n_tokens, "depth": r.depth, "tokens_per_s_mean": r.mean(),
+                    "tokens_per_s_stddev": r.stddev(), "samples": r.samples,
+                    "bandwidth_bytes_per_s": bandwidth, "kv_bytes_per_token": kv_bytes,
+                    "floor_ms_per_token": floor,
                 }));
             } else {
                 let floor = floor

@@ -159,15 +159,16 @@ struct BenchArgs {
     /// Executor: auto, cpu, webgpu or cuda.
     #[arg(long, default_value = "auto")]
     executor: String,
-    /// Prompt tokens of the prefill test (0: skip).
-    #[arg(short = 'p', long, default_value_t = 512, value_parser = count(1 << 24))]
-    n_prompt: usize,
-    /// Tokens of the decode test (0: skip).
-    #[arg(short = 'n', long, default_value_t = 128, value_parser = count(1 << 24))]
-    n_gen: usize,
-    /// Tokens already in the KV cache before each test.
-    #[arg(short = 'd', long, default_value_t = 0, value_parser = count(1 << 24))]
-    depth: usize,
+    /// Prompt tokens of the prefill test (0: skip); a comma list runs one test per value.
+    #[arg(short = 'p', long, default_value = "512", value_delimiter = ',', num_args = 1.., value_parser = count(1 << 24))]
+    n_prompt: Vec<usize>,
+    /// Tokens of the decode test (0: skip); a comma list runs one test per value.
+    #[arg(short = 'n', long, default_value = "128", value_delimiter = ',', num_args = 1.., value_parser = count(1 << 24))]
+    n_gen: Vec<usize>,
+    /// Tokens already in the KV cache before each test; a comma list (`-d 0,1024,4096`) runs
+    /// every test at each depth.
+    #[arg(short = 'd', long, default_value = "0", value_delimiter = ',', num_args = 1.., value_parser = count(1 << 24))]
+    depth: Vec<usize>,
     /// Repetitions of each test (1 to 1000).
     #[arg(short = 'r', long, default_value_t = 5, value_parser = clap::value_parser!(u64).range(1..=1000).map(|v| v as usize))]
     repetitions: usize,

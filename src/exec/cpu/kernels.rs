@@ -5,7 +5,7 @@
 use half::f16;
 
 use super::{par, Weight};
-use crate::exec::{Gate, RopeMode};
+use crate::exec::{Gate, RopeConsts, RopeMode};
 use crate::quant;
 use crate::Result;
 
@@ -45,7 +45,9 @@ pub fn rms_norm(src: Option<&[f32]>, dst: &mut [f32], w: &[f32], group: usize, e
     }
 }
 
-/// Rotary embedding in place: row r of `x` is at position `pos + r`.
+/// Rotary embedding in place: row r of `x` is at position `pos + r`. `freqs`: the frequency
+/// factors (n_rot/2), each pair's angle divided by its own; `k`: the angle constants
+/// (YaRN, scales).
 #[allow(clippy::too_many_arguments)]
 pub fn rope(
     x: &mut [f32],
@@ -53,19 +55,21 @@ pub fn rope(
     n_heads: usize,
     head_dim: usize,
     n_rot: usize,
-    base: f32,
-    freq_scale: f32,
+    k: &RopeConsts,
+    freqs: Option<&[f32]>,
     mode: RopeMode,
 ) {
-    let theta_scale = base.powf(-2.0 / n_rot as f32);
     let mut cs = vec![(0f32, 0f32); n_rot / 2];
     for (r, row) in x.chunks_mut(n_heads * head_dim).enumerate() {
         // Angles as ggml computes them: p·scaleⁱ by repeated multiplication in f32.
         let mut theta = (pos + r) as f32;
-        for c in cs.iter_mut() {
-            let t = freq_scale * theta;
-            *c = (t.cos(), t.sin());
-            theta *= theta_scale;
+        for (i, c) in cs.iter_mut().enumerate() {
+            let extrap = match freqs {
+                Some(f) => theta / f[i],
+                None => theta,
+            };
+            *c = k.cos_sin(i, extrap);
+            theta *= k.theta_scale;
         }
         for head in row.chunks_mut(head_dim) {
             for (i, &(cos, sin)) in cs.iter().enumerate() {

@@ -10,7 +10,7 @@ mod par;
 use half::f16;
 
 use super::{Executor, GraphId, KvId, KvSpec, LocalFuture, Op, Readback, StepOutput, WeightId};
-use crate::exec::Graph;
+use crate::exec::{Graph, RopeConsts};
 use crate::quant::GgmlType;
 use crate::{Error, Result};
 
@@ -126,16 +126,12 @@ impl CpuExecutor {
                         }
                     }
                 }
-                Op::Rope { x, n_heads, head_dim, n_rot, base, freq_scale, mode } => kernels::rope(
-                    &mut acts[x.0 as usize],
-                    pos,
-                    n_heads,
-                    head_dim,
-                    n_rot,
-                    base,
-                    freq_scale,
-                    mode,
-                ),
+                Op::Rope { x, n_heads, head_dim, n_rot, base, freq_scale, mode, freqs, ext } => {
+                    let freqs = freqs.map(|f| kernels::f32_weight(&weights[f.0 as usize])).transpose()?;
+                    let k = RopeConsts::new(n_rot, base, freq_scale, ext);
+                    let x = &mut acts[x.0 as usize];
+                    kernels::rope(x, pos, n_heads, head_dim, n_rot, &k, freqs.as_deref(), mode)
+                }
                 Op::KvStore { layer, k, v } => {
                     let l = cache.layers.get_mut(layer).ok_or_else(|| Self::err("KV layer out of range"))?;
                     let (kd, vd) = (l.k_dim, l.v_dim);

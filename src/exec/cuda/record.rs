@@ -276,9 +276,7 @@ impl CudaExecutor {
             Op::Embed { table, dst, scale } => self.embed(c, table, dst, scale),
             Op::RmsNorm { x, weight, dst, group, eps } => self.rms_norm(c, x, weight, dst, group, eps),
             Op::MatMul { w, x, dst, bias } => self.matmul(c, op, w, x, dst, bias),
-            Op::Rope { x, n_heads, head_dim, n_rot, base, freq_scale, mode } => {
-                self.rope(c, x, n_heads, head_dim, n_rot, base, freq_scale, mode)
-            }
+            Op::Rope { .. } => self.rope(c, op),
             Op::KvStore { layer, k, v } => self.kv_store(c, kv, layer, k, v),
             Op::Attention { .. } => self.attention(c, kv, op),
             Op::GatedAct { gate, up, act } => self.gated_act(c, gate, up, act),

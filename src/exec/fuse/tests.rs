@@ -68,6 +68,7 @@ fn hparams(arch: Arch) -> Hparams {
         rope_base: 1e4,
         rope_base_swa: 1e4,
         rope_freq_scale: 1.0,
+        rope_ext: crate::exec::RopeExt::default(),
         rope_mode: if arch == Arch::Gemma3 { RopeMode::Neox } else { RopeMode::Normal },
         eps: 1e-6,
         sliding_window: (arch == Arch::Gemma3).then_some(512),

@@ -139,6 +139,13 @@ params!(
         rows: u32,
         theta_scale: f32,
         freq_scale: f32,
+        /// YaRN's ramp weight (0: none), its first and last pair, and the scale of cos and sin.
+        ext_factor: f32,
+        corr_low: f32,
+        corr_high: f32,
+        mscale: f32,
+        /// Whether binding `freqs` holds frequency factors (else every factor is 1).
+        has_freqs: u32,
         neox: u32,
         /// Row length of the slot.
         width: u32,
@@ -154,6 +161,13 @@ params!(
         rows: u32,
         theta_scale: f32,
         freq_scale: f32,
+        /// YaRN's ramp weight (0: none), its first and last pair, and the scale of cos and sin.
+        ext_factor: f32,
+        corr_low: f32,
+        corr_high: f32,
+        mscale: f32,
+        /// Whether binding `freqs` holds frequency factors (else every factor is 1).
+        has_freqs: u32,
         neox: u32,
         q_width: u32,
         k_dim: u32,
@@ -264,7 +278,21 @@ mod tests {
             g_b
         });
         check_layout!(RmsNormParams { group, n_groups, eps, w_f16 });
-        check_layout!(RopeParams { n_heads, head_dim, n_rot, rows, theta_scale, freq_scale, neox, width });
+        check_layout!(RopeParams {
+            n_heads,
+            head_dim,
+            n_rot,
+            rows,
+            theta_scale,
+            freq_scale,
+            ext_factor,
+            corr_low,
+            corr_high,
+            mscale,
+            has_freqs,
+            neox,
+            width
+        });
         check_layout!(RopeKvParams {
             n_heads,
             head_dim,
@@ -272,6 +300,11 @@ mod tests {
             rows,
             theta_scale,
             freq_scale,
+            ext_factor,
+            corr_low,
+            corr_high,
+            mscale,
+            has_freqs,
             neox,
             q_width,
             k_dim,

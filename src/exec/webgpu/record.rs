@@ -64,8 +64,9 @@ pub enum Item {
 pub enum KvUse {
     /// kv_store.wgsl: the keys (or, with `value`, the values) of `src` into layer `layer`.
     Store { src: ActId, layer: usize, value: bool },
-    /// RoPE of `q` and `k` and the store of `k` and `v` (fuse.rs).
-    RopeStore { q: ActId, k: ActId, v: ActId, layer: usize },
+    /// RoPE of `q` and `k` and the store of `k` and `v` (fuse.rs); `freqs`: the frequency
+    /// factors' weight, or the dummy.
+    RopeStore { q: ActId, k: ActId, v: ActId, layer: usize, freqs: Res },
     /// attention.wgsl or attention_tiled.wgsl over layer `layer`, whose rows are `k_dim` wide.
     Attend { q: ActId, dst: ActId, layer: usize, k_dim: usize },
     /// attention_split.wgsl: the splits' partial results into the plan's scratch buffer.
@@ -115,6 +116,9 @@ struct KvBind {
     what: KvUse,
     layout: wgpu::BindGroupLayout,
     params: u64,
+    /// The buffer of a use's binding that is neither a slot nor the cache (RoPE's frequency
+    /// factors), resolved when the plan is made.
+    extra: Option<wgpu::Buffer>,
 }
 
 /// A compiled graph.
@@ -265,10 +269,15 @@ impl Plan {
             bind(pipes, Kernel::Argmax, built.argmax, &[resolve(Res::Act(g.logits)), Some(&argmax_out)])?;
         let mut kv_binds = Vec::new();
         for (what, kernel, params) in built.kv_uses {
+            let extra = match what {
+                KvUse::RopeStore { freqs, .. } => resolve(freqs).cloned(),
+                _ => None,
+            };
             kv_binds.push(KvBind {
                 what,
                 layout: pipes.get(device, kernel)?.get_bind_group_layout(0),
                 params,
+                extra,
             });
         }
         Ok(Plan {
@@ -361,7 +370,9 @@ impl Plan {
                     if self.graph.cols(k) != l.k_dim || self.graph.cols(v) != l.v_dim {
                         return Err(err(format!("KV store of layer {layer}: rows do not match the cache")));
                     }
-                    vec![&self.step, act(q), act(k), act(v), &l.k, &l.v]
+                    let freqs =
+                        b.extra.as_ref().ok_or_else(|| err("RoPE store without its factors' buffer"))?;
+                    vec![&self.step, act(q), act(k), act(v), &l.k, &l.v, freqs]
                 }
                 KvUse::Attend { q, dst, k_dim, .. } => {
                     if l.k_dim != k_dim || l.v_dim != k_dim {

@@ -5,7 +5,8 @@ use super::super::params::{KvStoreParams, RopeKvParams, RopeParams};
 use super::super::record::Compiled;
 use super::super::{err, kernels::Kernel, CudaExecutor};
 use super::elementwise::blocks_of_256;
-use crate::exec::{ActId, KvId, Op, RopeMode};
+use crate::exec::{ActId, KvId, Op, RopeConsts, RopeMode};
+use crate::quant::GgmlType;
 use crate::Result;
 
 /// Threads of a block rotating one head: a warp per 32 rotated pairs, at most 8 warps.
@@ -14,27 +15,43 @@ fn rope_threads(n_rot: usize) -> u32 {
 }
 
 impl CudaExecutor {
-    /// RoPE in place on the heads of x.
-    #[allow(clippy::too_many_arguments)]
-    pub(in super::super) fn rope(
-        &self,
-        c: &Compiled,
-        x: ActId,
-        n_heads: usize,
-        head_dim: usize,
-        n_rot: usize,
-        base: f32,
-        freq_scale: f32,
-        mode: RopeMode,
-    ) -> Result<()> {
+    /// The angle constants of Rope op `op` and its frequency factors' pointer (0: none).
+    fn rope_consts(&self, op: &Op) -> Result<(RopeConsts, u64)> {
+        let Op::Rope { n_rot, base, freq_scale, freqs, ext, .. } = *op else {
+            return Err(err("rope launch for another op"));
+        };
+        let ptr = match freqs {
+            None => 0,
+            Some(f) => {
+                let w = self.weight(f)?;
+                if w.dtype != GgmlType::F32 {
+                    return Err(err(format!("RoPE frequency factors of type {} (F32 expected)", w.dtype)));
+                }
+                w.buf.ptr
+            }
+        };
+        Ok((RopeConsts::new(n_rot, base, freq_scale, ext), ptr))
+    }
+
+    /// RoPE in place on the heads of x (Rope op `op`).
+    pub(in super::super) fn rope(&self, c: &Compiled, op: &Op) -> Result<()> {
+        let &Op::Rope { x, n_heads, head_dim, n_rot, mode, .. } = op else {
+            return Err(err("rope launch for another op"));
+        };
+        let (k, freqs) = self.rope_consts(op)?;
         let p = RopeParams {
             x: c.act(x),
             posp: c.pos(),
             n_heads: n_heads as i32,
             head_dim: head_dim as i32,
             n_rot: n_rot as i32,
-            theta_scale: base.powf(-2.0 / n_rot as f32),
-            freq_scale,
+            theta_scale: k.theta_scale,
+            freq_scale: k.freq_scale,
+            ext_factor: k.ext_factor,
+            corr_low: k.corr_low,
+            corr_high: k.corr_high,
+            mscale: k.mscale,
+            freqs,
             neox: (mode == RopeMode::Neox) as i32,
         };
         self.launch(Kernel::Rope, ((c.g.rows(x) * n_heads) as u32, 1), rope_threads(n_rot), &p)
@@ -65,13 +82,14 @@ impl CudaExecutor {
     pub(in super::super) fn rope_kv(&self, c: &Compiled, kv: KvId, op: usize) -> Result<()> {
         let g = &c.g;
         let (
-            &Op::Rope { x: q, n_heads, head_dim, n_rot, base, freq_scale, mode },
+            &Op::Rope { x: q, n_heads, head_dim, n_rot, mode, .. },
             &Op::Rope { x: k, n_heads: n_kv, .. },
             &Op::KvStore { layer, v, .. },
         ) = (&g.ops[op], &g.ops[op + 1], &g.ops[op + 2])
         else {
             return Err(err("decode plan: not rope, rope, KV store"));
         };
+        let (rk, freqs) = self.rope_consts(&g.ops[op])?;
         let l = self.kv(kv)?.layers.get(layer).ok_or_else(|| err("KV layer out of range"))?;
         if g.cols(k) != l.k_dim || g.cols(v) != l.v_dim || n_kv * head_dim != l.k_dim {
             return Err(err(format!("KV store of layer {layer}: rows do not match the cache")));
@@ -87,8 +105,13 @@ impl CudaExecutor {
             n_kv_heads: n_kv as i32,
             head_dim: head_dim as i32,
             n_rot: n_rot as i32,
-            theta_scale: base.powf(-2.0 / n_rot as f32),
-            freq_scale,
+            theta_scale: rk.theta_scale,
+            freq_scale: rk.freq_scale,
+            ext_factor: rk.ext_factor,
+            corr_low: rk.corr_low,
+            corr_high: rk.corr_high,
+            mscale: rk.mscale,
+            freqs,
             neox: (mode == RopeMode::Neox) as i32,
             k_dim: l.k_dim as i32,
             v_dim: l.v_dim as i32,

@@ -121,6 +121,8 @@ fn llama_block_fuses() {
         base: 1e4,
         freq_scale: 1.0,
         mode: crate::exec::RopeMode::Neox,
+        freqs: None,
+        ext: crate::exec::RopeExt::default(),
     };
     g.push(rope(q, 4));
     g.push(rope(k, 1));

@@ -5,36 +5,54 @@ use super::{check, groups, Builder};
 use crate::exec::webgpu::kernels::Kernel;
 use crate::exec::webgpu::params::{KvStoreParams, RopeKvParams, RopeParams};
 use crate::exec::webgpu::record::{KvUse, Res};
-use crate::exec::{ActId, Op, RopeMode};
+use crate::exec::{ActId, Op, RopeConsts, RopeMode};
+use crate::quant::GgmlType;
 use crate::Result;
 
-/// The fields of Rope op `i` that the kernels read, checked: (slot, parameters).
-fn checked(b: &Builder, i: usize) -> Result<(ActId, RopeParams)> {
+/// The fields of Rope op `i` that the kernels read, checked: (slot, parameters, the frequency
+/// factors' binding).
+fn checked(b: &Builder, i: usize) -> Result<(ActId, RopeParams, Res)> {
     let op = &b.g.ops[i];
-    let Op::Rope { x, n_heads, head_dim, n_rot, base, freq_scale, mode } = *op else {
+    let Op::Rope { x, n_heads, head_dim, n_rot, base, freq_scale, mode, freqs, ext } = *op else {
         unreachable!("rope launch for {op:?}")
     };
     check(n_rot <= head_dim && n_rot % 2 == 0 && n_heads * head_dim <= b.g.cols(x), || {
         format!("{op:?} does not fit its slot")
     })?;
+    let res = match freqs {
+        None => Res::Dummy,
+        Some(f) => {
+            let w = b.weight(f);
+            check(w.dtype == GgmlType::F32 && w.parts.len() == 1, || {
+                format!("RoPE frequency factors '{}' of type {} (F32 expected)", w.name, w.dtype)
+            })?;
+            Res::Weight(f.0 as usize, 0)
+        }
+    };
+    let k = RopeConsts::new(n_rot, base, freq_scale, ext);
     let p = RopeParams {
         n_heads: n_heads as u32,
         head_dim: head_dim as u32,
         n_rot: n_rot as u32,
         rows: b.g.rows(x) as u32,
-        theta_scale: base.powf(-2.0 / n_rot as f32),
-        freq_scale,
+        theta_scale: k.theta_scale,
+        freq_scale: k.freq_scale,
+        ext_factor: k.ext_factor,
+        corr_low: k.corr_low,
+        corr_high: k.corr_high,
+        mscale: k.mscale,
+        has_freqs: freqs.is_some() as u32,
         neox: (mode == RopeMode::Neox) as u32,
         width: b.g.cols(x) as u32,
     };
-    Ok((x, p))
+    Ok((x, p, res))
 }
 
 /// `Op::Rope` (rope.wgsl), in place.
 pub fn rope(b: &mut Builder, i: usize) -> Result<()> {
-    let (x, p) = checked(b, i)?;
+    let (x, p, freqs) = checked(b, i)?;
     let pairs = p.rows as usize * p.n_heads as usize * p.n_rot as usize / 2;
-    b.run("rope".into(), Kernel::Rope, &p, vec![Res::Step, Res::Act(x)], groups(pairs.div_ceil(64)));
+    b.run("rope".into(), Kernel::Rope, &p, vec![Res::Step, Res::Act(x), freqs], groups(pairs.div_ceil(64)));
     b.wrote(x);
     Ok(())
 }
@@ -42,7 +60,7 @@ pub fn rope(b: &mut Builder, i: usize) -> Result<()> {
 /// Rope op `i` (queries), the Rope after it (keys) and the KvStore after that as one
 /// dispatch (rope_kv.wgsl; fuse.rs): the rotated keys go to the cache only.
 pub fn rope_kv(b: &mut Builder, i: usize) -> Result<()> {
-    let (x, p) = checked(b, i)?;
+    let (x, p, freqs) = checked(b, i)?;
     let Some(&Op::KvStore { layer, k, v }) = b.g.ops.get(i + 2) else {
         // fuse.rs chose the fusion only before a KV store: this does not happen.
         return rope(b, i);
@@ -55,6 +73,11 @@ pub fn rope_kv(b: &mut Builder, i: usize) -> Result<()> {
         rows: p.rows,
         theta_scale: p.theta_scale,
         freq_scale: p.freq_scale,
+        ext_factor: p.ext_factor,
+        corr_low: p.corr_low,
+        corr_high: p.corr_high,
+        mscale: p.mscale,
+        has_freqs: p.has_freqs,
         neox: p.neox,
         q_width: p.width,
         k_dim: kd as u32,
@@ -62,7 +85,8 @@ pub fn rope_kv(b: &mut Builder, i: usize) -> Result<()> {
     };
     let rows = p.rows as usize;
     let work = rows * (p.n_heads as usize * p.n_rot as usize / 2 + kd / 2 + vd / 2);
-    b.kv("rope_kv", Kernel::RopeKv, &rp, KvUse::RopeStore { q: x, k, v, layer }, groups(work.div_ceil(64)));
+    let what = KvUse::RopeStore { q: x, k, v, layer, freqs };
+    b.kv("rope_kv", Kernel::RopeKv, &rp, what, groups(work.div_ceil(64)));
     b.wrote(x);
     Ok(())
 }

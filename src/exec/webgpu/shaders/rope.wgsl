@@ -7,6 +7,8 @@
 @group(0) @binding(0) var<uniform> p: Params;
 @group(0) @binding(1) var<storage, read> step: array<u32>;
 @group(0) @binding(2) var<storage, read_write> x: array<f32>;
+// The frequency factors (n_rot/2), where p.has_freqs; else a dummy.
+@group(0) @binding(3) var<storage, read> freqs: array<f32>;
 
 @compute @workgroup_size(64)
 fn rope(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
@@ -18,7 +20,7 @@ fn rope(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     let i = idx % half_rot;
     let h = (idx / half_rot) % p.n_heads;
     let r = idx / (half_rot * p.n_heads);
-    let sc = rope_sin_cos(step[0] + r, i, p.theta_scale, p.freq_scale);
+    let sc = rope_sin_cos(step[0] + r, i);
     let s = sc.x;
     let c = sc.y;
     let ab = rope_pair(r * p.width + h * p.head_dim, i, half_rot, p.neox);

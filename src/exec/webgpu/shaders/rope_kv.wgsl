@@ -15,6 +15,8 @@
 @group(0) @binding(4) var<storage, read> v: array<f32>;
 @group(0) @binding(5) var<storage, read_write> kc: array<u32>;
 @group(0) @binding(6) var<storage, read_write> vc: array<u32>;
+// The frequency factors (n_rot/2), where p.has_freqs; else a dummy.
+@group(0) @binding(7) var<storage, read> freqs: array<f32>;
 
 // Value d of the key head starting at `base` of token row r, rotated.
 fn rotated_key(r: u32, base: u32, d: u32) -> f32 {
@@ -31,7 +33,7 @@ fn rotated_key(r: u32, base: u32, d: u32) -> f32 {
     let ab = rope_pair(base, i, half_rot, p.neox);
     let ia = ab.x;
     let ib = ab.y;
-    let sc = rope_sin_cos(step[0] + r, i, p.theta_scale, p.freq_scale);
+    let sc = rope_sin_cos(step[0] + r, i);
     let x0 = k[ia];
     let x1 = k[ib];
     if (first) {
@@ -51,7 +53,7 @@ fn rope_kv(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_inde
         let i = idx % half_rot;
         let h = (idx / half_rot) % p.n_heads;
         let r = idx / (half_rot * p.n_heads);
-        let sc = rope_sin_cos(step[0] + r, i, p.theta_scale, p.freq_scale);
+        let sc = rope_sin_cos(step[0] + r, i);
         let s = sc.x;
         let c = sc.y;
         let ab = rope_pair(r * p.q_width + h * p.head_dim, i, half_rot, p.neox);

@@ -25,14 +25,29 @@ fn sin_cos(a: f32) -> vec2<f32> {
     }
 }
 
-// (sin, cos) of the angle of pair i at position `pos`: pos · theta_scaleⁱ by repeated
-// multiplication in f32, times freq_scale, reduced to [-π, π].
-fn rope_sin_cos(pos: u32, i: u32, theta_scale: f32, freq_scale: f32) -> vec2<f32> {
+// (sin, cos) of the angle of pair i at position `pos`, times mscale, as RopeConsts (graph.rs)
+// defines it: pos · theta_scaleⁱ by repeated multiplication in f32, divided by the pair's
+// frequency factor, YaRN's mix of that (extrapolated) angle and the interpolated one (times
+// freq_scale), reduced to [-π, π]. Reads the kernel's `p` and `freqs`. WGSL's division may be
+// 2.5 ulp off (lavapipe's is exact); a factor of 1 or a power of two (Llama 3's fastest and
+// slowest pairs, where the angle is large) divides exactly anyway.
+fn rope_sin_cos(pos: u32, i: u32) -> vec2<f32> {
     var theta = f32(pos);
     for (var t = 0u; t < i; t++) {
-        theta *= theta_scale;
+        theta *= p.theta_scale;
     }
-    return sin_cos(reduce_angle(freq_scale * theta));
+    var extrap = theta;
+    if (p.has_freqs != 0u) {
+        extrap = theta / freqs[i];
+    }
+    let interp = p.freq_scale * extrap;
+    var angle = interp;
+    if (p.ext_factor != 0.0) {
+        let y = (f32(i) - p.corr_low) / max(0.001, p.corr_high - p.corr_low);
+        let mix = (1.0 - clamp(y, 0.0, 1.0)) * p.ext_factor;
+        angle = interp * (1.0 - mix) + extrap * mix;
+    }
+    return sin_cos(reduce_angle(angle)) * p.mscale;
 }
 
 // The two elements element pair i of a head at `base` rotates: adjacent (normal) or half a
