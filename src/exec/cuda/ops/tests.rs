@@ -53,11 +53,11 @@ fn model_plans() {
         "rope_kv 5",
         "op 8",
         "q8 a5 Q8K",
-        "mv 9 w5 +a0 -> a0",
+        "mv 9 w6 +a0 -> a0",
         "norm+q8 11 Q8K",
-        "mv 12 w7 gate w8 Silu -> a7",
+        "mv 12 w8 gate w9 Silu -> a7",
         "q8 a7 Q8K",
-        "mv 15 w9 +a0 -> a0",
+        "mv 15 w10 +a0 -> a0",
         "op 17",
         "norm+q8 18 Q8K",
         "mv 19 w0 -> a11 argmax",
@@ -72,13 +72,13 @@ fn model_plans() {
         "rope_kv 7",
         "op 10",
         "q8 a5 Q8K",
-        "mv 11 w7 -> a6",
+        "mv 11 w8 -> a6",
         "op 12",
         "op 13",
         "norm+q8 14 Q8K",
-        "mv 15 w10 gate w11 Gelu -> a7",
+        "mv 15 w11 gate w12 Gelu -> a7",
         "q8 a7 Q8K",
-        "mv 18 w12 -> a6",
+        "mv 18 w13 -> a6",
         "op 19",
         "op 20",
         "op 21",
@@ -213,8 +213,9 @@ fn live_outputs_are_kept() {
 #[test]
 fn gate_and_up_of_two_types_stay_apart() {
     let (_, g, w) = crate::exec::fuse::tests::graphs().swap_remove(0);
-    let up = WeightId(8);
+    // The synthetic llama's weights: rope_freqs is w5, so up is w9.
+    let up = WeightId(9);
     let steps = cuda_plan(&g, &|id| Some(if id == up { GgmlType::Q5_K } else { w.dtype(id) }));
     let d: Vec<String> = steps.iter().map(describe).collect();
-    assert!(d.contains(&"mv 12 w7 -> a7".to_string()) && d.contains(&"mv 13 w8 -> a8".to_string()), "{d:?}");
+    assert!(d.contains(&"mv 12 w8 -> a7".to_string()) && d.contains(&"mv 13 w9 -> a8".to_string()), "{d:?}");
 }
