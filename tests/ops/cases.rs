@@ -332,8 +332,10 @@ pub fn attention() -> Vec<Row> {
 
 /// Shapes of [`attention_lengths`]: GQA ratios 8, 7, 3, 4, 1 and 2; head sizes 64, 128, 256,
 /// 80 and 34 (not a multiple of 4: WebGPU's per-row kernel).
-const ATTN_LENGTHS: [AttnShape; 6] = [
+const ATTN_LENGTHS: [AttnShape; 8] = [
     (8, 1, 64, None, None),
+    (4, 1, 64, None, None),
+    (2, 2, 128, None, Some(20.0)),
     (7, 1, 128, Some(100), None),
     (6, 2, 256, None, Some(30.0)),
     (8, 2, 128, Some(40), Some(50.0)),
