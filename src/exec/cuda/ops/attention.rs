@@ -138,3 +138,51 @@ impl CudaExecutor {
         self.launch(Kernel::Attention, ((rows * n_heads) as u32, 1), 128, &p)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::exec::ActId;
+
+    fn op(n_heads: usize, n_kv_heads: usize, head_dim: usize) -> Op {
+        let (q, dst) = (ActId(0), ActId(1));
+        Op::Attention {
+            layer: 0,
+            q,
+            dst,
+            n_heads,
+            n_kv_heads,
+            head_dim,
+            scale: 1.0,
+            window: None,
+            softcap: None,
+        }
+    }
+
+    /// The split kernel's plans: head groups rounded up to the kernels built, about two blocks
+    /// a multiprocessor, other shapes left to the older kernels.
+    #[test]
+    fn split_plans() {
+        let plan = |rows, op: Op| SplitPlan::new(rows, &op, 132);
+        let split = |dims, heads| Kernel::AttentionSplit { dims, heads };
+        // The 8b shape: 32/8 heads of 128, decode: 8 block rows, 33 chunks.
+        let p = plan(1, op(32, 8, 128)).unwrap();
+        assert_eq!((p.kernel, p.n_split, p.blocks_y), (split(HeadDims::D128, 4), 33, 8));
+        assert_eq!(p.scratch(1, &op(32, 8, 128)), 32 * 33 * 130);
+        // A group of 7 takes the 8-head kernel; 8 heads of 256 two blocks of 4.
+        assert_eq!(plan(1, op(28, 4, 128)).unwrap().kernel, split(HeadDims::D128, 8));
+        let p = plan(2, op(16, 2, 256)).unwrap();
+        assert_eq!((p.kernel, p.blocks_y), (split(HeadDims::D256, 4), 2 * 2 * 2));
+        // One query head a KV head; many blocks already: one chunk.
+        let p = plan(4, op(64, 64, 64)).unwrap();
+        assert_eq!((p.kernel, p.n_split, p.blocks_y), (split(HeadDims::D64, 1), 2, 256));
+        assert_eq!(plan(1, op(1024, 1024, 64)).unwrap().n_split, 1);
+        // Not for the split kernel: other head sizes, prefill rows, uneven groups, too many
+        // block rows for the counters.
+        assert!(plan(1, op(32, 8, 80)).is_none());
+        assert!(plan(5, op(32, 8, 128)).is_none());
+        assert!(plan(1, op(6, 4, 128)).is_none());
+        assert!(plan(4, op(2048, 2048, 64)).is_none());
+        assert!(plan(0, op(32, 8, 128)).is_none());
+    }
+}
