@@ -126,6 +126,7 @@ impl CudaExecutor {
         let n_sm = ctx
             .attribute(cudarc::driver::sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)
             .map_or(1, |n| n.max(1) as usize);
+        let profile = std::env::var("WICK_CUDA_PROFILE").as_deref() == Ok("1");
         let pdl = ctx.compute_capability().is_ok_and(|c| c.0 >= 9)
             && std::env::var("WICK_CUDA_PDL").as_deref() != Ok("0");
         Ok(CudaExecutor {
@@ -142,8 +143,9 @@ impl CudaExecutor {
             debug: std::env::var_os("WICK_CUDA_DEBUG").is_some(),
             use_graphs: std::env::var("WICK_CUDA_GRAPHS").as_deref() != Ok("0")
                 && std::env::var_os("WICK_CUDA_DEBUG").is_none()
-                && !super::record::profiling(),
-            use_fusion: std::env::var("WICK_CUDA_FUSE").as_deref() != Ok("0") && !super::record::profiling(),
+                && !profile,
+            use_fusion: std::env::var("WICK_CUDA_FUSE").as_deref() != Ok("0") && !profile,
+            profile,
             mmq,
             staging: None,
             pdl,

@@ -82,6 +82,10 @@ pub struct CudaExecutor {
     scores: Option<(Buf<f32>, usize)>,
     /// Streaming multiprocessors (the split attention kernel sizes its grid by them).
     n_sm: usize,
+    /// `WICK_CUDA_PROFILE=1`: steps run op by op, unfused and without CUDA graphs, with a
+    /// synchronization around each op, and the time per kind of op is printed to stderr (a
+    /// diagnostic: host-timed, so each op also counts its launch, a few microseconds).
+    profile: bool,
     /// Decode attention over chunks of the keys (`attention_split.cu`; off with
     /// `WICK_CUDA_SPLIT=0`).
     split_attention: bool,

@@ -69,13 +69,6 @@ impl Compiled {
     }
 }
 
-/// `WICK_CUDA_PROFILE=1`: steps run op by op, unfused and without CUDA graphs, with a
-/// synchronization around each op, and the time per kind of op is printed to stderr (a
-/// diagnostic: host-timed, so each op also counts its launch, a few microseconds).
-pub(super) fn profiling() -> bool {
-    std::env::var("WICK_CUDA_PROFILE").as_deref() == Ok("1")
-}
-
 impl CudaExecutor {
     /// Launch kernel `k` on a grid of `grid` blocks of `block` threads with its parameter
     /// struct `p` (the struct that `k`'s doc names; checked by name here).
@@ -245,7 +238,7 @@ impl CudaExecutor {
         unsafe { cudarc::driver::result::memcpy_htod_async(c.io_ptr, io, self.stream.cu_stream()) }
             .map_err(drv("uploading token ids"))?;
         if c.plan.is_empty() {
-            if profiling() {
+            if self.profile {
                 return self.record_profiled(c, kv);
             }
             return c.g.ops.iter().try_for_each(|op| self.record(c, kv, op));
