@@ -66,6 +66,14 @@ fn kernels_compile_with_nvrtc() {
         assert!(ptx.contains(".entry matvec_q4_k"), "sm_{}{}: entry points missing", arch.0, arch.1);
         assert!(ptx.contains(".entry mmq_q6_k"), "sm_{}{}: tensor-core entry points missing", arch.0, arch.1);
         assert!(ptx.contains("mma.sync.aligned.m16n8k32"), "sm_{}{}: no int8 mma", arch.0, arch.1);
+        let f16_mma = "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32";
+        assert!(
+            ptx.contains(".entry attention_flash_128"),
+            "sm_{}{}: flash attention missing",
+            arch.0,
+            arch.1
+        );
+        assert!(ptx.contains(f16_mma), "sm_{}{}: no f16 mma", arch.0, arch.1);
     }
 }
 

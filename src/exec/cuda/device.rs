@@ -123,6 +123,8 @@ impl CudaExecutor {
             _ => None,
         };
         let mmq = ops::mmq_enabled(ctx.compute_capability().unwrap_or((0, 0)));
+        let flash = ctx.compute_capability().is_ok_and(|c| c.0 >= 8)
+            && std::env::var("WICK_CUDA_FLASH").as_deref() != Ok("0");
         let n_sm = ctx
             .attribute(cudarc::driver::sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)
             .map_or(1, |n| n.max(1) as usize);
@@ -147,6 +149,7 @@ impl CudaExecutor {
             use_fusion: std::env::var("WICK_CUDA_FUSE").as_deref() != Ok("0") && !profile,
             profile,
             mmq,
+            flash,
             staging: None,
             pdl,
             occ,

@@ -25,7 +25,8 @@ pub enum Module {
     Norm,
     /// RoPE, RoPE with the KV store, and the KV store (rope.cu).
     Rope,
-    /// Attention, one query row or many (attention.cu, attention_rows.cu).
+    /// Attention: one query row, many, decode split along the keys, prefill on the tensor
+    /// cores (attention*.cu).
     Attention,
     /// The argmax of the logits (sampling.cu).
     Sampling,
@@ -73,6 +74,7 @@ impl Module {
                 ("attention.cu", include_str!("kernels/attention.cu")),
                 ("attention_rows.cu", include_str!("kernels/attention_rows.cu")),
                 ("attention_split.cu", include_str!("kernels/attention_split.cu")),
+                ("attention_flash.cu", include_str!("kernels/attention_flash.cu")),
             ],
             Module::Sampling => &[("sampling.cu", include_str!("kernels/sampling.cu"))],
             Module::Matmul => &[
@@ -231,6 +233,8 @@ pub(crate) enum Kernel {
         dims: HeadDims,
         heads: u8,
     },
+    /// `AttentionFlashParams`: prefill attention on the tensor cores (heads of 64 or 128).
+    AttentionFlash(HeadDims),
     Argmax,
     QuantizeQ8_0,
     QuantizeQ8K,
@@ -278,6 +282,8 @@ impl Kernel {
             AttentionRows(HeadDims::D64),
             AttentionRows(HeadDims::D128),
             AttentionRows(HeadDims::D256),
+            AttentionFlash(HeadDims::D64),
+            AttentionFlash(HeadDims::D128),
             Argmax,
             QuantizeQ8_0,
             QuantizeQ8K,
@@ -323,6 +329,7 @@ impl Kernel {
             Kernel::AttentionSplit { dims, heads } => {
                 return format!("attention_split_{}_{heads}", dims.size())
             }
+            Kernel::AttentionFlash(dims) => return format!("attention_flash_{}", dims.size()),
             Kernel::Argmax => "argmax",
             Kernel::QuantizeQ8_0 => "quantize_q8_0",
             Kernel::QuantizeQ8K => "quantize_q8_k",
@@ -360,6 +367,7 @@ impl Kernel {
             Kernel::KvStore => "KvStoreParams",
             Kernel::Attention | Kernel::AttentionRows(_) => "AttentionParams",
             Kernel::AttentionSplit { .. } => "AttentionSplitParams",
+            Kernel::AttentionFlash(_) => "AttentionFlashParams",
             Kernel::Argmax => "ArgmaxParams",
             Kernel::QuantizeQ8_0 | Kernel::QuantizeQ8K => "QuantizeParams",
             Kernel::RoundF16 => "RoundF16Params",
@@ -378,7 +386,10 @@ impl Kernel {
             Kernel::Embed | Kernel::GatedAct | Kernel::Add | Kernel::Copy => Module::Elementwise,
             Kernel::RmsNorm | Kernel::RmsNormQ8 => Module::Norm,
             Kernel::Rope | Kernel::RopeKv | Kernel::KvStore => Module::Rope,
-            Kernel::Attention | Kernel::AttentionRows(_) | Kernel::AttentionSplit { .. } => Module::Attention,
+            Kernel::Attention
+            | Kernel::AttentionRows(_)
+            | Kernel::AttentionSplit { .. }
+            | Kernel::AttentionFlash(_) => Module::Attention,
             Kernel::Argmax => Module::Sampling,
             Kernel::QuantizeQ8_0
             | Kernel::QuantizeQ8K

@@ -98,6 +98,9 @@ pub struct CudaExecutor {
     use_fusion: bool,
     /// Prefill products on the tensor cores (`ops/matmul_mmq.rs`).
     mmq: bool,
+    /// Prefill attention on the tensor cores (`ops/attention.rs`): sm_80 and later, unless
+    /// `WICK_CUDA_FLASH=0`.
+    flash: bool,
     /// The upload's pinned buffers, while an upload runs.
     staging: Option<Staging>,
     /// Launch the decode kernels with programmatic dependent launch (sm_90 and later, unless

@@ -210,6 +210,24 @@ params! {
         n_split: i32 = "int",
         part_rows: i32 = "int",
     }
+    /// `attention_flash_*` (attention_flash.cu): prefill attention on the tensor cores, `gb`
+    /// query heads sharing a KV head a block.
+    [Attention] struct AttentionFlashParams {
+        q: u64 = "const float*",
+        dst: u64 = "float*",
+        kc: u64 = "const u16*",
+        vc: u64 = "const u16*",
+        posp: u64 = "const int*",
+        n_heads: i32 = "int",
+        n_kv_heads: i32 = "int",
+        k_dim: i32 = "int",
+        v_dim: i32 = "int",
+        scale: f32 = "float",
+        window: i32 = "int",
+        softcap: f32 = "float",
+        n_rows: i32 = "int",
+        gb: i32 = "int",
+    }
     /// `argmax`: the index of the largest of n values into out[0].
     [Sampling] struct ArgmaxParams {
         x: u64 = "const float*",

@@ -344,20 +344,14 @@ impl CudaExecutor {
             None => 0,
         };
         c.g.check_step("cuda", tokens, pos, n_ctx, n_vocab)?;
-        // Attention scratch: the split kernel's counters, then its partials or n_ctx scores
-        // per (row, head).
+        // Attention scratch: the split kernel's counters, then what the largest attention op
+        // needs (ops/attention.rs).
         let need = SPLIT_COUNTERS
             + c.g
                 .ops
                 .iter()
                 .map(|op| match op {
-                    Op::Attention { n_heads, q, .. } => {
-                        let rows = c.g.rows(*q);
-                        match self.split_plan(rows, op) {
-                            Some(plan) => plan.scratch(rows, op),
-                            None => n_heads * c.g.n_tokens * n_ctx,
-                        }
-                    }
+                    Op::Attention { q, .. } => self.attention_scratch(c.g.rows(*q), op, n_ctx),
                     _ => 0,
                 })
                 .max()

@@ -1,9 +1,10 @@
 //! Launchers of kernels/attention_split.cu (decode: chunks of the keys over many blocks),
-//! kernels/attention.cu (one query row a block) and kernels/attention_rows.cu (many query rows
-//! a block, for prefill).
+//! kernels/attention_flash.cu (prefill on the tensor cores), and the older kernels for the
+//! shapes those do not take: kernels/attention.cu (one query row a block) and
+//! kernels/attention_rows.cu (many query rows a block, scores in scratch memory).
 
 use super::super::kernels::{HeadDims, Kernel};
-use super::super::params::{AttentionParams, AttentionSplitParams};
+use super::super::params::{AttentionFlashParams, AttentionParams, AttentionSplitParams};
 use super::super::record::Compiled;
 use super::super::{err, CudaExecutor};
 use crate::exec::{KvId, Op};
@@ -20,6 +21,39 @@ pub(in super::super) const SPLIT_COUNTERS: usize = 4096;
 const SPLIT_MAX_ROWS: usize = 4;
 /// Most chunks a (row, KV head) is split into.
 const SPLIT_MAX: usize = 64;
+/// M-rows (query position × head) a block of `attention_flash` (`FA_M`), and the most query
+/// heads of one KV head it takes.
+const FLASH_M: usize = 64;
+const FLASH_MAX_HEADS: usize = 8;
+
+/// How `attention_flash_*` runs an attention op.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(in super::super) struct FlashPlan {
+    dims: HeadDims,
+    /// Query heads of one KV head a block (the KV head's group in ⌈G / 8⌉ even parts).
+    heads: usize,
+    grid: (u32, u32),
+}
+
+impl FlashPlan {
+    /// The flash kernel's plan for `rows` query rows: heads of 64 or 128 values, whole groups.
+    pub(in super::super) fn new(rows: usize, op: &Op) -> Option<FlashPlan> {
+        let Op::Attention { n_heads, n_kv_heads, head_dim, .. } = *op else { return None };
+        if rows == 0 || n_kv_heads == 0 || n_heads % n_kv_heads != 0 {
+            return None;
+        }
+        let dims = match head_dim {
+            64 => HeadDims::D64,
+            128 => HeadDims::D128,
+            _ => return None,
+        };
+        let group = n_heads / n_kv_heads;
+        let n_groups = group.div_ceil(FLASH_MAX_HEADS);
+        let heads = group.div_ceil(n_groups);
+        let grid = (rows.div_ceil(FLASH_M / heads), n_kv_heads * n_groups);
+        Some(FlashPlan { dims, heads, grid: (u32::try_from(grid.0).ok()?, u32::try_from(grid.1).ok()?) })
+    }
+}
 
 /// How `attention_split_*` runs an attention op.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -75,6 +109,29 @@ impl CudaExecutor {
         SplitPlan::new(rows, op, self.n_sm)
     }
 
+    /// The flash kernel's plan for attention op `op` of `rows` rows (more than the split
+    /// kernel takes), on sm_80 and later unless switched off (`WICK_CUDA_FLASH=0`).
+    pub(in super::super) fn flash_plan(&self, rows: usize, op: &Op) -> Option<FlashPlan> {
+        if !self.flash || rows <= 1 || self.split_plan(rows, op).is_some() {
+            return None;
+        }
+        FlashPlan::new(rows, op)
+    }
+
+    /// Floats of attention scratch after the split counters that op `op` needs for `rows`
+    /// query rows over a cache of `n_ctx` positions: the split kernel's partials, nothing for
+    /// the flash kernel, n_ctx scores per (row, head) for the older kernels.
+    pub(in super::super) fn attention_scratch(&self, rows: usize, op: &Op, n_ctx: usize) -> usize {
+        let Op::Attention { n_heads, .. } = *op else { return 0 };
+        if let Some(plan) = self.split_plan(rows, op) {
+            return plan.scratch(rows, op);
+        }
+        if self.flash_plan(rows, op).is_some() {
+            return 0;
+        }
+        n_heads * rows * n_ctx
+    }
+
     /// Causal attention of the query rows of attention op `op` over cache `kv`.
     pub(in super::super) fn attention(&self, c: &Compiled, kv: KvId, op: &Op) -> Result<()> {
         let Op::Attention { layer, q, dst, n_heads, n_kv_heads, head_dim, scale, window, softcap } = *op
@@ -111,6 +168,25 @@ impl CudaExecutor {
                 part_rows: int(rows * n_heads * plan.n_split, "scratch rows")?,
             };
             return self.launch(plan.kernel, (plan.n_split as u32, plan.blocks_y as u32), 128, &p);
+        }
+        if let Some(plan) = self.flash_plan(rows, op) {
+            let p = AttentionFlashParams {
+                q: c.act(q),
+                dst: c.act(dst),
+                kc: l.k.ptr,
+                vc: l.v.ptr,
+                posp: c.pos(),
+                n_heads: int(n_heads, "heads")?,
+                n_kv_heads: int(n_kv_heads, "KV heads")?,
+                k_dim: int(l.k_dim, "key width")?,
+                v_dim: int(l.v_dim, "value width")?,
+                scale,
+                window,
+                softcap,
+                n_rows: int(rows, "rows")?,
+                gb: int(plan.heads, "heads a block")?,
+            };
+            return self.launch(Kernel::AttentionFlash(plan.dims), plan.grid, 128, &p);
         }
         let p = AttentionParams {
             q: c.act(q),
@@ -184,5 +260,24 @@ mod tests {
         assert!(plan(1, op(6, 4, 128)).is_none());
         assert!(plan(4, op(2048, 2048, 64)).is_none());
         assert!(plan(0, op(32, 8, 128)).is_none());
+    }
+
+    /// The flash kernel's plans: whole head groups of at most 8 (larger ones in even parts),
+    /// 64 M-rows a block, heads of 64 and 128 only.
+    #[test]
+    fn flash_plans() {
+        let plan = |rows, op: Op| FlashPlan::new(rows, &op).map(|p| (p.dims, p.heads, p.grid));
+        // The 8b shape, 512 rows: 4 heads a block, 16 positions, 32 × 8 blocks.
+        assert_eq!(plan(512, op(32, 8, 128)), Some((HeadDims::D128, 4, (32, 8))));
+        // SmolLM2 (9/3 heads of 64): 3 heads, 21 positions a block.
+        assert_eq!(plan(100, op(9, 3, 64)), Some((HeadDims::D64, 3, (5, 3))));
+        // Groups of 7 (Qwen) in one block; 12 in two of 6; 16 in two of 8; MHA one head.
+        assert_eq!(plan(9, op(28, 4, 128)).map(|p| (p.1, p.2)), Some((7, (1, 4))));
+        assert_eq!(plan(64, op(12, 1, 128)).map(|p| (p.1, p.2)), Some((6, (7, 2))));
+        assert_eq!(plan(64, op(16, 1, 64)).map(|p| (p.1, p.2)), Some((8, (8, 2))));
+        assert_eq!(plan(65, op(4, 4, 64)).map(|p| (p.1, p.2)), Some((1, (2, 4))));
+        assert!(plan(64, op(8, 2, 256)).is_none());
+        assert!(plan(64, op(8, 2, 80)).is_none());
+        assert!(plan(64, op(6, 4, 64)).is_none());
     }
 }

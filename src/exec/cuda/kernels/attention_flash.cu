@@ -1,0 +1,240 @@
+// Prefill attention on the f16 tensor cores (flash attention; mma.sync m16n8k16, sm_80 and
+// later): no scores in memory, whatever the prompt and context lengths.
+//
+// A block of 4 warps takes 64 "M-rows": M-row m is query position r0 + m / gb of query head
+// h0 + m % gb, where the gb heads (at most 8) share one KV head, so one read of a key or value
+// tile serves them all. Each warp owns 16 M-rows: their queries sit in registers as mma
+// A-fragments (rounded to f16, as ggml converts them for the product with the f16 cache), and
+// their outputs as f32 accumulators. The block walks the keys in tiles of FA_BK, staged in
+// shared memory by cp.async (the value tile loads while the scores are computed, the next key
+// tile while the values are summed). Per tile: S = Q·Kᵀ on the tensor cores (f32 sums),
+// scaled (and soft-capped), masked (causal, sliding window), an online softmax in f32 (running
+// max and sum per M-row, in the log2 domain), P rounded to f16 and O += P·V on the tensor
+// cores. Tiles that no M-row of the block can see are never visited.
+//
+// Grid: (⌈n_rows / (64 / gb)⌉, n_kv_heads · ⌈G / gb⌉), G = n_heads / n_kv_heads; the blocks of
+// the last query positions (the most keys) are scheduled first.
+
+#define FA_WARPS 4
+#define FA_M (16 * FA_WARPS)
+#define FA_LOG2E 1.4426950408889634f
+
+__device__ __forceinline__ u32 fa_pack(float lo, float hi) { return (u32)f2h(lo) | ((u32)f2h(hi) << 16); }
+
+__device__ __forceinline__ u32 fa_smem(const void* p) {
+    u32 a;
+    asm("{ .reg .u64 t; cvta.to.shared.u64 t, %1; cvt.u32.u64 %0, t; }" : "=r"(a) : "l"(p));
+    return a;
+}
+
+// c (16×8, f32) += a (16×16, f16, row-major) · b (16×8, f16, column-major).
+__device__ __forceinline__ void fa_mma(float* c, const u32* a, u32 b0, u32 b1) {
+#if __CUDA_ARCH__ >= 800
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+                 "{%0,%1,%2,%3};"
+                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+#endif
+}
+
+// Four 8×8 f16 matrices from shared memory, lanes 8i..8i+7 giving the row addresses of the
+// i-th; `trans`: each transposed.
+__device__ __forceinline__ void fa_ldsm(u32* r, const u16* p) {
+#if __CUDA_ARCH__ >= 800
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(fa_smem(p)));
+#endif
+}
+__device__ __forceinline__ void fa_ldsm_t(u32* r, const u16* p) {
+#if __CUDA_ARCH__ >= 800
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(fa_smem(p)));
+#endif
+}
+
+// 16 bytes global -> shared without a register round trip; zeros when !valid (src unread).
+__device__ __forceinline__ void fa_cp16(u16* dst, const u16* src, bool valid) {
+#if __CUDA_ARCH__ >= 800
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(fa_smem(dst)), "l"(src), "r"(valid ? 16 : 0));
+#endif
+}
+__device__ __forceinline__ void fa_cp_commit() {
+#if __CUDA_ARCH__ >= 800
+    asm volatile("cp.async.commit_group;");
+#endif
+}
+__device__ __forceinline__ void fa_cp_wait() {
+#if __CUDA_ARCH__ >= 800
+    asm volatile("cp.async.wait_group 0;" ::: "memory");
+#endif
+}
+
+// Rows j0 .. j0 + BK of one KV head into a shared tile; rows past `last` are zeros.
+template <int HD, int BK, int STRIDE>
+__device__ __forceinline__ void fa_load_tile(u16* tile, const u16* cache, int row_len, int j0, int last) {
+    for (int i = threadIdx.x; i < BK * HD / 8; i += 32 * FA_WARPS) {
+        const int r = i / (HD / 8), c = i % (HD / 8), j = j0 + r;
+        const bool valid = j <= last;
+        fa_cp16(tile + r * STRIDE + c * 8, cache + (long long)(valid ? j : last) * row_len + c * 8, valid);
+    }
+    fa_cp_commit();
+}
+
+// HD: the head size (64 or 128).
+template <int HD>
+__device__ __forceinline__ void attention_flash_t(const AttentionFlashParams& p) {
+    constexpr int BK = 64;          // keys a tile
+    constexpr int STRIDE = HD + 8;  // halves a shared row: 16-byte aligned, ldmatrix without bank conflicts
+    constexpr int KS = HD / 16;     // k-steps of Q·Kᵀ
+    constexpr int NT = HD / 8;      // n-tiles of the output
+    constexpr int ST = BK / 8;      // n-tiles of the scores
+    __shared__ __align__(16) u16 ks[BK * STRIDE];
+    __shared__ __align__(16) u16 vs[BK * STRIDE];
+    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, gi = lane / 4, ti = lane % 4;
+    const int G = p.n_heads / p.n_kv_heads, n_groups = (G + p.gb - 1) / p.gb;
+    const int kvh = blockIdx.y / n_groups, g0 = (blockIdx.y % n_groups) * p.gb;
+    const int ng = min(p.gb, G - g0), q_pos = FA_M / p.gb;
+    const int r0 = (gridDim.x - 1 - blockIdx.x) * q_pos, nq = min(q_pos, p.n_rows - r0);
+    const int pos0 = *p.posp;
+    // This thread's two M-rows (gi and gi + 8 of the warp): position, first key, query head.
+    int pe[2], st[2];
+    long long qrow[2];
+#pragma unroll
+    for (int i = 0; i < 2; i++) {
+        const int m = warp * 16 + gi + 8 * i, r = m / p.gb, g = m % p.gb;
+        const bool valid = r < nq && g < ng;
+        pe[i] = valid ? pos0 + r0 + r : -1;
+        st[i] = valid && p.window > 0 ? max(pe[i] + 1 - p.window, 0) : 0;
+        qrow[i] = valid ? ((long long)(r0 + r) * p.n_heads + kvh * G + g0 + g) * HD : -1;
+    }
+    // Keys any M-row of the block sees: from the first position's window start to the last.
+    const int last = pos0 + r0 + nq - 1;
+    const int first = p.window > 0 ? max(pos0 + r0 + 1 - p.window, 0) : 0;
+    const u16* kb = p.kc + kvh * HD;
+    const u16* vb = p.vc + kvh * HD;
+    int jt = first / BK * BK;
+    fa_load_tile<HD, BK, STRIDE>(ks, kb, p.k_dim, jt, last);
+    // Query A-fragments: a0 (row gi, dims 2ti..), a1 (row gi + 8), a2 / a3 the same 8 dims on.
+    u32 qa[KS][4];
+#pragma unroll
+    for (int k = 0; k < KS; k++) {
+#pragma unroll
+        for (int h = 0; h < 2; h++) {
+#pragma unroll
+            for (int i = 0; i < 2; i++) {
+                float2 v = make_float2(0.0f, 0.0f);
+                if (qrow[i] >= 0) v = *(const float2*)(p.q + qrow[i] + 16 * k + 8 * h + 2 * ti);
+                qa[k][2 * h + i] = fa_pack(v.x, v.y);
+            }
+        }
+    }
+    float o[NT][4];
+#pragma unroll
+    for (int n = 0; n < NT; n++) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.0f;
+    float mx[2] = {-INFINITY, -INFINITY}, sum[2] = {0.0f, 0.0f};
+    const float scale2 = p.scale * FA_LOG2E;
+    for (; jt <= last; jt += BK) {
+        fa_cp_wait();
+        __syncthreads();  // the key tile is in; every warp is done with the value tile
+        fa_load_tile<HD, BK, STRIDE>(vs, vb, p.v_dim, jt, last);
+        // S = Q·Kᵀ: n-tile n holds keys jt + 8n ..; c0, c1 row gi, keys 2ti, 2ti + 1; c2, c3 row gi + 8.
+        float s[ST][4];
+#pragma unroll
+        for (int n = 0; n < ST; n++) s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.0f;
+#pragma unroll
+        for (int k = 0; k < KS; k += 2) {
+#pragma unroll
+            for (int n = 0; n < ST; n++) {
+                u32 b[4];
+                fa_ldsm(b, ks + (8 * n + (lane & 7)) * STRIDE + 16 * k + (lane >> 3) * 8);
+                fa_mma(s[n], qa[k], b[0], b[1]);
+                fa_mma(s[n], qa[k + 1], b[2], b[3]);
+            }
+        }
+        // Scale, cap, mask; the tile's row maxima (a row's four threads are one quad).
+        float tmax[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+        for (int n = 0; n < ST; n++) {
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                const int i = e >> 1, j = jt + 8 * n + 2 * ti + (e & 1);
+                float v = s[n][e];
+                if (p.softcap > 0.0f) {
+                    v = tanhf(v * p.scale / p.softcap) * p.softcap * FA_LOG2E;
+                } else {
+                    v *= scale2;
+                }
+                v = j >= st[i] && j <= pe[i] ? v : -INFINITY;
+                s[n][e] = v;
+                tmax[i] = fmaxf(tmax[i], v);
+            }
+        }
+        float corr[2];
+#pragma unroll
+        for (int i = 0; i < 2; i++) {
+            tmax[i] = fmaxf(tmax[i], __shfl_xor_sync(0xffffffffu, tmax[i], 1));
+            tmax[i] = fmaxf(tmax[i], __shfl_xor_sync(0xffffffffu, tmax[i], 2));
+            const float mn = fmaxf(mx[i], tmax[i]);
+            // No key seen yet (mn = -inf): nothing to rescale, every probability 0.
+            corr[i] = mn == -INFINITY ? 1.0f : exp2f(mx[i] - mn);
+            mx[i] = mn;
+            sum[i] *= corr[i];
+        }
+        // P (f16) as the A-fragments of P·V: k-step c takes score n-tiles 2c and 2c + 1.
+        u32 pa[BK / 16][4];
+#pragma unroll
+        for (int n = 0; n < ST; n++) {
+            float pr[4];
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                const int i = e >> 1;
+                pr[e] = s[n][e] == -INFINITY ? 0.0f : exp2f(s[n][e] - mx[i]);
+                sum[i] += pr[e];
+            }
+            pa[n / 2][2 * (n % 2)] = fa_pack(pr[0], pr[1]);
+            pa[n / 2][2 * (n % 2) + 1] = fa_pack(pr[2], pr[3]);
+        }
+#pragma unroll
+        for (int n = 0; n < NT; n++) {
+            o[n][0] *= corr[0], o[n][1] *= corr[0];
+            o[n][2] *= corr[1], o[n][3] *= corr[1];
+        }
+        fa_cp_wait();
+        __syncthreads();  // the value tile is in; every warp is done with the key tile
+        if (jt + BK <= last) fa_load_tile<HD, BK, STRIDE>(ks, kb, p.k_dim, jt + BK, last);
+        // O += P·V: the value tile read transposed (rows are keys, the k of this product).
+#pragma unroll
+        for (int c = 0; c < BK / 16; c++) {
+#pragma unroll
+            for (int n = 0; n < NT; n += 2) {
+                u32 b[4];
+                fa_ldsm_t(b, vs + (16 * c + (lane & 7) + ((lane >> 3) & 1) * 8) * STRIDE + 8 * n + (lane >> 4) * 8);
+                fa_mma(o[n], pa[c], b[0], b[1]);
+                fa_mma(o[n + 1], pa[c], b[2], b[3]);
+            }
+        }
+    }
+    // The row sums of the quad; then the outputs, c0 c1 of row gi and c2 c3 of row gi + 8.
+#pragma unroll
+    for (int i = 0; i < 2; i++) {
+        sum[i] += __shfl_xor_sync(0xffffffffu, sum[i], 1);
+        sum[i] += __shfl_xor_sync(0xffffffffu, sum[i], 2);
+    }
+#pragma unroll
+    for (int i = 0; i < 2; i++) {
+        if (qrow[i] < 0) continue;
+        const float inv = 1.0f / sum[i];
+        float* out = p.dst + qrow[i] + 2 * ti;
+#pragma unroll
+        for (int n = 0; n < NT; n++) *(float2*)(out + 8 * n) = make_float2(o[n][2 * i] * inv, o[n][2 * i + 1] * inv);
+    }
+}
+
+#define ATTENTION_FLASH(HD)                                                                                      \
+    extern "C" __global__ void __launch_bounds__(32 * FA_WARPS) attention_flash_##HD(const AttentionFlashParams p) { \
+        attention_flash_t<HD>(p);                                                                                \
+    }
+ATTENTION_FLASH(64)
+ATTENTION_FLASH(128)
