@@ -150,6 +150,7 @@ impl CudaExecutor {
             profile,
             mmq,
             flash,
+            flash_split: std::env::var("WICK_CUDA_FLASH_SPLIT").ok().and_then(|v| v.parse().ok()),
             staging: None,
             pdl,
             occ,

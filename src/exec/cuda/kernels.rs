@@ -446,10 +446,13 @@ fn options(arch: (i32, i32)) -> Vec<String> {
         "--fmad=false".into(),
         "-std=c++17".into(),
     ];
-    // A tuning knob for experiments: registers of the decode kernels (see matmul.cuh).
-    if let Ok(n) = std::env::var("WICK_CUDA_MMV_MIN_BLOCKS") {
-        if let Ok(n) = n.parse::<u32>() {
-            o.push(format!("-DMMV_MIN_BLOCKS={n}"));
+    // Tuning knobs for experiments: registers of the decode kernels (see matmul.cuh) and of
+    // the flash attention kernel (attention_flash.cu).
+    for (var, define) in
+        [("WICK_CUDA_MMV_MIN_BLOCKS", "MMV_MIN_BLOCKS"), ("WICK_CUDA_FLASH_MIN_BLOCKS", "FA_MIN_BLOCKS")]
+    {
+        if let Some(n) = std::env::var(var).ok().and_then(|n| n.parse::<u32>().ok()) {
+            o.push(format!("-D{define}={n}"));
         }
     }
     o

@@ -101,6 +101,9 @@ pub struct CudaExecutor {
     /// Prefill attention on the tensor cores (`ops/attention.rs`): sm_80 and later, unless
     /// `WICK_CUDA_FLASH=0`.
     flash: bool,
+    /// Chunks of the keys for the flash kernel instead of its own choice (`WICK_CUDA_FLASH_SPLIT`,
+    /// an experiment knob).
+    flash_split: Option<usize>,
     /// The upload's pinned buffers, while an upload runs.
     staging: Option<Staging>,
     /// Launch the decode kernels with programmatic dependent launch (sm_90 and later, unless

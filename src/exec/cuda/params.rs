@@ -211,12 +211,15 @@ params! {
         part_rows: i32 = "int",
     }
     /// `attention_flash_*` (attention_flash.cu): prefill attention on the tensor cores, `gb`
-    /// query heads sharing a KV head a block.
+    /// query heads sharing a KV head a block, the keys in up to `n_split` chunks; `part` and
+    /// `counters` as for `AttentionSplitParams`.
     [Attention] struct AttentionFlashParams {
         q: u64 = "const float*",
         dst: u64 = "float*",
         kc: u64 = "const u16*",
         vc: u64 = "const u16*",
+        part: u64 = "float*",
+        counters: u64 = "int*",
         posp: u64 = "const int*",
         n_heads: i32 = "int",
         n_kv_heads: i32 = "int",
@@ -227,6 +230,8 @@ params! {
         softcap: f32 = "float",
         n_rows: i32 = "int",
         gb: i32 = "int",
+        n_split: i32 = "int",
+        part_rows: i32 = "int",
     }
     /// `argmax`: the index of the largest of n values into out[0].
     [Sampling] struct ArgmaxParams {

@@ -79,6 +79,17 @@ impl CudaExecutor {
         block: u32,
         p: &P,
     ) -> Result<()> {
+        self.launch3(k, (grid.0, grid.1, 1), block, p)
+    }
+
+    /// [`launch`](Self::launch) on a grid of three dimensions.
+    pub(super) fn launch3<P: KernelParams>(
+        &self,
+        k: Kernel,
+        grid: (u32, u32, u32),
+        block: u32,
+        p: &P,
+    ) -> Result<()> {
         let f = self.fns.get(&k).ok_or_else(|| err(format!("no kernel '{}'", k.name())))?;
         if P::NAME != k.params() {
             return Err(err(format!("kernel '{}' takes {}, not {}", k.name(), k.params(), P::NAME)));
@@ -86,8 +97,7 @@ impl CudaExecutor {
         if self.pdl && k.pdl_aware() {
             return self.launch_pdl(k, f, grid, block, p);
         }
-        let cfg =
-            LaunchConfig { grid_dim: (grid.0, grid.1, 1), block_dim: (block, 1, 1), shared_mem_bytes: 0 };
+        let cfg = LaunchConfig { grid_dim: grid, block_dim: (block, 1, 1), shared_mem_bytes: 0 };
         let mut b = self.stream.launch_builder(f);
         b.arg(p);
         // SAFETY: the kernel takes exactly one parameter, a struct whose C declaration NVRTC
@@ -103,7 +113,7 @@ impl CudaExecutor {
         &self,
         k: Kernel,
         f: &CudaFunction,
-        grid: (u32, u32),
+        grid: (u32, u32, u32),
         block: u32,
         p: &P,
     ) -> Result<()> {
@@ -117,7 +127,7 @@ impl CudaExecutor {
         let cfg = sys::CUlaunchConfig {
             gridDimX: grid.0,
             gridDimY: grid.1,
-            gridDimZ: 1,
+            gridDimZ: grid.2,
             blockDimX: block,
             blockDimY: 1,
             blockDimZ: 1,

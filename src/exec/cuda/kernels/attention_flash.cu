@@ -10,14 +10,35 @@
 // tile while the values are summed). Per tile: S = Q·Kᵀ on the tensor cores (f32 sums),
 // scaled (and soft-capped), masked (causal, sliding window), an online softmax in f32 (running
 // max and sum per M-row, in the log2 domain), P rounded to f16 and O += P·V on the tensor
-// cores. Tiles that no M-row of the block can see are never visited.
+// cores. Tiles that no M-row of the block can see are never visited; tiles that every M-row
+// sees whole skip the mask.
 //
-// Grid: (⌈n_rows / (64 / gb)⌉, n_kv_heads · ⌈G / gb⌉), G = n_heads / n_kv_heads; the blocks of
-// the last query positions (the most keys) are scheduled first.
+// Deep in the cache a block's keys are split into up to n_split chunks (the grid's z) of at
+// least FA_MIN_TILES tiles, so that long contexts keep every multiprocessor busy: each chunk
+// writes its unnormalized outputs with their (max, sum) to `part`, and the last block of the
+// (x, y) tile to finish (counted in `counters`, left at zero again) combines them, as
+// attention_split.cu does. The chunk count is fixed at launch; each block derives its chunk
+// from the position in device memory, so a recorded graph serves every depth.
+//
+// Grid: (⌈n_rows / (64 / gb)⌉, n_kv_heads · ⌈G / gb⌉, n_split), G = n_heads / n_kv_heads; the
+// blocks of the last query positions (the most keys) are scheduled first.
 
 #define FA_WARPS 4
 #define FA_M (16 * FA_WARPS)
 #define FA_LOG2E 1.4426950408889634f
+#define FA_MIN_TILES 8
+// Resident blocks a multiprocessor the compiler keeps registers for (a knob for experiments:
+// WICK_CUDA_FLASH_MIN_BLOCKS).
+#ifndef FA_MIN_BLOCKS
+#define FA_MIN_BLOCKS 1
+#endif
+
+// 2^x (ex2.approx: 2 ulp; 2^-inf = 0).
+__device__ __forceinline__ float fa_exp2(float x) {
+    float y;
+    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+    return y;
+}
 
 __device__ __forceinline__ u32 fa_pack(float lo, float hi) { return (u32)f2h(lo) | ((u32)f2h(hi) << 16); }
 
@@ -109,12 +130,21 @@ __device__ __forceinline__ void attention_flash_t(const AttentionFlashParams& p)
         st[i] = valid && p.window > 0 ? max(pe[i] + 1 - p.window, 0) : 0;
         qrow[i] = valid ? ((long long)(r0 + r) * p.n_heads + kvh * G + g0 + g) * HD : -1;
     }
-    // Keys any M-row of the block sees: from the first position's window start to the last.
-    const int last = pos0 + r0 + nq - 1;
+    // Keys any M-row of the block sees: from the first position's window start to the last;
+    // this block's chunk of those tiles.
+    int last = pos0 + r0 + nq - 1;
     const int first = p.window > 0 ? max(pos0 + r0 + 1 - p.window, 0) : 0;
+    const int tile0 = first / BK, n_tiles = last / BK - tile0 + 1;
+    const int chunk = max(FA_MIN_TILES, (n_tiles + p.n_split - 1) / p.n_split);
+    const int n_used = (n_tiles + chunk - 1) / chunk, split = blockIdx.z;
+    if (split >= n_used) return;
+    int jt = (tile0 + split * chunk) * BK;
+    const int jend = min(last, (tile0 + (split + 1) * chunk) * BK - 1);
+    // Keys every M-row sees: no mask needed on a tile inside [all_from, all_to].
+    const int all_from = p.window > 0 ? max(last + 1 - p.window, 0) : 0, all_to = pos0 + r0;
+    last = jend;
     const u16* kb = p.kc + kvh * HD;
     const u16* vb = p.vc + kvh * HD;
-    int jt = first / BK * BK;
     fa_load_tile<HD, BK, STRIDE>(ks, kb, p.k_dim, jt, last);
     // Query A-fragments: a0 (row gi, dims 2ti..), a1 (row gi + 8), a2 / a3 the same 8 dims on.
     u32 qa[KS][4];
@@ -155,6 +185,7 @@ __device__ __forceinline__ void attention_flash_t(const AttentionFlashParams& p)
         }
         // Scale, cap, mask; the tile's row maxima (a row's four threads are one quad).
         float tmax[2] = {-INFINITY, -INFINITY};
+        const bool whole = jt >= all_from && jt + BK - 1 <= all_to;
 #pragma unroll
         for (int n = 0; n < ST; n++) {
 #pragma unroll
@@ -166,19 +197,20 @@ __device__ __forceinline__ void attention_flash_t(const AttentionFlashParams& p)
                 } else {
                     v *= scale2;
                 }
-                v = j >= st[i] && j <= pe[i] ? v : -INFINITY;
+                if (!whole) v = j >= st[i] && j <= pe[i] ? v : -INFINITY;
                 s[n][e] = v;
                 tmax[i] = fmaxf(tmax[i], v);
             }
         }
-        float corr[2];
+        float corr[2], mref[2];
 #pragma unroll
         for (int i = 0; i < 2; i++) {
             tmax[i] = fmaxf(tmax[i], __shfl_xor_sync(0xffffffffu, tmax[i], 1));
             tmax[i] = fmaxf(tmax[i], __shfl_xor_sync(0xffffffffu, tmax[i], 2));
             const float mn = fmaxf(mx[i], tmax[i]);
-            // No key seen yet (mn = -inf): nothing to rescale, every probability 0.
-            corr[i] = mn == -INFINITY ? 1.0f : exp2f(mx[i] - mn);
+            // No key seen yet (mn = -inf): nothing to rescale, every probability 2^-inf = 0.
+            corr[i] = mn == -INFINITY ? 1.0f : fa_exp2(mx[i] - mn);
+            mref[i] = mn == -INFINITY ? 0.0f : mn;
             mx[i] = mn;
             sum[i] *= corr[i];
         }
@@ -190,7 +222,7 @@ __device__ __forceinline__ void attention_flash_t(const AttentionFlashParams& p)
 #pragma unroll
             for (int e = 0; e < 4; e++) {
                 const int i = e >> 1;
-                pr[e] = s[n][e] == -INFINITY ? 0.0f : exp2f(s[n][e] - mx[i]);
+                pr[e] = fa_exp2(s[n][e] - mref[i]);
                 sum[i] += pr[e];
             }
             pa[n / 2][2 * (n % 2)] = fa_pack(pr[0], pr[1]);
@@ -222,18 +254,61 @@ __device__ __forceinline__ void attention_flash_t(const AttentionFlashParams& p)
         sum[i] += __shfl_xor_sync(0xffffffffu, sum[i], 1);
         sum[i] += __shfl_xor_sync(0xffffffffu, sum[i], 2);
     }
+    if (n_used == 1) {
+#pragma unroll
+        for (int i = 0; i < 2; i++) {
+            if (qrow[i] < 0) continue;
+            const float inv = 1.0f / sum[i];
+            float* out = p.dst + qrow[i] + 2 * ti;
+#pragma unroll
+            for (int n = 0; n < NT; n++) *(float2*)(out + 8 * n) = make_float2(o[n][2 * i] * inv, o[n][2 * i + 1] * inv);
+        }
+        return;
+    }
+    // Partials: row qrow / HD (query row × heads + head) of chunk `split`.
+    float* part_o = p.part;
+    float* part_ml = p.part + (long long)p.part_rows * HD;
 #pragma unroll
     for (int i = 0; i < 2; i++) {
         if (qrow[i] < 0) continue;
-        const float inv = 1.0f / sum[i];
-        float* out = p.dst + qrow[i] + 2 * ti;
+        const long long row = qrow[i] / HD * p.n_split + split;
+        float* out = part_o + row * HD + 2 * ti;
 #pragma unroll
-        for (int n = 0; n < NT; n++) *(float2*)(out + 8 * n) = make_float2(o[n][2 * i] * inv, o[n][2 * i + 1] * inv);
+        for (int n = 0; n < NT; n++) *(float2*)(out + 8 * n) = make_float2(o[n][2 * i], o[n][2 * i + 1]);
+        if (ti == 0) part_ml[2 * row] = mx[i], part_ml[2 * row + 1] = sum[i];
+    }
+    // The last chunk of this (x, y) tile to finish combines them.
+    __shared__ int is_last;
+    const int counter = blockIdx.y * gridDim.x + blockIdx.x;
+    __threadfence();
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        const int done = atomicAdd(&p.counters[counter], 1);
+        is_last = done == n_used - 1;
+        if (is_last) p.counters[counter] = 0;
+    }
+    __syncthreads();
+    if (!is_last) return;
+    __threadfence();
+    for (int i = threadIdx.x; i < FA_M * HD; i += 32 * FA_WARPS) {
+        const int m = i / HD, d = i % HD, r = m / p.gb, g = m % p.gb;
+        if (r >= nq || g >= ng) continue;
+        const long long row0 = ((long long)(r0 + r) * p.n_heads + kvh * G + g0 + g) * p.n_split;
+        float mm = -INFINITY;
+        for (int c = 0; c < n_used; c++) mm = fmaxf(mm, __ldcg(&part_ml[2 * (row0 + c)]));
+        float l = 0.0f, out = 0.0f;
+        for (int c = 0; c < n_used; c++) {
+            // A chunk with no key of this row: max -inf, sum 0, outputs 0.
+            const float f = fa_exp2(__ldcg(&part_ml[2 * (row0 + c)]) - mm);
+            l += __ldcg(&part_ml[2 * (row0 + c) + 1]) * f;
+            out += __ldcg(&part_o[(row0 + c) * HD + d]) * f;
+        }
+        p.dst[row0 / p.n_split * HD + d] = out / l;
     }
 }
 
 #define ATTENTION_FLASH(HD)                                                                                      \
-    extern "C" __global__ void __launch_bounds__(32 * FA_WARPS) attention_flash_##HD(const AttentionFlashParams p) { \
+    extern "C" __global__ void __launch_bounds__(32 * FA_WARPS, FA_MIN_BLOCKS) attention_flash_##HD(const AttentionFlashParams p) { \
         attention_flash_t<HD>(p);                                                                                \
     }
 ATTENTION_FLASH(64)

@@ -25,6 +25,8 @@ const SPLIT_MAX: usize = 64;
 /// heads of one KV head it takes.
 const FLASH_M: usize = 64;
 const FLASH_MAX_HEADS: usize = 8;
+/// Most chunks the flash kernel splits a block's keys into.
+const FLASH_SPLIT_MAX: usize = 16;
 
 /// How `attention_flash_*` runs an attention op.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -33,11 +35,20 @@ pub(in super::super) struct FlashPlan {
     /// Query heads of one KV head a block (the KV head's group in ⌈G / 8⌉ even parts).
     heads: usize,
     grid: (u32, u32),
+    /// Chunks of the keys (the grid's z; each block derives its own from the valid length).
+    n_split: usize,
 }
 
 impl FlashPlan {
-    /// The flash kernel's plan for `rows` query rows: heads of 64 or 128 values, whole groups.
-    pub(in super::super) fn new(rows: usize, op: &Op) -> Option<FlashPlan> {
+    /// The flash kernel's plan for `rows` query rows: heads of 64 or 128 values, whole groups;
+    /// the keys split so that there are about four blocks a multiprocessor (`split` instead,
+    /// if given), unless the grid already has more blocks than there are counters.
+    pub(in super::super) fn new(
+        rows: usize,
+        op: &Op,
+        n_sm: usize,
+        split: Option<usize>,
+    ) -> Option<FlashPlan> {
         let Op::Attention { n_heads, n_kv_heads, head_dim, .. } = *op else { return None };
         if rows == 0 || n_kv_heads == 0 || n_heads % n_kv_heads != 0 {
             return None;
@@ -51,7 +62,24 @@ impl FlashPlan {
         let n_groups = group.div_ceil(FLASH_MAX_HEADS);
         let heads = group.div_ceil(n_groups);
         let grid = (rows.div_ceil(FLASH_M / heads), n_kv_heads * n_groups);
-        Some(FlashPlan { dims, heads, grid: (u32::try_from(grid.0).ok()?, u32::try_from(grid.1).ok()?) })
+        let blocks = grid.0 * grid.1;
+        let n_split = if blocks > SPLIT_COUNTERS {
+            1
+        } else {
+            split.unwrap_or((4 * n_sm.max(1)).div_ceil(blocks)).clamp(1, FLASH_SPLIT_MAX)
+        };
+        let grid = (u32::try_from(grid.0).ok()?, u32::try_from(grid.1).ok()?);
+        Some(FlashPlan { dims, heads, grid, n_split })
+    }
+
+    /// Floats of scratch after the counters: with chunks, rows · heads · chunks outputs and
+    /// as many (max, sum) pairs.
+    pub(in super::super) fn scratch(&self, rows: usize, op: &Op) -> usize {
+        let Op::Attention { n_heads, head_dim, .. } = *op else { return 0 };
+        if self.n_split == 1 {
+            return 0;
+        }
+        rows * n_heads * self.n_split * (head_dim + 2)
     }
 }
 
@@ -115,7 +143,7 @@ impl CudaExecutor {
         if !self.flash || rows <= 1 || self.split_plan(rows, op).is_some() {
             return None;
         }
-        FlashPlan::new(rows, op)
+        FlashPlan::new(rows, op, self.n_sm, self.flash_split)
     }
 
     /// Floats of attention scratch after the split counters that op `op` needs for `rows`
@@ -126,8 +154,8 @@ impl CudaExecutor {
         if let Some(plan) = self.split_plan(rows, op) {
             return plan.scratch(rows, op);
         }
-        if self.flash_plan(rows, op).is_some() {
-            return 0;
+        if let Some(plan) = self.flash_plan(rows, op) {
+            return plan.scratch(rows, op);
         }
         n_heads * rows * n_ctx
     }
@@ -175,6 +203,8 @@ impl CudaExecutor {
                 dst: c.act(dst),
                 kc: l.k.ptr,
                 vc: l.v.ptr,
+                part: after_counters,
+                counters: scratch,
                 posp: c.pos(),
                 n_heads: int(n_heads, "heads")?,
                 n_kv_heads: int(n_kv_heads, "KV heads")?,
@@ -185,8 +215,11 @@ impl CudaExecutor {
                 softcap,
                 n_rows: int(rows, "rows")?,
                 gb: int(plan.heads, "heads a block")?,
+                n_split: int(plan.n_split, "chunks")?,
+                part_rows: int(rows * n_heads * plan.n_split, "scratch rows")?,
             };
-            return self.launch(Kernel::AttentionFlash(plan.dims), plan.grid, 128, &p);
+            let (x, y) = plan.grid;
+            return self.launch3(Kernel::AttentionFlash(plan.dims), (x, y, plan.n_split as u32), 128, &p);
         }
         let p = AttentionParams {
             q: c.act(q),
@@ -266,7 +299,7 @@ mod tests {
     /// 64 M-rows a block, heads of 64 and 128 only.
     #[test]
     fn flash_plans() {
-        let plan = |rows, op: Op| FlashPlan::new(rows, &op).map(|p| (p.dims, p.heads, p.grid));
+        let plan = |rows, op: Op| FlashPlan::new(rows, &op, 132, None).map(|p| (p.dims, p.heads, p.grid));
         // The 8b shape, 512 rows: 4 heads a block, 16 positions, 32 × 8 blocks.
         assert_eq!(plan(512, op(32, 8, 128)), Some((HeadDims::D128, 4, (32, 8))));
         // SmolLM2 (9/3 heads of 64): 3 heads, 21 positions a block.
@@ -276,6 +309,15 @@ mod tests {
         assert_eq!(plan(64, op(12, 1, 128)).map(|p| (p.1, p.2)), Some((6, (7, 2))));
         assert_eq!(plan(64, op(16, 1, 64)).map(|p| (p.1, p.2)), Some((8, (8, 2))));
         assert_eq!(plan(65, op(4, 4, 64)).map(|p| (p.1, p.2)), Some((1, (2, 4))));
+        // Chunks of the keys: about four blocks a multiprocessor, at most 16; none where the
+        // grid has more blocks than counters.
+        let split = |rows, op: Op, force| FlashPlan::new(rows, &op, 132, force).map(|p| p.n_split);
+        assert_eq!(split(512, op(32, 8, 128), None), Some(3));
+        assert_eq!(split(16, op(32, 8, 128), None), Some(16));
+        assert_eq!(split(16, op(32, 8, 128), Some(2)), Some(2));
+        assert_eq!(split(1 << 15, op(32, 8, 128), None), Some(1));
+        let p = FlashPlan::new(512, &op(32, 8, 128), 132, None).unwrap();
+        assert_eq!(p.scratch(512, &op(32, 8, 128)), 512 * 32 * 3 * 130);
         assert!(plan(64, op(8, 2, 256)).is_none());
         assert!(plan(64, op(8, 2, 80)).is_none());
         assert!(plan(64, op(6, 4, 64)).is_none());
