@@ -81,6 +81,10 @@ pub fn attention(b: &mut Builder, i: usize) -> Result<()> {
     // scores were a loop-local `var`, which Chromium's compiler zeroes only once per
     // invocation, not at every tile (see attention_tiled.wgsl and the
     // `no_uninitialized_var_in_loops` check of every kernel's source).
+    // Not right on lavapipe past about 6600 keys at head size 128 (11000 at 64): llvmpipe ends
+    // every loop of an invocation once all its loops together have run 65535 iterations
+    // (LP_MAX_TGSI_LOOP_ITERATIONS), and a workgroup walks every key tile. SwiftShader passes
+    // the same steps (tests/ops attention_deep at 8256 and 14000 keys, tried by hand).
     if head_dim % 4 == 0 {
         if let Some(t) = tiles(head_dim, wg_bytes) {
             let what = KvUse::Attend { q, dst, layer, k_dim: kv_dim };
