@@ -33,6 +33,7 @@ browser_op_rows! { "browser";
     matmul_model => gpu(), cases::matmul_model();
     rope => gpu(), cases::rope();
     attention => gpu(), cases::attention();
+    attention_deep => gpu(), cases::attention_deep();
     gated_act => gpu(), cases::gated_act();
     add_take_last => gpu(), cases::add_take_last();
     readback => gpu(), cases::readback();

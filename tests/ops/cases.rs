@@ -384,7 +384,8 @@ fn attention_lengths() -> Vec<Row> {
 }
 
 /// Attention deep in the cache: 4096 rows filled by KvStore, then steps of 1 and 17 rows
-/// attend over all of it (4097 keys and more: many decode splits, many key tiles).
+/// attend over all of it (4097 keys and more: many decode splits, many key tiles); and decode
+/// steps over 8257 keys and more.
 pub fn attention_deep() -> Vec<Row> {
     let mut rows = Vec::new();
     for shape in [(8, 1, 128, None, None), ATTN[3], ATTN[4]] {
@@ -402,6 +403,26 @@ pub fn attention_deep() -> Vec<Row> {
             c.step(one, 4114);
         }));
     }
+    // Past 8192 keys each of WebGPU's 128 decode splits walks two tiles of 64 keys (the second
+    // tile's scores once started from the first's in Chromium: attention_split.wgsl). Decode
+    // steps only: lavapipe ends every loop of an invocation after 65535 iterations of all its
+    // loops together, which the tiled kernel's 17 rows pass from ~6600 keys (head size 128).
+    let (h, kvh, hd) = (8, 1, 128);
+    rows.push(row(
+        format!("attention deep decode heads={h}/{kvh} hd={hd} keys=8257.."),
+        tol::ATTENTION,
+        &[],
+        move |c: &mut Case| {
+            let kd = kvh * hd;
+            c.kv(8264, &[kd]);
+            let fill = kv_fill(c, 8256, kd);
+            let one = attention_graph(c, 1, (h, kvh, hd, None, None), 0);
+            c.step_with(fill, 0, VOCAB, Expect::Close(Readback::LastLogits));
+            for pos in 8256..8260 {
+                c.step(one, pos);
+            }
+        },
+    ));
     rows
 }
 

@@ -60,6 +60,80 @@ fn every_kernel_composes_and_validates() {
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
 
+/// No kernel declares a `var` without initializer in a loop body. WGSL makes such a variable a
+/// fresh zero at every iteration, but Chromium's compiler (seen in Chromium 156 on SwiftShader)
+/// zeroes it once per invocation, as naga did before wgpu 30 (gfx-rs/wgpu#9489): the scores of
+/// attention_tiled.wgsl carried over from one key tile to the next in the browser only, where
+/// no native run can see it. Zero such a variable by hand at the top of the body instead.
+#[cfg(not(target_arch = "wasm32"))]
+#[test]
+fn no_uninitialized_var_in_loops() {
+    let mut failures = Vec::new();
+    for f16 in [false, true] {
+        for k in all_kernels() {
+            let (src, _) = k.source(f16).unwrap();
+            for decl in loop_local_zero_vars(&src) {
+                failures.push(format!("{k:?} f16={f16}: `{decl}`"));
+            }
+        }
+    }
+    assert!(failures.is_empty(), "loop-local `var`s without initializer:\n{}", failures.join("\n"));
+}
+
+/// The check itself: it finds the declaration in a loop body, however deep, and nowhere else.
+#[cfg(not(target_arch = "wasm32"))]
+#[test]
+fn loop_local_zero_vars_are_found() {
+    let src = "var<workgroup> w: array<f32, 4>;\n\
+               fn f() {\n    var a: f32;\n    for (var i = 0u; i < 4u; i++) {\n        var b = 0.0;\n\
+               if (i > 1u) {\n            var c: array<f32, 4>; // here\n        }\n    }\n\
+               loop {\n        var d: vec4<f32>;\n        break;\n    }\n    var e: f32;\n}\n";
+    assert_eq!(loop_local_zero_vars(src), ["var c: array<f32, 4>", "var d: vec4<f32>"]);
+}
+
+/// The declarations of a `var` with no initializer inside a loop body (for, loop, while) in
+/// WGSL source `src`, as written.
+#[cfg(not(target_arch = "wasm32"))]
+fn loop_local_zero_vars(src: &str) -> Vec<String> {
+    // Per open brace: whether it is a loop body or inside one.
+    let mut in_loop: Vec<bool> = Vec::new();
+    let mut found = Vec::new();
+    let mut stmt = String::new();
+    let mut parens = 0usize;
+    for line in src.lines() {
+        for c in line.split("//").next().unwrap_or("").chars() {
+            match c {
+                '(' | ')' => {
+                    parens = if c == '(' { parens + 1 } else { parens.saturating_sub(1) };
+                    stmt.push(c);
+                }
+                '{' => {
+                    let mut words = stmt.split(|c: char| !c.is_ascii_alphanumeric() && c != '_');
+                    let is_loop = words.any(|w| matches!(w, "for" | "loop" | "while"));
+                    in_loop.push(is_loop || in_loop.last() == Some(&true));
+                    stmt.clear();
+                }
+                '}' => {
+                    in_loop.pop();
+                    stmt.clear();
+                }
+                // A for loop's header holds semicolons of its own.
+                ';' if parens == 0 => {
+                    let s = stmt.trim();
+                    let var = s.strip_prefix("var").is_some_and(|r| r.starts_with([' ', '<']));
+                    if var && !s.contains('=') && in_loop.last() == Some(&true) {
+                        found.push(s.to_string());
+                    }
+                    stmt.clear();
+                }
+                _ => stmt.push(c),
+            }
+        }
+        stmt.push(' ');
+    }
+    found
+}
+
 /// Every kernel variant the executor can ask for (the tests compose and validate each).
 #[cfg(not(target_arch = "wasm32"))]
 fn all_kernels() -> Vec<Kernel> {

@@ -77,10 +77,15 @@ pub fn attention(b: &mut Builder, i: usize) -> Result<()> {
             return Ok(());
         }
     }
-    // Not in the browser yet: in headless Chromium (SwiftShader, Tint) the tiled kernel's
-    // 16-row steps past the first tile come out wrong (tests/ops attention rows=16, pos 53),
-    // while the same 32-key tiles pass natively on lavapipe (f16 and f32) and the H100.
-    if head_dim % 4 == 0 && !cfg!(target_arch = "wasm32") {
+    // In the browser too: it once went wrong there past the first key tile because its
+    // scores were a loop-local `var`, which Chromium's compiler zeroes only once per
+    // invocation, not at every tile (see attention_tiled.wgsl and the
+    // `no_uninitialized_var_in_loops` check of every kernel's source).
+    // Not right on lavapipe past about 6600 keys at head size 128 (11000 at 64): llvmpipe ends
+    // every loop of an invocation once all its loops together have run 65535 iterations
+    // (LP_MAX_TGSI_LOOP_ITERATIONS), and a workgroup walks every key tile. SwiftShader passes
+    // the same steps (tests/ops attention_deep at 8256 and 14000 keys, tried by hand).
+    if head_dim % 4 == 0 {
         if let Some(t) = tiles(head_dim, wg_bytes) {
             let what = KvUse::Attend { q, dst, layer, k_dim: kv_dim };
             let n = (rows * group).div_ceil(t.pairs as usize) * n_kv_heads;

@@ -81,10 +81,15 @@ fn attention_split(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocat
     var acc: array<vec4<f32>, HB>;
     let kb = kvh * p.head_dim / 4u;
 
+    // Scores: invocation lid takes key t0 + lid for every head. Zeroed by hand at every tile
+    // rather than declared in the loop body (Chromium's compiler zeroes a loop-local `var` only
+    // once: see attention_tiled.wgsl).
+    var d: array<f32, HB>;
     for (var t0 = c0; t0 < c1; t0 += WG) {
         let cnt = min(WG, c1 - t0);
-        // Scores: invocation lid takes key t0 + lid for every head.
-        var d: array<f32, HB>;
+        for (var h = 0u; h < HB; h++) {
+            d[h] = 0.0;
+        }
         if (lid < cnt) {
             let row = (t0 + lid) * (p.k_dim / 4u) + kb;
             // Four loads issued before their products.

@@ -63,9 +63,17 @@ fn attention_tiled(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocat
         rl[lid] = 0.0;
     }
     var acc: array<vec4<f32>, {{ACC}}>;
+    // The tile's scores of the invocation's pairs and keys, zeroed by hand at every tile. Not
+    // a `var` without initializer in the loop body: WGSL makes that a fresh zero at each
+    // iteration, but Chromium's compiler (seen in Chromium 156 on SwiftShader) zeroes it once,
+    // so every tile after the first added the previous tiles' scores to its own; naga 30 does
+    // it right (gfx-rs/wgpu#9489), which is why only the browser went wrong.
+    var s: array<f32, {{SN}}>;
 
     for (var k0 = key_lo / BC * BC; k0 < key_hi; k0 += BC) {
-        var s: array<f32, {{SN}}>;
+        for (var k = 0u; k < {{SN}}u; k++) {
+            s[k] = 0.0;
+        }
         for (var c = 0u; c < NCH; c++) {
             let c4 = c * (DC / 4u);
             for (var i = lid; i < BM * DC / 4u; i += WG) {
