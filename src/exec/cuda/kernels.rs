@@ -233,7 +233,7 @@ pub(crate) enum Kernel {
         dims: HeadDims,
         heads: u8,
     },
-    /// `AttentionFlashParams`: prefill attention on the tensor cores (heads of 64 or 128).
+    /// `AttentionFlashParams`: prefill attention on the tensor cores (heads of 64, 128, 256).
     AttentionFlash(HeadDims),
     Argmax,
     QuantizeQ8_0,
@@ -284,6 +284,7 @@ impl Kernel {
             AttentionRows(HeadDims::D256),
             AttentionFlash(HeadDims::D64),
             AttentionFlash(HeadDims::D128),
+            AttentionFlash(HeadDims::D256),
             Argmax,
             QuantizeQ8_0,
             QuantizeQ8K,

@@ -5,9 +5,9 @@
 // h0 + m % gb, where the gb heads (at most 8) share one KV head, so one read of a key or value
 // tile serves them all. Each warp owns 16 M-rows: their queries sit in registers as mma
 // A-fragments (rounded to f16, as ggml converts them for the product with the f16 cache), and
-// their outputs as f32 accumulators. The block walks the keys in tiles of FA_BK, staged in
-// shared memory by cp.async (the value tile loads while the scores are computed, the next key
-// tile while the values are summed). Per tile: S = Q·Kᵀ on the tensor cores (f32 sums),
+// their outputs as f32 accumulators. The block walks the keys in tiles (64 keys; 32 for heads
+// of 256), staged in shared memory by cp.async (the value tile loads while the scores are
+// computed, the next key tile while the values are summed). Per tile: S = Q·Kᵀ on the tensor cores (f32 sums),
 // scaled (and soft-capped), masked (causal, sliding window), an online softmax in f32 (running
 // max and sum per M-row, in the log2 domain), P rounded to f16 and O += P·V on the tensor
 // cores. Tiles that no M-row of the block can see are never visited; tiles that every M-row
@@ -103,10 +103,10 @@ __device__ __forceinline__ void fa_load_tile(u16* tile, const u16* cache, int ro
     fa_cp_commit();
 }
 
-// HD: the head size (64 or 128).
+// HD: the head size (64, 128 or 256).
 template <int HD>
 __device__ __forceinline__ void attention_flash_t(const AttentionFlashParams& p) {
-    constexpr int BK = 64;          // keys a tile
+    constexpr int BK = HD > 128 ? 32 : 64;  // keys a tile (registers: 256-wide rows hold 128 outputs a thread)
     constexpr int STRIDE = HD + 8;  // halves a shared row: 16-byte aligned, ldmatrix without bank conflicts
     constexpr int KS = HD / 16;     // k-steps of Q·Kᵀ
     constexpr int NT = HD / 8;      // n-tiles of the output
@@ -228,10 +228,13 @@ __device__ __forceinline__ void attention_flash_t(const AttentionFlashParams& p)
             pa[n / 2][2 * (n % 2)] = fa_pack(pr[0], pr[1]);
             pa[n / 2][2 * (n % 2) + 1] = fa_pack(pr[2], pr[3]);
         }
+        // Deep in a row the maximum rarely moves: the warp skips the rescale when no row's did.
+        if (__any_sync(0xffffffffu, corr[0] != 1.0f || corr[1] != 1.0f)) {
 #pragma unroll
-        for (int n = 0; n < NT; n++) {
-            o[n][0] *= corr[0], o[n][1] *= corr[0];
-            o[n][2] *= corr[1], o[n][3] *= corr[1];
+            for (int n = 0; n < NT; n++) {
+                o[n][0] *= corr[0], o[n][1] *= corr[0];
+                o[n][2] *= corr[1], o[n][3] *= corr[1];
+            }
         }
         fa_cp_wait();
         __syncthreads();  // the value tile is in; every warp is done with the key tile
@@ -313,3 +316,4 @@ __device__ __forceinline__ void attention_flash_t(const AttentionFlashParams& p)
     }
 ATTENTION_FLASH(64)
 ATTENTION_FLASH(128)
+ATTENTION_FLASH(256)
