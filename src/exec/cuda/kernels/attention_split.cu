@@ -31,6 +31,10 @@ template <int HD, int GB>
 __device__ __forceinline__ void attention_split_t(const AttentionSplitParams& p) {
     constexpr int LPR = HD / 8;     // lanes that read one value row, 8 dimensions each
     constexpr int RPI = 32 / LPR;   // value rows a warp reads at once
+    constexpr int VN = 32 / RPI;    // value loads of a lane for 32 keys
+    // Whether a lane loads its value rows together with the key rows (registers permitting), so
+    // both are in flight at once instead of the values waiting for the softmax.
+    constexpr bool PREFETCH = HD <= 128 && GB * 8 + 4 * VN <= 128;
     __shared__ __align__(16) float qs[GB][HD];
     __shared__ float ps[4][GB][32];
     __shared__ float wm[4][GB], wl[4][GB];
@@ -70,6 +74,14 @@ __device__ __forceinline__ void attention_split_t(const AttentionSplitParams& p)
         // Scores: lane = key, all GB heads from one read of the key row.
         const int j = jt + lane;
         const bool valid = j < j1;
+        uint4 vr[PREFETCH ? VN : 1];
+        if (PREFETCH) {
+#pragma unroll
+            for (int i = 0; i < VN; i++) {
+                const int jv = jt + lane / LPR + i * RPI;
+                vr[i] = jv < j1 ? *(const uint4*)(vb + (long long)jv * p.v_dim) : make_uint4(0, 0, 0, 0);
+            }
+        }
         float sc[GB];
 #pragma unroll
         for (int g = 0; g < GB; g++) sc[g] = 0.0f;
@@ -111,6 +123,23 @@ __device__ __forceinline__ void attention_split_t(const AttentionSplitParams& p)
         }
         __syncwarp();
         // Values: RPI rows at once, LPR lanes a row, 8 dimensions a lane.
+        if (PREFETCH) {
+            // Keys past j1 have probability 0 and value rows of zeros.
+#pragma unroll
+            for (int i = 0; i < VN; i++) {
+                const int jj = lane / LPR + i * RPI;
+                float v[8];
+                unpack8(vr[i], v);
+#pragma unroll
+                for (int g = 0; g < GB; g++) {
+                    const float pg = ps[warp][g][jj];
+#pragma unroll
+                    for (int e = 0; e < 8; e++) o[g][e] = fmaf(pg, v[e], o[g][e]);
+                }
+            }
+            __syncwarp();
+            continue;
+        }
         const int nk = min(32, j1 - jt);
 #pragma unroll 4
         for (int jj = lane / LPR; jj < nk; jj += RPI) {
