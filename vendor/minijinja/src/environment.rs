@@ -82,6 +82,8 @@ pub struct Environment<'source> {
     debug: bool,
     #[cfg(feature = "fuel")]
     fuel: Option<u64>,
+    #[cfg(feature = "fuel")]
+    size_budget: Option<u64>,
     recursion_limit: usize,
 }
 
@@ -133,6 +135,8 @@ impl<'source> Environment<'source> {
             debug: cfg!(debug_assertions),
             #[cfg(feature = "fuel")]
             fuel: None,
+            #[cfg(feature = "fuel")]
+            size_budget: None,
             recursion_limit: MAX_RECURSION,
         }
     }
@@ -156,6 +160,8 @@ impl<'source> Environment<'source> {
             debug: cfg!(debug_assertions),
             #[cfg(feature = "fuel")]
             fuel: None,
+            #[cfg(feature = "fuel")]
+            size_budget: None,
             recursion_limit: MAX_RECURSION,
         }
     }
@@ -619,6 +625,31 @@ impl<'source> Environment<'source> {
     #[cfg_attr(docsrs, doc(cfg(feature = "fuel")))]
     pub fn fuel(&self) -> Option<u64> {
         self.fuel
+    }
+
+    /// Sets the optional size budget of a render, in bytes.
+    ///
+    /// Fuel counts instructions, but one instruction can double a string
+    /// (`{% set s = s ~ s %}`) or a list.  With a size budget every value an
+    /// instruction makes (results of operators, filters, functions and methods,
+    /// list and map literals) and everything written to the output or to a
+    /// captured block is charged by about the length of its string form, and
+    /// the render fails with [`ErrorKind::SizeBudgetExceeded`] once the budget
+    /// is spent.  Operators are charged before they allocate.  Values may also
+    /// nest no deeper than 128 levels while a budget is set.  Filters and
+    /// functions you register are charged for what they return, after they
+    /// return: check sizes in them before they allocate.
+    #[cfg(feature = "fuel")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "fuel")))]
+    pub fn set_size_budget(&mut self, bytes: Option<u64>) {
+        self.size_budget = bytes;
+    }
+
+    /// Returns the configured size budget.
+    #[cfg(feature = "fuel")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "fuel")))]
+    pub fn size_budget(&self) -> Option<u64> {
+        self.size_budget
     }
 
     /// Sets the syntax for the environment.

@@ -133,6 +133,9 @@ pub enum ErrorKind {
     /// Engine ran out of fuel
     #[cfg(feature = "fuel")]
     OutOfFuel,
+    /// The template built more than its size budget allows
+    #[cfg(feature = "fuel")]
+    SizeBudgetExceeded,
     #[cfg(feature = "custom_syntax")]
     /// Error creating aho-corasick delimiters
     InvalidDelimiter,
@@ -166,6 +169,8 @@ impl ErrorKind {
             ErrorKind::CannotDeserialize => "cannot deserialize",
             #[cfg(feature = "fuel")]
             ErrorKind::OutOfFuel => "engine ran out of fuel",
+            #[cfg(feature = "fuel")]
+            ErrorKind::SizeBudgetExceeded => "template exceeded its size budget",
             #[cfg(feature = "custom_syntax")]
             ErrorKind::InvalidDelimiter => "invalid custom delimiters",
             #[cfg(feature = "multi_template")]

@@ -182,7 +182,9 @@ mod builtins {
     use super::*;
 
     use crate::error::ErrorKind;
-    use crate::format_utils::{format_filter, format_printf_with, FormatConversion, FormatStyle};
+    use crate::format_utils::{
+        format_filter_bounded, format_printf_with, FormatConversion, FormatStyle,
+    };
     use crate::utils::{safe_sort, splitn_whitespace};
     use crate::value::merge_object::{MergeDict, MergeSeq};
     use crate::value::ops::{self, as_f64, LenIterWrap};
@@ -275,6 +277,7 @@ mod builtins {
     ) -> Result<Value, Error> {
         let safety_aware = !matches!(state.auto_escape(), AutoEscape::None)
             && (value.is_safe() || from.is_safe() || to.is_safe());
+        ok!(state.check_size(replaced_len(value.as_str(), from.as_str(), to.as_str())));
 
         if safety_aware {
             let output = value
@@ -286,6 +289,22 @@ mod builtins {
                 value.as_str().replace(from.as_str(), to.as_str()),
             ))
         }
+    }
+
+    /// The length of `value` with every `from` replaced by `to`, counted before
+    /// replacing (an empty `from` matches between every two characters).
+    fn replaced_len(value: &str, from: &str, to: &str) -> usize {
+        if to.len() <= from.len() {
+            return value.len();
+        }
+        let matches = if from.is_empty() {
+            value.chars().count() + 1
+        } else {
+            value.matches(from).count()
+        };
+        value
+            .len()
+            .saturating_add(matches.saturating_mul(to.len() - from.len()))
     }
 
     /// Returns the "length" of the value
@@ -502,6 +521,20 @@ mod builtins {
         }
 
         let joiner_str = joiner.as_ref().map(StringInput::as_str).unwrap_or_default();
+        if state.size_left() != usize::MAX {
+            // every item may be the same large string: size the result first
+            let mut size = 0usize;
+            for item in value.try_iter().into_iter().flatten() {
+                let item_size = match item.as_str() {
+                    Some(s) => s.len(),
+                    None => ok!(state.value_size(&item)),
+                };
+                size = size
+                    .saturating_add(item_size)
+                    .saturating_add(joiner_str.len());
+                ok!(state.check_size(size));
+            }
+        }
         let iter = ok!(value.try_iter().map_err(|err| {
             Error::new(
                 ErrorKind::InvalidOperation,
@@ -1023,6 +1056,8 @@ mod builtins {
         if count == 0 {
             return Err(Error::new(ErrorKind::InvalidOperation, "count cannot be 0"));
         }
+        // `count` lists, each padded with `fill_with`: two items a list at least
+        ok!(state.check_size(count.saturating_mul(16)));
         let items = ok!(state.undefined_behavior().try_iter(value)).collect::<Vec<_>>();
         let len = items.len();
         let items_per_slice = len / count;
@@ -1080,6 +1115,8 @@ mod builtins {
         if count == 0 {
             return Err(Error::new(ErrorKind::InvalidOperation, "count cannot be 0"));
         }
+        // a batch is allocated for `count` items (and padded to them)
+        ok!(state.check_size(count.saturating_mul(8)));
         let mut rv = Vec::with_capacity(value.len().unwrap_or(0) / count);
         let mut tmp = Vec::with_capacity(count);
 
@@ -1200,6 +1237,7 @@ mod builtins {
     /// ```
     #[cfg_attr(docsrs, doc(cfg(all(feature = "builtins"))))]
     pub fn indent(
+        state: &State,
         value: StringInput<'_>,
         width: Option<usize>,
         indent_first_line: Option<bool>,
@@ -1231,6 +1269,12 @@ mod builtins {
         ok!(kwargs.assert_all_used());
 
         let input = strip_trailing_newline(value.as_str());
+        let lines = input.bytes().filter(|&b| b == b'\n').count() + 1;
+        ok!(state.check_size(
+            lines
+                .saturating_mul(width.saturating_add(1))
+                .saturating_add(input.len())
+        ));
         let indent_with = " ".repeat(width);
         let mut output = String::new();
         let mut iterator = input.split('\n');
@@ -1850,6 +1894,7 @@ mod builtins {
             let output = ok!(format_printf_with(
                 string,
                 &format_args,
+                state.size_left(),
                 |value, conversion| {
                     if conversion == FormatConversion::Character {
                         return Err(Error::new(
@@ -1872,7 +1917,8 @@ mod builtins {
             ));
             Ok(Value::from_safe_string(output))
         } else {
-            format_filter(FormatStyle::Printf, string, &format_args).map(Value::from)
+            format_filter_bounded(FormatStyle::Printf, string, &format_args, state.size_left())
+                .map(Value::from)
         }
     }
 }

@@ -39,18 +39,45 @@ pub fn format_filter(
     format_str: &str,
     args: &[Value],
 ) -> Result<String, Error> {
+    format_filter_bounded(style, format_str, args, usize::MAX)
+}
+
+/// Like [`format_filter`], but fails with [`ErrorKind::SizeBudgetExceeded`]
+/// once the output grows past `max_len` bytes (a field can repeat an argument
+/// any number of times, so the output is not bounded by the input).
+pub fn format_filter_bounded(
+    style: FormatStyle,
+    format_str: &str,
+    args: &[Value],
+    max_len: usize,
+) -> Result<String, Error> {
     match style {
-        FormatStyle::Printf => printf_style::format(format_str, args),
-        FormatStyle::StrFormat => str_format_style::format(format_str, args),
+        FormatStyle::Printf => printf_style::format(format_str, args, max_len),
+        FormatStyle::StrFormat => str_format_style::format(format_str, args, max_len),
     }
 }
 
 pub(crate) fn format_printf_with(
     format_str: &str,
     args: &[Value],
+    max_len: usize,
     transform: impl Fn(&Value, FormatConversion) -> Result<Option<Value>, Error>,
 ) -> Result<String, Error> {
-    printf_style::format_with(format_str, args, &transform)
+    printf_style::format_with(format_str, args, max_len, &transform)
+}
+
+fn check_len(result: &str, max_len: usize) -> Result<(), Error> {
+    if result.len() > max_len {
+        #[cfg(feature = "fuel")]
+        let kind = ErrorKind::SizeBudgetExceeded;
+        #[cfg(not(feature = "fuel"))]
+        let kind = ErrorKind::InvalidOperation;
+        return Err(Error::new(
+            kind,
+            format!("formatted string is longer than {max_len} bytes"),
+        ));
+    }
+    Ok(())
 }
 
 // Token produced by the format string parser
@@ -950,9 +977,22 @@ fn parse_number(cursor: &mut Cursor) -> Result<Option<usize>, Error> {
             )
             .with_source(e)
         }));
+        if num > MAX_FORMAT_NUMBER {
+            return Err(Error::new(
+                ErrorKind::InvalidOperation,
+                format!(
+                    "number in the format string at offset {} is above {MAX_FORMAT_NUMBER}",
+                    cursor.position()
+                ),
+            ));
+        }
         Ok(Some(num))
     }
 }
+
+/// The largest width, precision or argument index a format string may name: each
+/// pads or expands the output by that many characters in one step.
+const MAX_FORMAT_NUMBER: usize = 65_536;
 
 fn parse_type(cursor: &mut Cursor, style: FormatStyle) -> Result<Type, Error> {
     let t = match cursor.rest_bytes().get(0) {
@@ -1142,13 +1182,18 @@ mod printf_style {
     // Do printf-style formatting. Parse the format string and apply values from args
     // to the fields found in the string, by formatting the value according to the
     // spec found in the field.
-    pub(super) fn format(format_str: &str, args: &[Value]) -> Result<String, Error> {
-        format_with(format_str, args, &|_, _| Ok(None))
+    pub(super) fn format(
+        format_str: &str,
+        args: &[Value],
+        max_len: usize,
+    ) -> Result<String, Error> {
+        format_with(format_str, args, max_len, &|_, _| Ok(None))
     }
 
     pub(super) fn format_with(
         format_str: &str,
         args: &[Value],
+        max_len: usize,
         transform: &impl Fn(&Value, FormatConversion) -> Result<Option<Value>, Error>,
     ) -> Result<String, Error> {
         let mut input = Tokenizer::new(format_str, FormatStyle::Printf);
@@ -1210,6 +1255,7 @@ mod printf_style {
                     ));
                 }
             }
+            ok!(check_len(&result, max_len));
         }
         Ok(result)
     }
@@ -1515,7 +1561,11 @@ mod str_format_style {
     // Do str.format style formatting. Parse the format string and apply values from
     // args to the fields found in the string, by formatting the value according to
     // the spec found in the field.
-    pub(super) fn format(format_str: &str, args: &[Value]) -> Result<String, Error> {
+    pub(super) fn format(
+        format_str: &str,
+        args: &[Value],
+        max_len: usize,
+    ) -> Result<String, Error> {
         let mut input = Tokenizer::new(format_str, FormatStyle::StrFormat);
         let mut result = String::new();
 
@@ -1599,6 +1649,7 @@ mod str_format_style {
                     result.push_str(&ok!(format_spec.format(&arg)));
                 }
             }
+            ok!(check_len(&result, max_len));
         }
         Ok(result)
     }

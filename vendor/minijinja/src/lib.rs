@@ -242,7 +242,7 @@ pub use self::template::{Captured, Template};
 pub use self::utils::{AutoEscape, HtmlEscape, UndefinedBehavior};
 
 #[cfg(feature = "builtins")]
-pub use self::format_utils::{format_filter, FormatStyle};
+pub use self::format_utils::{format_filter, format_filter_bounded, FormatStyle};
 
 /// Re-export for convenience.
 pub use self::value::Value;

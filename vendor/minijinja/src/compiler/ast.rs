@@ -4,7 +4,7 @@ use std::ops::Deref;
 use std::fmt;
 
 use crate::compiler::tokens::Span;
-use crate::value::{ops, value_map_with_capacity, Value};
+use crate::value::{ops, value_map_with_capacity, Value, ValueKind};
 
 /// Container for nodes with location info.
 ///
@@ -238,7 +238,36 @@ impl Expr<'_> {
     }
 }
 
+/// Constant folding runs when a template is compiled, outside any size budget:
+/// only fold strings and lists that stay this small (`'x' * 100000000` and
+/// `a ~ a` nested are left to the render, where the budget applies).
+const MAX_FOLDED_LEN: usize = 1024;
+
+fn folded_len(v: &Value) -> usize {
+    v.as_str()
+        .map(str::len)
+        .or_else(|| v.len().map(|n| n.saturating_mul(8)))
+        .unwrap_or(8)
+}
+
 fn eval_binop(op: BinOpKind, left: &Value, right: &Value) -> Option<Value> {
+    let big = match op {
+        BinOpKind::Add | BinOpKind::Concat => {
+            folded_len(left).saturating_add(folded_len(right)) > MAX_FOLDED_LEN
+        }
+        BinOpKind::Mul => {
+            let count = |v: &Value| match v.kind() {
+                ValueKind::Number => v.as_usize().unwrap_or(0),
+                _ => 1,
+            };
+            folded_len(left).saturating_mul(count(right)) > MAX_FOLDED_LEN
+                || folded_len(right).saturating_mul(count(left)) > MAX_FOLDED_LEN
+        }
+        _ => false,
+    };
+    if big {
+        return None;
+    }
     match op {
         BinOpKind::Add => ops::add(left, right).ok(),
         BinOpKind::Sub => ops::sub(left, right).ok(),

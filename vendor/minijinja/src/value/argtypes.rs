@@ -251,6 +251,7 @@ tuple_impls! { A *B }
 tuple_impls! { A B *C }
 tuple_impls! { A B C *D }
 tuple_impls! { A B C D *E }
+tuple_impls! { A B C D E *F }
 
 impl From<ValueRepr> for Value {
     #[inline(always)]

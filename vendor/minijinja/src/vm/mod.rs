@@ -149,6 +149,8 @@ impl<'env> Vm<'env> {
                 closure_tracker: state.closure_tracker.clone(),
                 #[cfg(feature = "fuel")]
                 fuel_tracker: state.fuel_tracker.clone(),
+                #[cfg(feature = "fuel")]
+                size_tracker: state.size_tracker.clone(),
             },
             out,
             Stack::from(args),
@@ -276,10 +278,54 @@ impl<'env> Vm<'env> {
                 }};
             }
 
+            // with a size budget: charges what an instruction is about to
+            // build (`charge!(bytes)`), or the value it just left on the stack
+            // (`charge!()`).
+            macro_rules! charge {
+                () => {
+                    #[cfg(feature = "fuel")]
+                    if let Some(ref tracker) = state.size_tracker {
+                        ctx_ok!(tracker.charge_value(stack.peek()));
+                    }
+                };
+                ($bytes:expr) => {
+                    #[cfg(feature = "fuel")]
+                    if let Some(ref tracker) = state.size_tracker {
+                        ctx_ok!(tracker.charge($bytes));
+                    }
+                };
+            }
+
+            // a binary operator that builds a value (`+`, `*`): charged
+            // before it runs.
+            macro_rules! sized_binop {
+                ($method:ident) => {{
+                    b = stack.pop();
+                    a = stack.pop();
+                    #[cfg(feature = "fuel")]
+                    if let Some(ref tracker) = state.size_tracker {
+                        let size = ctx_ok!(fuel::size_of_binop(tracker, stringify!($method), &a, &b));
+                        ctx_ok!(tracker.charge(size));
+                    }
+                    stack.push(ctx_ok!(ops::$method(&a, &b)));
+                }};
+            }
+
+            // with fuel: charges the work of reading these values whole.
+            macro_rules! charge_work {
+                ($values:expr) => {
+                    #[cfg(feature = "fuel")]
+                    if let Some(ref tracker) = state.fuel_tracker {
+                        ctx_ok!(tracker.track_work($values));
+                    }
+                };
+            }
+
             macro_rules! op_binop {
                 ($op:tt) => {{
                     b = stack.pop();
                     a = stack.pop();
+                    charge_work!(&[a.clone(), b.clone()]);
                     ctx_ok!(undefined_behavior.assert_value_not_undefined(&a));
                     ctx_ok!(undefined_behavior.assert_value_not_undefined(&b));
                     stack.push(Value::from(a $op b));
@@ -328,11 +374,13 @@ impl<'env> Vm<'env> {
                     stack.push(b);
                 }
                 Instruction::EmitRaw(val) => {
+                    charge!(val.len());
                     // this only produces a format error, no need to attach
                     // location information.
                     ok!(out.write_str(val).map_err(Error::from));
                 }
                 Instruction::Emit => {
+                    charge!();
                     let value = stack.pop();
                     if self.env.is_default_formatter() {
                         if strict_undefined
@@ -406,7 +454,8 @@ impl<'env> Vm<'env> {
                         let value = stack.pop();
                         map.insert(key, value);
                     }
-                    stack.push(Value::from_object(map))
+                    stack.push(Value::from_object(map));
+                    charge!();
                 }
                 Instruction::BuildKwargs(pair_count) => {
                     let mut map = value_map_with_capacity(*pair_count);
@@ -430,7 +479,8 @@ impl<'env> Vm<'env> {
                         v.push(stack.pop());
                     }
                     v.reverse();
-                    stack.push(Value::from_object(v))
+                    stack.push(Value::from_object(v));
+                    charge!();
                 }
                 Instruction::UnpackList(count) => {
                     ctx_ok!(self.unpack_list(&mut stack, *count));
@@ -446,9 +496,9 @@ impl<'env> Vm<'env> {
                     }
                     stack.push(Value::from(len));
                 }
-                Instruction::Add => func_binop!(add),
+                Instruction::Add => sized_binop!(add),
                 Instruction::Sub => func_binop!(sub),
-                Instruction::Mul => func_binop!(mul),
+                Instruction::Mul => sized_binop!(mul),
                 Instruction::Div => func_binop!(div),
                 Instruction::IntDiv => func_binop!(int_div),
                 Instruction::Rem => func_binop!(rem),
@@ -468,6 +518,11 @@ impl<'env> Vm<'env> {
                     b = stack.pop();
                     ctx_ok!(undefined_behavior.assert_value_not_undefined(&b));
                     ctx_ok!(undefined_behavior.assert_value_not_undefined(&a));
+                    #[cfg(feature = "fuel")]
+                    if let Some(ref tracker) = state.size_tracker {
+                        let size = ctx_ok!(fuel::size_of_binop(tracker, "add", &b, &a));
+                        ctx_ok!(tracker.charge(size));
+                    }
                     stack.push(ops::string_concat(b, &a));
                 }
                 Instruction::In => {
@@ -477,6 +532,7 @@ impl<'env> Vm<'env> {
                     // we are in strict mode.
                     ctx_ok!(state.undefined_behavior().assert_iterable(&a));
                     ctx_ok!(state.undefined_behavior().assert_value_not_undefined(&b));
+                    charge_work!(&[a.clone(), b.clone()]);
                     stack.push(ctx_ok!(ops::contains(&a, &b)));
                 }
                 Instruction::CompareAndPreserve(op) => {
@@ -627,9 +683,11 @@ impl<'env> Vm<'env> {
                         }));
                     let args = stack.get_call_args(*arg_count);
                     let arg_count = args.len();
+                    charge_work!(args);
                     a = ctx_ok!(filter.call(state, args));
                     stack.drop_top(arg_count);
                     stack.push(a);
+                    charge!();
                 }
                 Instruction::PerformTest(name, arg_count, local_id) => {
                     let normalized_name = normalize_filter_test_name(name);
@@ -650,6 +708,7 @@ impl<'env> Vm<'env> {
                 }
                 Instruction::CallFunction(name, arg_count) => {
                     let args = stack.get_call_args(*arg_count);
+                    charge_work!(args);
                     // super is a special function reserved for super-ing into blocks.
                     let rv = if *name == "super" {
                         if !args.is_empty() {
@@ -683,13 +742,16 @@ impl<'env> Vm<'env> {
                     let arg_count = args.len();
                     stack.drop_top(arg_count);
                     stack.push(rv);
+                    charge!();
                 }
                 Instruction::CallMethod(name, arg_count) => {
                     let args = stack.get_call_args(*arg_count);
                     let arg_count = args.len();
+                    charge_work!(args);
                     a = ctx_ok!(args[0].call_method(state, name, &args[1..]));
                     stack.drop_top(arg_count);
                     stack.push(a);
+                    charge!();
                 }
                 Instruction::CallObject(arg_count) => {
                     let args = stack.get_call_args(*arg_count);
@@ -697,6 +759,7 @@ impl<'env> Vm<'env> {
                     a = ctx_ok!(args[0].call(state, &args[1..]));
                     stack.drop_top(arg_count);
                     stack.push(a);
+                    charge!();
                 }
                 Instruction::DupTop => {
                     stack.push(stack.peek().clone());

@@ -14,7 +14,7 @@ use crate::value::{ArgType, Object, Value};
 use crate::vm::context::Context;
 
 #[cfg(feature = "fuel")]
-use crate::vm::fuel::FuelTracker;
+use crate::vm::fuel::{FuelTracker, SizeTracker};
 
 /// When macros are used, the state carries an `id` counter.  Whenever a state is
 /// created, the counter is incremented.  This exists because macros can keep a reference
@@ -58,6 +58,8 @@ pub struct State<'template, 'env> {
     pub(crate) closure_tracker: std::sync::Arc<crate::vm::closure_object::ClosureTracker>,
     #[cfg(feature = "fuel")]
     pub(crate) fuel_tracker: Option<std::sync::Arc<FuelTracker>>,
+    #[cfg(feature = "fuel")]
+    pub(crate) size_tracker: Option<std::sync::Arc<SizeTracker>>,
 }
 
 impl fmt::Debug for State<'_, '_> {
@@ -95,6 +97,8 @@ impl<'template, 'env> State<'template, 'env> {
             closure_tracker: Default::default(),
             #[cfg(feature = "fuel")]
             fuel_tracker: ctx.env().fuel().map(FuelTracker::new),
+            #[cfg(feature = "fuel")]
+            size_tracker: ctx.env().size_budget().map(SizeTracker::new),
             ctx,
         }
     }
@@ -325,6 +329,54 @@ impl<'template, 'env> State<'template, 'env> {
         self.fuel_tracker
             .as_ref()
             .map(|x| (x.consumed(), x.remaining()))
+    }
+
+    /// Returns the size budget's levels in bytes: `Some((consumed, remaining))`
+    /// when a size budget is set (see
+    /// [`Environment::set_size_budget`](crate::Environment::set_size_budget)).
+    #[cfg(feature = "fuel")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "fuel")))]
+    pub fn size_levels(&self) -> Option<(u64, u64)> {
+        self.size_tracker
+            .as_ref()
+            .map(|x| (x.consumed(), x.remaining()))
+    }
+
+    /// The bytes left in the size budget (`usize::MAX` without one).  Filters
+    /// that can build much more than their input check this before they build.
+    pub(crate) fn size_left(&self) -> usize {
+        #[cfg(feature = "fuel")]
+        if let Some(ref tracker) = self.size_tracker {
+            return tracker.remaining().min(usize::MAX as u64) as usize;
+        }
+        usize::MAX
+    }
+
+    /// About the length of `value`'s string form, as the size budget counts it
+    /// (counted no further than the budget left; 0 without a budget).
+    pub(crate) fn value_size(&self, value: &Value) -> Result<usize, Error> {
+        #[cfg(feature = "fuel")]
+        if let Some(ref tracker) = self.size_tracker {
+            return tracker.measure(value);
+        }
+        let _ = value;
+        Ok(0)
+    }
+
+    /// Fails if `bytes` would not fit in what is left of the size budget.
+    pub(crate) fn check_size(&self, bytes: usize) -> Result<(), Error> {
+        #[cfg(feature = "fuel")]
+        if bytes > self.size_left() {
+            return Err(Error::new(
+                ErrorKind::SizeBudgetExceeded,
+                format!(
+                    "the template would build {bytes} bytes with {} left",
+                    self.size_left()
+                ),
+            ));
+        }
+        let _ = bytes;
+        Ok(())
     }
 
     /// Looks up a temp and returns it.
