@@ -239,3 +239,17 @@ fn constant_folding_builds_nothing_large_at_compile_time() {
     assert!(err.to_string().contains(SIZE), "{err}");
     assert!(t0.elapsed() < Duration::from_secs(5));
 }
+
+#[test]
+fn a_namespace_cannot_hold_itself() {
+    // Found by fuzzing: `ns.x = ns` made a reference cycle that leaked at every render (and
+    // printing it would recurse without end).
+    assert_stopped("{% set ns = namespace(x=0) %}{% set ns.x = ns %}{{ ns }}", "cannot hold itself");
+    assert_stopped(
+        "{% set a = namespace(x=0) %}{% set b = namespace(x=[a]) %}{% set a.x = {'k': [b]} %}",
+        "cannot hold itself",
+    );
+    let tmpl = ChatTemplate::new("{% set ns = namespace(n=0, l=[]) %}{% for m in messages %}{% set ns.n = ns.n + 1 %}{% set ns.l = ns.l + [m] %}{% endfor %}{{ ns.n }} {{ ns.l|length }}", "", "").unwrap();
+    let msgs = [ChatMessage::new("user", "a"), ChatMessage::new("assistant", "b")];
+    assert_eq!(tmpl.render(&msgs, false).unwrap(), "2 2");
+}

@@ -12,7 +12,7 @@ use crate::environment::Environment;
 use crate::error::{Error, ErrorKind};
 use crate::output::{CaptureMode, Output};
 use crate::utils::{untrusted_size_hint, write_escaped, AutoEscape, UndefinedBehavior};
-use crate::value::namespace_object::Namespace;
+use crate::value::namespace_object::{self, Namespace};
 use crate::value::{
     ops, value_map_with_capacity, Kwargs, ObjectRepr, UndefinedType, Value, ValueMap, ValueRepr,
 };
@@ -417,6 +417,12 @@ impl<'env> Vm<'env> {
                     b = stack.pop();
                     a = stack.pop();
                     if let Some(ns) = b.downcast_object_ref::<Namespace>() {
+                        // a namespace that holds itself (`ns.x = ns`, `ns.x = [ns]`) is a
+                        // reference cycle: it would never be freed, and printing it would
+                        // never end.
+                        if let Some(target) = b.as_object() {
+                            ctx_ok!(namespace_object::refuse_cycle(target, &a));
+                        }
                         ns.set_value(name, a);
                     } else {
                         bail!(Error::new(
