@@ -9,6 +9,11 @@
 //! (`.strip()`, `.startswith()`, `.split()`, `.items()`, ...) from `minijinja-contrib`'s pycompat.
 //! The render context is `messages`, `add_generation_prompt`, `bos_token`, `eos_token`, and
 //! `tools` / `documents` set to `none`, as transformers passes them when there are none.
+//!
+//! A template comes from the file, so it is untrusted code: every render runs with
+//! [`RenderLimits`] scaled to the conversation, fuel (instructions, and the bytes they read)
+//! and a size budget (the bytes the template builds and writes, through the size budget that
+//! vendor/minijinja adds), and fails with [`Error::Template`] naming the limit it hit.
 
 mod pyjson;
 mod strftime;
@@ -17,7 +22,7 @@ use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::Arc;
 
 use minijinja::value::{Enumerator, Kwargs, Object, Rest, Value};
-use minijinja::{AutoEscape, Environment, ErrorKind};
+use minijinja::{AutoEscape, Environment, ErrorKind, State};
 
 use crate::gguf::Metadata;
 use crate::{Error, Result};
@@ -37,6 +42,19 @@ const RECURSION_LIMIT: usize = 100;
 
 /// Name under which the template is compiled (shows in error messages).
 const NAME: &str = "chat_template";
+
+/// Fuel every render gets whatever the conversation: template instructions (one each), plus one
+/// per KiB a comparison, filter, function or method reads.
+pub const BASE_FUEL: u64 = 1_000_000;
+/// Fuel per message and per KiB of message text, on top of [`BASE_FUEL`].
+pub const FUEL_PER_MESSAGE: u64 = 5_000;
+/// Bytes every render may build whatever the conversation (strings, lists, output).
+pub const BASE_BYTES: u64 = 16 << 20;
+/// Bytes a render may build per byte of message text, on top of [`BASE_BYTES`].
+pub const BYTES_PER_INPUT_BYTE: u64 = 64;
+
+/// The longest string `tojson` accepts as `indent` (a number is clamped to this many spaces).
+const MAX_JSON_INDENT: usize = 64;
 
 /// One turn of a conversation.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -73,6 +91,33 @@ impl Object for MessageValue {
     }
 }
 
+/// What one render of a chat template may spend. Real templates use a small part of it
+/// (tests/chat_templates.rs measures them); a template past a limit fails with
+/// [`Error::Template`] naming it, within bounded time and memory.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RenderLimits {
+    /// minijinja fuel: one unit per instruction, plus one per 256 bytes that a comparison, `in`, a
+    /// filter, function or method reads.
+    pub fuel: u64,
+    /// Bytes the template may build in all: every string, list and map it makes (charged by
+    /// about the length of its string form) and everything it writes to the output or a
+    /// captured block. Memory stays within a small multiple of this.
+    pub bytes: u64,
+}
+
+impl RenderLimits {
+    /// wick's default for `messages`: [`BASE_FUEL`] plus [`FUEL_PER_MESSAGE`] per message and
+    /// per KiB of text; [`BASE_BYTES`] plus [`BYTES_PER_INPUT_BYTE`] per byte of text.
+    pub fn for_conversation(messages: &[ChatMessage]) -> RenderLimits {
+        let text: u64 = messages.iter().map(|m| (m.role.len() + m.content.len()) as u64).sum();
+        let units = messages.len() as u64 + text / 1024;
+        RenderLimits {
+            fuel: BASE_FUEL.saturating_add(FUEL_PER_MESSAGE.saturating_mul(units)),
+            bytes: BASE_BYTES.saturating_add(BYTES_PER_INPUT_BYTE.saturating_mul(text)),
+        }
+    }
+}
+
 /// A compiled chat template with its special-token texts.
 #[derive(Debug)]
 pub struct ChatTemplate {
@@ -104,7 +149,7 @@ impl ChatTemplate {
         // could exhaust the 1 MiB stack of a wasm32 build before minijinja reports an error.
         env.set_recursion_limit(RECURSION_LIMIT);
         env.set_auto_escape_callback(|_| AutoEscape::None);
-        env.set_unknown_method_callback(minijinja_contrib::pycompat::unknown_method_callback);
+        env.set_unknown_method_callback(bounded_method);
         env.add_function("raise_exception", raise_exception);
         let now_fn = Arc::clone(&now);
         env.add_function("strftime_now", move |fmt: &str| -> std::result::Result<String, minijinja::Error> {
@@ -125,8 +170,25 @@ impl ChatTemplate {
 
     /// Render the conversation. With `add_generation_prompt` the template appends the start of
     /// an assistant turn. A template that calls `raise_exception` gives [`Error::Template`].
+    /// The render runs within [`RenderLimits::for_conversation`].
     pub fn render(&self, messages: &[ChatMessage], add_generation_prompt: bool) -> Result<String> {
-        let tmpl = self.env.get_template(NAME).map_err(|e| Error::Template(describe(&e)))?;
+        self.render_with_limits(messages, add_generation_prompt, RenderLimits::for_conversation(messages))
+    }
+
+    /// [`ChatTemplate::render`] within the given limits; a template that passes one gets
+    /// [`Error::Template`] saying which.
+    pub fn render_with_limits(
+        &self,
+        messages: &[ChatMessage],
+        add_generation_prompt: bool,
+        limits: RenderLimits,
+    ) -> Result<String> {
+        // minijinja reads the limits from the environment when a render starts; a clone shares
+        // the compiled template.
+        let mut env = self.env.clone();
+        env.set_fuel(Some(limits.fuel));
+        env.set_size_budget(Some(limits.bytes));
+        let tmpl = env.get_template(NAME).map_err(|e| Error::Template(describe(&e)))?;
         let msgs: Vec<Value> = messages.iter().map(|m| Value::from_object(MessageValue(m.clone()))).collect();
         let ctx = minijinja::context! {
             messages => msgs,
@@ -136,7 +198,22 @@ impl ChatTemplate {
             tools => (),
             documents => (),
         };
-        tmpl.render(ctx).map_err(|e| Error::Template(describe(&e)))
+        tmpl.render(ctx).map_err(|e| {
+            Error::Template(match e.kind() {
+                ErrorKind::OutOfFuel => format!(
+                    "the template ran out of fuel ({} units for this conversation: instructions, and \
+                     one per 256 bytes read): {}",
+                    limits.fuel,
+                    describe(&e)
+                ),
+                ErrorKind::SizeBudgetExceeded => format!(
+                    "the template exceeded its size budget ({} bytes for this conversation): {}",
+                    limits.bytes,
+                    describe(&e)
+                ),
+                _ => describe(&e),
+            })
+        })
     }
 }
 
@@ -159,19 +236,30 @@ fn raise_exception(msg: String) -> std::result::Result<Value, minijinja::Error> 
 
 /// transformers' `tojson`: `json.dumps(x, ensure_ascii=False, indent=None, separators=None,
 /// sort_keys=False)`, with the same keyword arguments (`indent` also positional, as jinja2's own).
-fn tojson(value: &Value, args: Rest<Value>, kwargs: Kwargs) -> std::result::Result<Value, minijinja::Error> {
-    let mut opts = pyjson::Options::default();
+fn tojson(
+    state: &State,
+    value: &Value,
+    args: Rest<Value>,
+    kwargs: Kwargs,
+) -> std::result::Result<Value, minijinja::Error> {
+    let mut opts = pyjson::Options { max_len: size_left(state), ..Default::default() };
     let indent: Option<Value> = match args.first() {
         Some(v) => Some(v.clone()),
         None => kwargs.get("indent")?,
     };
     if let Some(ind) = indent.filter(|v| !v.is_none() && !v.is_undefined()) {
         opts.indent = Some(match ind.as_str() {
+            Some(s) if s.len() > MAX_JSON_INDENT => {
+                return Err(minijinja::Error::new(
+                    ErrorKind::InvalidOperation,
+                    format!("tojson: an indent longer than {MAX_JSON_INDENT} characters"),
+                ))
+            }
             Some(s) => s.to_string(),
             None => {
                 let n = i64::try_from(ind.clone())
                     .map_err(|_| minijinja::Error::new(ErrorKind::InvalidOperation, "tojson: bad indent"))?;
-                " ".repeat(n.clamp(0, 64) as usize)
+                " ".repeat(n.clamp(0, MAX_JSON_INDENT as i64) as usize)
             }
         });
     }
@@ -200,6 +288,69 @@ fn tojson(value: &Value, args: Rest<Value>, kwargs: Kwargs) -> std::result::Resu
     let mut out = String::new();
     pyjson::write(&mut out, value, &opts, 0)?;
     Ok(Value::from_safe_string(out))
+}
+
+/// The bytes left in the render's size budget.
+fn size_left(state: &State) -> usize {
+    state.size_levels().map_or(usize::MAX, |(_, left)| usize::try_from(left).unwrap_or(usize::MAX))
+}
+
+fn too_big(what: &str, bytes: usize, left: usize) -> minijinja::Error {
+    minijinja::Error::new(
+        ErrorKind::SizeBudgetExceeded,
+        format!("{what} would build {bytes} bytes with {left} left"),
+    )
+}
+
+/// Python's string methods from pycompat, with the ones that can build far more than their
+/// input (`replace`, `join`, `format`) sized against the budget before they run.
+fn bounded_method(
+    state: &State,
+    value: &Value,
+    method: &str,
+    args: &[Value],
+) -> std::result::Result<Value, minijinja::Error> {
+    if let Some(s) = value.as_str() {
+        let left = size_left(state);
+        match method {
+            "replace" => {
+                if let (Some(from), Some(to)) =
+                    (args.first().and_then(|v| v.as_str()), args.get(1).and_then(|v| v.as_str()))
+                {
+                    let bytes = replaced_len(s, from, to);
+                    if bytes > left {
+                        return Err(too_big("str.replace", bytes, left));
+                    }
+                }
+            }
+            "join" => {
+                let mut bytes = 0usize;
+                for item in args.first().into_iter().flat_map(|v| v.try_iter().into_iter().flatten()) {
+                    let n = item.as_str().map_or(16, str::len);
+                    bytes = bytes.saturating_add(n).saturating_add(s.len());
+                    if bytes > left {
+                        return Err(too_big("str.join", bytes, left));
+                    }
+                }
+            }
+            "format" => {
+                return minijinja::format_filter_bounded(minijinja::FormatStyle::StrFormat, s, args, left)
+                    .map(Value::from)
+            }
+            _ => {}
+        }
+    }
+    minijinja_contrib::pycompat::unknown_method_callback(state, value, method, args)
+}
+
+/// The length of `s` with every `from` replaced by `to` (an empty `from` matches between
+/// every two characters, as in Python).
+fn replaced_len(s: &str, from: &str, to: &str) -> usize {
+    if to.len() <= from.len() {
+        return s.len();
+    }
+    let matches = if from.is_empty() { s.chars().count() + 1 } else { s.matches(from).count() };
+    s.len().saturating_add(matches.saturating_mul(to.len() - from.len()))
 }
 
 /// Unix seconds for `strftime_now`.

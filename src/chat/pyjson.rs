@@ -11,9 +11,12 @@ use minijinja::{Error, ErrorKind};
 /// the cap keeps the stack bounded anyway).
 const MAX_DEPTH: usize = 128;
 
-/// The keyword arguments of `json.dumps` that templates use.
-#[derive(Debug, Clone, Default)]
+/// The keyword arguments of `json.dumps` that templates use, and a bound on the output.
+#[derive(Debug, Clone)]
 pub(super) struct Options {
+    /// The output may grow to about this many bytes (the render's size budget left): a list
+    /// that holds one large value many times would otherwise print it many times over.
+    pub max_len: usize,
     /// `indent`, already turned into the string repeated per level.
     pub indent: Option<String>,
     /// `ensure_ascii`: escape everything outside ASCII as `\uXXXX`.
@@ -24,6 +27,12 @@ pub(super) struct Options {
     pub separators: Option<(String, String)>,
 }
 
+impl Default for Options {
+    fn default() -> Options {
+        Options { max_len: usize::MAX, indent: None, ensure_ascii: false, sort_keys: false, separators: None }
+    }
+}
+
 fn err(msg: impl Into<String>) -> Error {
     Error::new(ErrorKind::InvalidOperation, format!("tojson: {}", msg.into()))
 }
@@ -32,6 +41,12 @@ fn err(msg: impl Into<String>) -> Error {
 pub(super) fn write(out: &mut String, v: &Value, o: &Options, level: usize) -> Result<(), Error> {
     if level > MAX_DEPTH {
         return Err(err("value nested too deeply"));
+    }
+    if out.len() > o.max_len {
+        return Err(Error::new(
+            ErrorKind::SizeBudgetExceeded,
+            format!("tojson: the output is longer than the {} bytes left", o.max_len),
+        ));
     }
     match v.kind() {
         ValueKind::None => out.push_str("null"),
