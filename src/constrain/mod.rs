@@ -26,6 +26,8 @@ mod vocab;
 pub use grammar::Constraint;
 pub use guide::Guide;
 
+use std::panic::{catch_unwind, AssertUnwindSafe};
+
 use llguidance::ParserFactory;
 
 use crate::tokenizer::Tokenizer;
@@ -41,9 +43,14 @@ pub struct ConstraintCompiler {
 impl ConstraintCompiler {
     /// Build the trie of `tok`'s vocabulary.
     pub fn new(tok: &Tokenizer) -> Result<ConstraintCompiler> {
-        let env = vocab::token_env(tok)?;
-        let mut factory = ParserFactory::new_simple(&env)
-            .map_err(|e| Error::Grammar(format!("could not prepare the vocabulary: {e}")))?;
+        // `token_env` checks toktrie's limits first; the guard is for any panic they miss.
+        let built = catch_unwind(AssertUnwindSafe(|| {
+            let env = vocab::token_env(tok)?;
+            ParserFactory::new_simple(&env)
+                .map_err(|e| Error::Grammar(format!("could not prepare the vocabulary: {e}")))
+        }));
+        let mut factory = built
+            .map_err(|_| Error::Grammar("this vocabulary cannot be made into a token trie".into()))??;
         // Warnings and errors come back as values; nothing goes to stderr.
         factory.quiet();
         Ok(ConstraintCompiler { factory })
