@@ -93,6 +93,10 @@ pub enum Error {
     /// The operation was cancelled by the caller.
     #[error("cancelled")]
     Cancelled,
+    /// A constraint (JSON schema, grammar, `response_format`) is invalid or cannot be enforced,
+    /// or generation under it failed.
+    #[error("constraint: {0}")]
+    Grammar(String),
     /// An argument is out of range or inconsistent.
     #[error("invalid argument: {0}")]
     InvalidArgument(String),

@@ -17,10 +17,12 @@
 #![warn(missing_docs)]
 
 pub mod chat;
+pub mod constrain;
 mod error;
 pub mod exec;
 pub mod gguf;
 mod load;
+mod logprobs;
 pub mod model;
 pub mod quant;
 pub mod sampling;
@@ -32,7 +34,9 @@ pub mod tokenizer;
 #[cfg(target_arch = "wasm32")]
 pub mod web;
 
+pub use constrain::Constraint;
 pub use error::{Error, Result};
 pub use exec::ExecutorKind;
 pub use load::{Engine, LoadOptions, Model, ModelInfo, ProgressFn};
+pub use logprobs::{Logprobs, TokenLogprob};
 pub use session::{FinishReason, GenerateOptions, Generation, Session, SessionOptions, Token};

@@ -1,8 +1,9 @@
 //! Loading a model: header first, checks, then every tensor's bytes streamed to the executor.
 
-use std::cell::RefCell;
+use std::cell::{OnceCell, RefCell};
 
 use crate::chat::ChatTemplate;
+use crate::constrain::ConstraintCompiler;
 use crate::exec::{self, Executor, ExecutorKind, GraphId, WeightId};
 use crate::gguf::{GgufReader, Metadata, Progress};
 use crate::model::{self, keys, Hparams, Logits, WeightTable};
@@ -39,6 +40,8 @@ pub struct Model {
     weights: WeightTable,
     graphs: RefCell<GraphCache>,
     name: Option<String>,
+    /// The vocabulary's trie for constrained generation, built on first use.
+    constraints: OnceCell<ConstraintCompiler>,
 }
 
 /// Everything about a model that its header tells, without loading weights.
@@ -133,6 +136,7 @@ impl Model {
             weights: WeightTable::with_handles(&tensors, &handles),
             graphs: RefCell::new(GraphCache::default()),
             name,
+            constraints: OnceCell::new(),
         })
     }
 
@@ -147,6 +151,14 @@ impl Model {
     /// The chat template, if the model has one.
     pub fn chat_template(&self) -> Option<&ChatTemplate> {
         self.template.as_ref()
+    }
+    /// The compiler of constraints for this model's vocabulary (built on the first call).
+    pub fn constraints(&self) -> Result<&ConstraintCompiler> {
+        if let Some(c) = self.constraints.get() {
+            return Ok(c);
+        }
+        let c = ConstraintCompiler::new(&self.tokenizer)?;
+        Ok(self.constraints.get_or_init(|| c))
     }
     /// Vocabulary size.
     pub fn n_vocab(&self) -> usize {

@@ -1,7 +1,9 @@
 //! Sessions (a conversation's KV cache) and generation as an async stream of tokens.
 
+use crate::constrain::{Constraint, Guide};
 use crate::exec::{KvId, KvSpec, Readback, StepOutput};
 use crate::load::Model;
+use crate::logprobs::{logprobs, Logprobs, MAX_TOP_LOGPROBS};
 use crate::model::Logits;
 use crate::sampling::{Sampler, SamplingParams};
 use crate::stop::StopMatcher;
@@ -49,18 +51,30 @@ pub struct GenerateOptions {
     pub sampling: SamplingParams,
     /// Generation stops before any of these strings; they are not returned.
     pub stop: Vec<String>,
+    /// Constrain the output to a JSON schema, any JSON object, or a grammar (see
+    /// [`Constraint`]). Invalid constraints fail [`Session::generate`], before any token.
+    pub constraint: Option<Constraint>,
+    /// Report each token's log-probability ([`Token::logprobs`]) with this many of the most
+    /// likely alternatives (0 to 20); `None`: no log-probabilities.
+    pub logprobs: Option<usize>,
 }
 
 impl Default for GenerateOptions {
     fn default() -> Self {
-        GenerateOptions { max_tokens: 256, sampling: SamplingParams::default(), stop: Vec::new() }
+        GenerateOptions {
+            max_tokens: 256,
+            sampling: SamplingParams::default(),
+            stop: Vec::new(),
+            constraint: None,
+            logprobs: None,
+        }
     }
 }
 
 /// Why generation ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum FinishReason {
-    /// The model produced an end-of-generation token.
+    /// The model produced an end-of-generation token, or the constrained text is complete.
     Eog,
     /// A stop string appeared.
     Stop,
@@ -78,6 +92,9 @@ pub struct Token {
     pub id: Option<u32>,
     /// Text that became complete with this token (may be empty: partial UTF-8, held-back stop prefix).
     pub text: String,
+    /// The token's log-probability and the most likely alternatives, when
+    /// [`GenerateOptions::logprobs`] asks for them (`None` for held-back text).
+    pub logprobs: Option<Logprobs>,
 }
 
 impl Model {
@@ -165,6 +182,16 @@ impl<'m> Session<'m> {
             return Err(Error::ContextOverflow { needed: prompt.len() + 1, n_ctx: self.n_ctx });
         }
         let sampler = Sampler::new(opts.sampling.clone())?;
+        if let Some(n) = opts.logprobs.filter(|&n| n > MAX_TOP_LOGPROBS) {
+            return Err(Error::InvalidArgument(format!(
+                "top_logprobs = {n}: at most {MAX_TOP_LOGPROBS} alternatives per token"
+            )));
+        }
+        // Compile the constraint first: a bad schema or grammar fails here, before any step.
+        let guide = match &opts.constraint {
+            Some(c) => Some(self.model.constraints()?.guide(c)?),
+            None => None,
+        };
         // Keep the common prefix, but always evaluate at least one token to get logits.
         let common = self.tokens.iter().zip(prompt).take_while(|(a, b)| a == b).count().min(prompt.len() - 1);
         self.tokens.truncate(common);
@@ -181,6 +208,8 @@ impl<'m> Session<'m> {
             max_tokens: opts.max_tokens,
             finish: None,
             n_prompt: prompt.len() - common,
+            guide,
+            logprobs: opts.logprobs,
         })
     }
 }
@@ -198,6 +227,8 @@ pub struct Generation<'s, 'm> {
     max_tokens: usize,
     finish: Option<FinishReason>,
     n_prompt: usize,
+    guide: Option<Guide>,
+    logprobs: Option<usize>,
 }
 
 impl Generation<'_, '_> {
@@ -212,7 +243,12 @@ impl Generation<'_, '_> {
         if self.session.tokens.len() + self.pending.len() > self.session.n_ctx {
             return self.end(FinishReason::ContextFull);
         }
-        let readback = if self.sampler.is_greedy() { Readback::Argmax } else { Readback::LastLogits };
+        if self.guide.as_ref().is_some_and(Guide::is_finished) {
+            return self.end(FinishReason::Eog);
+        }
+        // The device picks the token only when nothing on the host needs the logits.
+        let on_device = self.sampler.is_greedy() && self.guide.is_none() && self.logprobs.is_none();
+        let readback = if on_device { Readback::Argmax } else { Readback::LastLogits };
         let pending = std::mem::take(&mut self.pending);
         let out = match self.session.eval(&pending, readback).await {
             Ok(o) => o,
@@ -221,17 +257,26 @@ impl Generation<'_, '_> {
                 return Some(Err(e));
             }
         };
-        let id = match out.token {
-            Some(t) => t,
-            None => {
-                let mut logits = out.logits;
-                self.sampler.sample(&mut logits, &self.history)
-            }
+        let (id, lp) = match out.token {
+            Some(t) => (t, None),
+            None => match self.pick(out.logits) {
+                Ok(picked) => picked,
+                Err(e) => {
+                    self.finish = Some(FinishReason::Stop);
+                    return Some(Err(e));
+                }
+            },
         };
         self.generated += 1;
         let tok = self.session.model.tokenizer();
         if tok.is_eog(id) {
             return self.end(FinishReason::Eog);
+        }
+        if let Some(g) = self.guide.as_mut() {
+            if let Err(e) = g.accept(id) {
+                self.finish = Some(FinishReason::Stop);
+                return Some(Err(e));
+            }
         }
         self.history.push(id);
         self.pending.push(id);
@@ -240,7 +285,26 @@ impl Generation<'_, '_> {
         if r.stopped {
             self.finish = Some(FinishReason::Stop);
         }
-        Some(Ok(Token { id: Some(id), text: r.emit }))
+        Some(Ok(Token { id: Some(id), text: r.emit, logprobs: lp }))
+    }
+
+    /// Sample from a row of logits: log-probabilities of the raw row first (when asked), then
+    /// the constraint's mask, then the sampler chain.
+    fn pick(&mut self, mut logits: Vec<f32>) -> Result<(u32, Option<Logprobs>)> {
+        let top_n = self.logprobs;
+        let raw = top_n.map(|_| logits.clone());
+        if let Some(g) = self.guide.as_mut() {
+            g.mask(&mut logits)?;
+        }
+        let id = self.sampler.sample(&mut logits, &self.history);
+        if let Some(g) = &self.guide {
+            if !g.allows(id) {
+                return Err(Error::Grammar(format!(
+                    "the sampler picked token {id}, which the constraint forbids"
+                )));
+            }
+        }
+        Ok((id, raw.zip(top_n).map(|(row, n)| logprobs(&row, id, n))))
     }
 
     fn end(&mut self, reason: FinishReason) -> Option<Result<Token>> {
@@ -254,7 +318,7 @@ impl Generation<'_, '_> {
         if text.is_empty() {
             None
         } else {
-            Some(Ok(Token { id: None, text }))
+            Some(Ok(Token { id: None, text, logprobs: None }))
         }
     }
 

@@ -82,3 +82,46 @@ fn bench_runs_every_combination_in_order() {
     assert!((floor(2) - (size + kv(2)) / 10e9 * 1e3).abs() < 1e-9);
     assert!(floor(5) > floor(2));
 }
+
+/// `--json-schema` and `--grammar` are read and parsed before the model loads; a schema that
+/// only the vocabulary-aware compiler can reject fails after loading but before any token.
+#[test]
+fn constraints_are_checked_before_generating() {
+    let m = "/nonexistent/model.gguf";
+    fails_cleanly(&["generate", "-m", m, "-p", "hi", "--json-schema", "{not json"], "not valid JSON");
+    fails_cleanly(
+        &["generate", "-m", m, "-p", "hi", "--json-schema", "/nonexistent/schema.json"],
+        "schema.json",
+    );
+    fails_cleanly(&["generate", "-m", m, "-p", "hi", "--grammar", "/nonexistent/g.lark"], "g.lark");
+    fails_cleanly(
+        &["generate", "-m", m, "-p", "hi", "--json-schema", "{}", "--grammar", "g"],
+        "cannot be used with",
+    );
+    fails_cleanly(&["generate", "-m", m, "-p", "hi", "--logprobs", "21"], "21");
+
+    let dir = std::env::var_os("WICK_MODELS")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("models"));
+    let model = dir.join("SmolLM2-135M-Instruct.Q4_1.gguf");
+    assert!(model.exists(), "{} is missing: run `bash .ci/get-models`", model.display());
+    let run = |extra: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_wick"))
+            .args(["generate", "-m", model.to_str().unwrap(), "--executor", "cpu", "--no-progress", "--chat"])
+            .args(["-p", "Give me a person.", "-n", "60"])
+            .args(extra)
+            .output()
+            .expect("run wick")
+    };
+    let out = run(&["--json-schema", r#"{"type": "array", "uniqueItems": true}"#]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && err.contains("uniqueItems") && !err.contains("panicked"), "{err}");
+    assert!(out.stdout.is_empty(), "generated before failing: {}", String::from_utf8_lossy(&out.stdout));
+
+    let schema = r#"{"type": "object", "properties": {"name": {"type": "string", "maxLength": 20}},
+                     "required": ["name"], "additionalProperties": false}"#;
+    let out = run(&["--json-schema", schema, "--temp", "0"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("the output is JSON");
+    assert!(v["name"].is_string() && v.as_object().unwrap().len() == 1, "{v}");
+}

@@ -38,7 +38,12 @@ fn greedy(model: &Model, prompt: &[u32]) -> (Vec<u32>, Vec<f32>) {
     let mut s = model.session(SessionOptions { n_ctx: 256, ..Default::default() }).unwrap();
     let logits = block_on(s.eval(prompt, Readback::LastLogits)).unwrap().logits;
     s.reset();
-    let opts = GenerateOptions { max_tokens: N_TOKENS, sampling: SamplingParams::greedy(), stop: vec![] };
+    let opts = GenerateOptions {
+        max_tokens: N_TOKENS,
+        sampling: SamplingParams::greedy(),
+        stop: vec![],
+        ..Default::default()
+    };
     let mut gen = s.generate(prompt, opts).unwrap();
     let mut got = Vec::new();
     while let Some(t) = block_on(gen.next()) {

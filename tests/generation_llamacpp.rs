@@ -74,8 +74,12 @@ fn check_model(name: &str, min_full_prompts: usize) {
 
         // Free-running greedy generation through the public API.
         let mut s = model.session(SessionOptions { n_ctx: 1024, ..Default::default() }).unwrap();
-        let opts =
-            GenerateOptions { max_tokens: want.len(), sampling: SamplingParams::greedy(), stop: vec![] };
+        let opts = GenerateOptions {
+            max_tokens: want.len(),
+            sampling: SamplingParams::greedy(),
+            stop: vec![],
+            ..Default::default()
+        };
         let mut gen = s.generate(&prompt, opts).unwrap();
         let mut got = Vec::new();
         while let Some(t) = block_on(gen.next()) {

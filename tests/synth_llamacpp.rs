@@ -87,7 +87,12 @@ fn check_tiny(arch: Arch, seed: u64) {
         want.truncate(end);
     }
     let mut session = model.session(SessionOptions { n_ctx: 256, ..Default::default() }).unwrap();
-    let opts = GenerateOptions { max_tokens: want.len(), sampling: SamplingParams::greedy(), stop: vec![] };
+    let opts = GenerateOptions {
+        max_tokens: want.len(),
+        sampling: SamplingParams::greedy(),
+        stop: vec![],
+        ..Default::default()
+    };
     let mut gen = session.generate(&tokens, opts).unwrap();
     let mut got = Vec::new();
     while let Some(t) = block_on(gen.next()) {

@@ -31,7 +31,12 @@ async fn load(bytes: &[u8], executor: ExecutorKind) -> Model {
 
 async fn greedy(model: &Model, prompt: &[u32], n: usize) -> Vec<u32> {
     let mut s = model.session(SessionOptions { n_ctx: 128, ..Default::default() }).unwrap();
-    let opts = GenerateOptions { max_tokens: n, sampling: SamplingParams::greedy(), stop: vec![] };
+    let opts = GenerateOptions {
+        max_tokens: n,
+        sampling: SamplingParams::greedy(),
+        stop: vec![],
+        ..Default::default()
+    };
     let mut gen = s.generate(prompt, opts).unwrap();
     let mut out = Vec::new();
     while let Some(t) = gen.next().await {

@@ -39,7 +39,12 @@ const SYNTH_TOL: f32 = 3e-2;
 
 fn greedy(model: &Model, prompt: &[u32], n: usize) -> Vec<u32> {
     let mut s = model.session(SessionOptions { n_ctx: 256, ..Default::default() }).unwrap();
-    let opts = GenerateOptions { max_tokens: n, sampling: SamplingParams::greedy(), stop: vec![] };
+    let opts = GenerateOptions {
+        max_tokens: n,
+        sampling: SamplingParams::greedy(),
+        stop: vec![],
+        ..Default::default()
+    };
     let mut gen = s.generate(prompt, opts).unwrap();
     let mut out = Vec::new();
     while let Some(t) = block_on(gen.next()) {

@@ -87,43 +87,59 @@ export class WickModel {
     const chunks = async function* (self) {
       const prompt = await self._backend.applyChatTemplate(messages);
       const it = self._backend.stream(prompt, { ...sampling, addSpecial: false }, signal);
-      const chunk = (delta, finish_reason, extra) => ({
+      const chunk = (delta, finish_reason, extra, logprobs = null) => ({
         id,
         object: 'chat.completion.chunk',
         created,
         model,
-        choices: [{ index: 0, delta, finish_reason, logprobs: null }],
+        choices: [{ index: 0, delta, finish_reason, logprobs }],
         ...extra,
       });
+      // Logprob entries of tokens whose text is not out yet (partial UTF-8, a held-back stop
+      // prefix) travel with the next chunk that has text.
+      let pending = [];
+      const takeLogprobs = () => {
+        if (!sampling.logprobs) return null;
+        const content = pending;
+        pending = [];
+        return { content };
+      };
       let first = true;
       let r;
       while (!(r = await it.next()).done) {
+        if (r.value.logprobs) pending.push(r.value.logprobs);
         if (!r.value.text) continue;
-        yield chunk(first ? { role: 'assistant', content: r.value.text } : { content: r.value.text }, null);
+        const delta = first ? { role: 'assistant', content: r.value.text } : { content: r.value.text };
+        yield chunk(delta, null, undefined, takeLogprobs());
         first = false;
       }
       const stats = r.value;
       self.lastStats = { ...stats, ...timings(stats) };
       const finish = stats.finishReason === 'length' ? 'length' : stats.finishReason === 'abort' ? 'abort' : 'stop';
-      yield chunk(first ? { role: 'assistant', content: '' } : {}, finish, {
-        usage: usage(stats),
-        timings: timings(stats),
-      });
+      yield chunk(
+        first ? { role: 'assistant', content: '' } : {},
+        finish,
+        { usage: usage(stats), timings: timings(stats) },
+        pending.length ? takeLogprobs() : null,
+      );
     };
     if (stream) return awaitableIterable(() => chunks(this));
     return (async () => {
       let content = '';
       let last = null;
+      const entries = [];
       for await (const c of chunks(this)) {
         content += c.choices[0].delta.content || '';
+        if (c.choices[0].logprobs) entries.push(...c.choices[0].logprobs.content);
         last = c;
       }
+      const logprobs = sampling.logprobs ? { content: entries } : null;
       return {
         id,
         object: 'chat.completion',
         created,
         model,
-        choices: [{ index: 0, message: { role: 'assistant', content }, finish_reason: last.choices[0].finish_reason, logprobs: null }],
+        choices: [{ index: 0, message: { role: 'assistant', content }, finish_reason: last.choices[0].finish_reason, logprobs }],
         usage: last.usage,
         timings: last.timings,
       };

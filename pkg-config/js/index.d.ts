@@ -65,6 +65,38 @@ export interface SamplingOptions {
   /** Context size in tokens (default: the model's, at most 4096). A different size than the
    *  previous call's starts a new KV cache. */
   nCtx?: number;
+  /** Structured output (OpenAI's): any JSON object, or JSON valid under a schema. Enforced
+   *  token by token; an invalid schema rejects the call before any token. */
+  response_format?: ResponseFormat;
+  /** Constrain the output to JSON valid under this JSON Schema (wick's shorthand). */
+  json_schema?: JsonSchema;
+  /** Constrain the output to the language of this Lark grammar (llguidance's dialect). */
+  grammar?: string;
+}
+
+/** A JSON Schema (draft 2020-12 keywords; `$ref`s inside the schema only). */
+export type JsonSchema = { [key: string]: unknown } | boolean;
+
+export type ResponseFormat =
+  | { type: 'text' }
+  | { type: 'json_object' }
+  | { type: 'json_schema'; json_schema: { name: string; schema?: JsonSchema; strict?: boolean | null; description?: string } };
+
+/** A token's log-probability (natural log of the model's probability, before sampling). */
+export interface TokenLogprob {
+  token: string;
+  logprob: number;
+  /** The token's UTF-8 bytes (a token may hold part of a character). */
+  bytes: number[];
+}
+
+export interface ChatCompletionTokenLogprob extends TokenLogprob {
+  /** The most likely tokens at this position, most likely first. */
+  top_logprobs: TokenLogprob[];
+}
+
+export interface ChoiceLogprobs {
+  content: ChatCompletionTokenLogprob[];
 }
 
 export interface GenerateOptions extends SamplingOptions {
@@ -86,6 +118,10 @@ export interface ChatCompletionRequestBase extends SamplingOptions {
   /** Only 1 is supported. */
   n?: 1;
   signal?: AbortSignal;
+  /** Report each generated token's log-probability in `choices[0].logprobs`. */
+  logprobs?: boolean;
+  /** With `logprobs`: this many most likely alternatives per token (0 to 20). */
+  top_logprobs?: number;
 }
 
 export interface ChatCompletionRequestStreaming extends ChatCompletionRequestBase {
@@ -122,7 +158,8 @@ export interface ChatCompletionChunk {
     index: 0;
     delta: { role?: 'assistant'; content?: string };
     finish_reason: FinishReason | null;
-    logprobs: null;
+    /** With `logprobs: true`: the entries of this chunk's tokens. */
+    logprobs: ChoiceLogprobs | null;
   }>;
   /** On the last chunk only. */
   usage?: CompletionUsage;
@@ -139,7 +176,8 @@ export interface ChatCompletion {
     index: 0;
     message: { role: 'assistant'; content: string };
     finish_reason: FinishReason;
-    logprobs: null;
+    /** With `logprobs: true`: one entry per generated token. */
+    logprobs: ChoiceLogprobs | null;
   }>;
   usage: CompletionUsage;
   timings: Timings;

@@ -115,8 +115,8 @@ class LocalBackend {
       let failure = null;
       let stats = null;
       let stopped = false;
-      const onToken = (text, id) => {
-        queue.push({ text, id });
+      const onToken = (text, id, logprobs) => {
+        queue.push(logprobs ? { text, id, logprobs } : { text, id });
         if (wake) wake();
         if (stopped || signal?.aborted) return false;
         return nextTask().then(() => !(stopped || signal?.aborted));

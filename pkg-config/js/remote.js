@@ -116,7 +116,7 @@ class RemoteBackend {
         {
           signal: ctl.signal,
           onEvent: (m) => {
-            queue.push({ text: m.text, id: m.tokenId });
+            queue.push(m.logprobs ? { text: m.text, id: m.tokenId, logprobs: m.logprobs } : { text: m.text, id: m.tokenId });
             if (wake) wake();
           },
         },

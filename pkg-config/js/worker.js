@@ -31,7 +31,7 @@ async function handle(msg) {
       aborts.set(id, ctl);
       const it = live().stream(msg.prompt, msg.opts, ctl.signal);
       let r;
-      while (!(r = await it.next()).done) post({ id, type: 'token', text: r.value.text, tokenId: r.value.id });
+      while (!(r = await it.next()).done) post({ id, type: 'token', text: r.value.text, tokenId: r.value.id, logprobs: r.value.logprobs });
       return r.value;
     }
     case 'unload':

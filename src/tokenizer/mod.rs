@@ -193,6 +193,17 @@ impl Tokenizer {
         self.vocab.eog.binary_search(&id).is_ok()
     }
 
+    /// Every end-of-generation token id (see [`Tokenizer::is_eog`]), ascending.
+    pub fn eog_ids(&self) -> &[u32] {
+        &self.vocab.eog
+    }
+
+    /// Whether the tokenizer is byte-level BPE (`gpt2`), whose encoding of any text is the
+    /// one a model was trained on; SentencePiece adds a space prefix and normalizes.
+    pub fn is_byte_level_bpe(&self) -> bool {
+        matches!(self.model, Model::Bpe { .. })
+    }
+
     /// Whether this is a control token (rendered as nothing by [`Tokenizer::decode`]).
     pub fn is_control(&self, id: u32) -> bool {
         self.vocab.attr(id) & attr::CONTROL != 0

@@ -13,12 +13,12 @@ use std::future::poll_fn;
 use std::rc::Rc;
 use std::task::{Poll, Waker};
 
-use js_sys::{Function, Object, Promise};
+use js_sys::{Array, Function, Object, Promise};
 use wasm_bindgen::{JsCast, JsValue};
 use wasm_bindgen_futures::JsFuture;
 
 use super::{js_err, now_ms, set};
-use crate::{FinishReason, GenerateOptions, Model, Session, SessionOptions};
+use crate::{FinishReason, GenerateOptions, Logprobs, Model, Session, SessionOptions, TokenLogprob};
 
 /// One generation asked for from JS.
 pub(crate) struct Request {
@@ -111,6 +111,31 @@ pub(crate) fn spawn(model: Rc<Model>, queue: Queue) {
     });
 }
 
+/// `{ token, logprob, bytes }` of one token, as OpenAI's `logprobs.content` entries have them.
+fn token_entry(model: &Model, t: &TokenLogprob) -> Object {
+    let bytes = model.tokenizer().token_bytes(t.id);
+    let o = Object::new();
+    set(&o, "token", String::from_utf8_lossy(bytes).into_owned());
+    set(&o, "logprob", t.logprob as f64);
+    let arr = Array::new();
+    for &b in bytes {
+        arr.push(&JsValue::from(b));
+    }
+    set(&o, "bytes", arr);
+    o
+}
+
+/// An OpenAI `logprobs.content` entry: the token's, with `top_logprobs`.
+fn logprobs_entry(model: &Model, lp: &Logprobs) -> JsValue {
+    let o = token_entry(model, &lp.token);
+    let top = Array::new();
+    for t in &lp.top {
+        top.push(&token_entry(model, t));
+    }
+    set(&o, "top_logprobs", top);
+    o.into()
+}
+
 /// One generation on the kept session; resolves to its stats object.
 async fn run<'m>(
     model: &'m Model,
@@ -137,7 +162,8 @@ async fn run<'m>(
         let tok = tok.map_err(js_err)?;
         t_first.get_or_insert_with(now_ms);
         let id = tok.id.map(JsValue::from).unwrap_or(JsValue::UNDEFINED);
-        let mut ret = req.on_token.call2(&JsValue::NULL, &JsValue::from_str(&tok.text), &id)?;
+        let lp = tok.logprobs.as_ref().map_or(JsValue::UNDEFINED, |lp| logprobs_entry(model, lp));
+        let mut ret = req.on_token.call3(&JsValue::NULL, &JsValue::from_str(&tok.text), &id, &lp)?;
         if let Some(p) = ret.dyn_ref::<Promise>() {
             ret = JsFuture::from(p.clone()).await?;
         }

@@ -8,7 +8,7 @@ use wasm_bindgen::{JsCast, JsValue};
 
 use crate::chat::ChatMessage;
 use crate::sampling::SamplingParams;
-use crate::{ExecutorKind, GenerateOptions};
+use crate::{Constraint, ExecutorKind, GenerateOptions};
 
 /// A field of a JS options object (`undefined` when `obj` is not an object or has no such field).
 pub(crate) fn field(obj: &JsValue, key: &str) -> JsValue {
@@ -71,9 +71,44 @@ pub(crate) fn executor(obj: &JsValue) -> Result<ExecutorKind, String> {
     }
 }
 
+/// An optional JS value as JSON (through `JSON.stringify`).
+fn json_value(obj: &JsValue, key: &str) -> Result<Option<serde_json::Value>, String> {
+    let v = field(obj, key);
+    if absent(&v) {
+        return Ok(None);
+    }
+    let text = js_sys::JSON::stringify(&v)
+        .ok()
+        .and_then(|s| s.as_string())
+        .ok_or_else(|| format!("option '{key}' cannot be turned into JSON"))?;
+    serde_json::from_str(&text).map(Some).map_err(|e| format!("option '{key}': {e}"))
+}
+
+/// The constraint options: OpenAI's `response_format` (`{type: "json_object"}` or `{type:
+/// "json_schema", json_schema: {name, schema, strict}}`), or wick's `json_schema` (a schema
+/// object) or `grammar` (Lark text). At most one of them.
+fn constraint(obj: &JsValue) -> Result<Option<Constraint>, String> {
+    let mut found: Vec<Constraint> = Vec::new();
+    if let Some(rf) = json_value(obj, "response_format")? {
+        found.extend(Constraint::from_response_format(&rf).map_err(|e| e.to_string())?);
+    }
+    if let Some(schema) = json_value(obj, "json_schema")? {
+        found.push(Constraint::JsonSchema(schema));
+    }
+    if let Some(g) = string(obj, "grammar")? {
+        found.push(Constraint::Lark(g));
+    }
+    if found.len() > 1 {
+        return Err("give only one of 'response_format', 'json_schema' and 'grammar'".into());
+    }
+    Ok(found.pop())
+}
+
 /// Generation options, in the OpenAI spelling where one exists: `max_tokens` (or
 /// `maxTokens`), `temperature`, `top_p`, `top_k`, `min_p`, `repeat_penalty`,
-/// `presence_penalty`, `frequency_penalty`, `seed`, `stop` (a string or an array of strings).
+/// `presence_penalty`, `frequency_penalty`, `seed`, `stop` (a string or an array of strings),
+/// `response_format` / `json_schema` / `grammar` (see [`constraint`]), `logprobs` (a boolean)
+/// with `top_logprobs` (0 to 20).
 pub(crate) fn generate_options(obj: &JsValue) -> Result<GenerateOptions, String> {
     let mut o = GenerateOptions::default();
     let either =
@@ -119,6 +154,21 @@ pub(crate) fn generate_options(obj: &JsValue) -> Result<GenerateOptions, String>
         }
     } else if !absent(&stop) {
         return Err("option 'stop' must be a string or an array of strings".into());
+    }
+    o.constraint = constraint(obj)?;
+    let logprobs = field(obj, "logprobs");
+    let top = count(obj, "top_logprobs")?;
+    match logprobs.as_bool() {
+        Some(true) => o.logprobs = Some(top.unwrap_or(0)),
+        Some(false) if top.is_some_and(|n| n > 0) => {
+            return Err("'top_logprobs' needs 'logprobs: true'".into())
+        }
+        Some(false) => {}
+        None if absent(&logprobs) && top.is_some_and(|n| n > 0) => {
+            return Err("'top_logprobs' needs 'logprobs: true'".into())
+        }
+        None if absent(&logprobs) => {}
+        None => return Err("option 'logprobs' must be a boolean".into()),
     }
     Ok(o)
 }

@@ -1,5 +1,6 @@
 // The npm package's API in headless Chromium: generation in a Web Worker while the main
-// thread stays responsive (a setInterval keeps ticking), the OpenAI chunk shape, generate(),
+// thread stays responsive (a setInterval keeps ticking), the OpenAI chunk shape, structured
+// output (response_format) with logprobs, generate(),
 // cancellation with an AbortSignal, the errors of a bad source and of an unloaded model.
 //
 //   node tests/browser/package.test.mjs   (needs pkg/ and the test model, as demo.test.mjs)
@@ -133,6 +134,54 @@ try {
   check(r2.promptTokens > r1.promptTokens && r2.promptEvaluated <= r2.promptTokens - r1.promptTokens + 2, 'the next turn evaluates only its new tokens (the KV cache is kept)');
   check(/unloaded/.test(api.unloadedError || ''), `using an unloaded model fails clearly: ${api.unloadedError}`);
   check(/404/.test(api.badUrl || ''), `a missing URL fails clearly: ${api.badUrl}`);
+
+  // 2b. Structured output and logprobs through the OpenAI request shape, in the worker: the
+  // tiny model has random weights, so only the constraint makes its output JSON.
+  const structured = await page.evaluate(async (url) => {
+    const { Wick } = await import('/pkg/index.js');
+    const model = await Wick.load(url, { executor: 'cpu', cache: false });
+    const schema = {
+      type: 'object',
+      properties: { name: { type: 'string', maxLength: 12 }, age: { type: 'integer', minimum: 0, maximum: 99 }, pet: { enum: ['cat', 'dog'] } },
+      required: ['name', 'age', 'pet'],
+      additionalProperties: false,
+    };
+    const outs = [];
+    for (const seed of [1, 2, 3]) {
+      const r = await model.chat.completions.create({
+        messages: [{ role: 'user', content: 'A person?' }],
+        response_format: { type: 'json_schema', json_schema: { name: 'person', schema, strict: true } },
+        logprobs: true,
+        top_logprobs: 2,
+        max_tokens: 120,
+        seed,
+      });
+      outs.push({ content: r.choices[0].message.content, finish: r.choices[0].finish_reason, logprobs: r.choices[0].logprobs, tokens: r.usage.completion_tokens });
+    }
+    let badSchema = null;
+    try {
+      await model.chat.completions.create({ messages: [{ role: 'user', content: 'x' }], response_format: { type: 'json_schema', json_schema: { name: 'b', schema: { $ref: '#/$defs/none' } } } });
+    } catch (e) {
+      badSchema = e.message;
+    }
+    await model.unload();
+    return { outs, badSchema };
+  }, modelPath);
+  for (const o of structured.outs) {
+    console.log(`  json_schema: ${o.content} (${o.finish}, ${o.logprobs.content.length} logprob entries)`);
+    let v = null;
+    try {
+      v = JSON.parse(o.content);
+    } catch {}
+    const valid = v && typeof v.name === 'string' && v.name.length <= 12 && Number.isInteger(v.age) && v.age >= 0 && v.age <= 99 && ['cat', 'dog'].includes(v.pet) && Object.keys(v).length === 3;
+    check(o.finish === 'stop' && valid, `a json_schema completion parses and has the schema's shape: ${o.content}`);
+    const e = o.logprobs.content;
+    const sorted = e.every((t) => t.top_logprobs.length === 2 && t.top_logprobs[0].logprob >= t.top_logprobs[1].logprob && t.logprob <= 0);
+    check(e.length >= 1 && e.length <= o.tokens && sorted, 'logprobs.content has an entry per token with 2 sorted alternatives');
+    const spelled = new TextDecoder().decode(new Uint8Array(e.flatMap((t) => t.bytes)));
+    check(spelled === o.content, "the logprob entries' bytes spell the content");
+  }
+  check(/constraint/.test(structured.badSchema || '') && /none/.test(structured.badSchema || ''), `an invalid schema rejects before generating: ${structured.badSchema}`);
 
   // 3. The other sources: a Blob (as a dropped File is) and a ReadableStream, each sent to the
   // worker (the stream is transferred) and loaded on the main thread.

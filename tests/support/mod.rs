@@ -7,6 +7,7 @@ pub mod gguf;
 #[cfg(not(target_arch = "wasm32"))]
 pub mod models;
 pub mod rng;
+pub mod schemas;
 pub mod tensors;
 #[cfg(target_arch = "wasm32")]
 pub mod web;

@@ -7,10 +7,15 @@ use wick::chat::ChatMessage;
 use wick::gguf::{GgufReader, MetaArray, MetaValue};
 use wick::sampling::SamplingParams;
 use wick::source::FileSource;
-use wick::{Error, GenerateOptions, LoadOptions, Model, ModelInfo, Result, Session, SessionOptions};
+use wick::{
+    Constraint, Error, GenerateOptions, LoadOptions, Model, ModelInfo, Result, Session, SessionOptions,
+};
 
 use super::progress::Bar;
-use super::{BenchArgs, ChatArgs, GenerateArgs, InfoArgs, ModelArgs, SamplingArgs, SynthArgs, TokenizeArgs};
+use super::{
+    BenchArgs, ChatArgs, ConstraintArgs, GenerateArgs, InfoArgs, ModelArgs, SamplingArgs, SynthArgs,
+    TokenizeArgs,
+};
 
 async fn load(a: &ModelArgs) -> Result<Model> {
     let executor = a.executor.parse()?;
@@ -42,6 +47,28 @@ fn sampling(s: &SamplingArgs) -> SamplingParams {
     }
 }
 
+/// The constraint the flags ask for, read and parsed before the model loads (compiling it
+/// needs the vocabulary, so that error comes after loading, still before any token).
+fn constraint(a: &ConstraintArgs) -> Result<Option<Constraint>> {
+    if let Some(arg) = &a.json_schema {
+        let text = if arg.trim_start().starts_with('{') {
+            arg.clone()
+        } else {
+            std::fs::read_to_string(arg)
+                .map_err(|e| Error::io(format!("reading the JSON schema {arg}"), e))?
+        };
+        let schema: serde_json::Value = serde_json::from_str(&text)
+            .map_err(|e| Error::Grammar(format!("the JSON schema ({arg}) is not valid JSON: {e}")))?;
+        return Ok(Some(Constraint::JsonSchema(schema)));
+    }
+    if let Some(path) = &a.grammar {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| Error::io(format!("reading the grammar {}", path.display()), e))?;
+        return Ok(Some(Constraint::Lark(text)));
+    }
+    Ok(a.json_object.then_some(Constraint::JsonObject))
+}
+
 fn render(model: &Model, messages: &[ChatMessage]) -> Result<String> {
     let t = model
         .chat_template()
@@ -62,7 +89,13 @@ async fn run(session: &mut Session<'_>, prompt: &[u32], opts: GenerateOptions, j
         t_first.get_or_insert_with(Instant::now);
         text.push_str(&tok.text);
         if json {
-            let obj = serde_json::json!({ "id": tok.id, "text": tok.text });
+            let mut obj = serde_json::json!({ "id": tok.id, "text": tok.text });
+            if let Some(lp) = &tok.logprobs {
+                let top: Vec<_> =
+                    lp.top.iter().map(|t| serde_json::json!({ "id": t.id, "logprob": t.logprob })).collect();
+                obj["logprob"] = serde_json::json!(lp.token.logprob);
+                obj["top_logprobs"] = serde_json::json!(top);
+            }
             let _ = writeln!(out, "{obj}");
         } else {
             let _ = write!(out, "{}", tok.text);
@@ -88,6 +121,7 @@ async fn run(session: &mut Session<'_>, prompt: &[u32], opts: GenerateOptions, j
 pub async fn generate(a: GenerateArgs) -> Result<()> {
     // Every option is checked before the model loads: a typo costs no multi-GB read.
     sampling(&a.sampling).validate()?;
+    let constraint = constraint(&a.constraint)?;
     let model = load(&a.model).await?;
     let text = if a.chat {
         let mut msgs = Vec::new();
@@ -106,6 +140,8 @@ pub async fn generate(a: GenerateArgs) -> Result<()> {
         max_tokens: a.n_predict,
         sampling: sampling(&a.sampling),
         stop: a.sampling.stop.clone(),
+        constraint,
+        logprobs: a.logprobs.filter(|_| a.json),
     };
     run(&mut session, &ids, opts, a.json).await?;
     Ok(())
@@ -113,7 +149,11 @@ pub async fn generate(a: GenerateArgs) -> Result<()> {
 
 pub async fn chat(a: ChatArgs) -> Result<()> {
     sampling(&a.sampling).validate()?;
+    let constraint = constraint(&a.constraint)?;
     let model = load(&a.model).await?;
+    if let Some(c) = &constraint {
+        model.constraints()?.check(c)?;
+    }
     let mut session = model.session(SessionOptions { n_ctx: a.model.n_ctx, ..Default::default() })?;
     let mut msgs = Vec::new();
     if let Some(s) = &a.system {
@@ -141,6 +181,8 @@ pub async fn chat(a: ChatArgs) -> Result<()> {
             max_tokens: a.n_predict,
             sampling: sampling(&a.sampling),
             stop: a.sampling.stop.clone(),
+            constraint: constraint.clone(),
+            logprobs: None,
         };
         match run(&mut session, &ids, opts, false).await {
             Ok(reply) => msgs.push(ChatMessage { role: "assistant".into(), content: reply }),

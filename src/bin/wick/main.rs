@@ -86,6 +86,21 @@ struct SamplingArgs {
     stop: Vec<String>,
 }
 
+/// Structured output: constrain what the model may write.
+#[derive(Args, Clone)]
+struct ConstraintArgs {
+    /// Constrain the output to JSON valid under this JSON Schema: a file, or the schema's JSON
+    /// text itself (starting with `{`).
+    #[arg(long, value_name = "FILE-or-JSON", conflicts_with_all = ["grammar", "json_object"])]
+    json_schema: Option<String>,
+    /// Constrain the output to any JSON object.
+    #[arg(long, conflicts_with = "grammar")]
+    json_object: bool,
+    /// Constrain the output to the language of this Lark grammar file (llguidance's dialect).
+    #[arg(long, value_name = "FILE")]
+    grammar: Option<PathBuf>,
+}
+
 #[derive(Args)]
 struct GenerateArgs {
     #[command(flatten)]
@@ -105,8 +120,13 @@ struct GenerateArgs {
     /// Print one JSON object per generated token ({"id":..,"text":..}), one per line.
     #[arg(long)]
     json: bool,
+    /// With --json: add each token's log-probability and this many likeliest alternatives (0-20).
+    #[arg(long, value_name = "N", value_parser = count(20))]
+    logprobs: Option<usize>,
     #[command(flatten)]
     sampling: SamplingArgs,
+    #[command(flatten)]
+    constraint: ConstraintArgs,
 }
 
 #[derive(Args)]
@@ -121,6 +141,8 @@ struct ChatArgs {
     n_predict: usize,
     #[command(flatten)]
     sampling: SamplingArgs,
+    #[command(flatten)]
+    constraint: ConstraintArgs,
 }
 
 #[derive(Args)]

@@ -44,6 +44,17 @@ export async function demo(file: File): Promise<string> {
   const whole: ChatCompletion = await model.chat.completions.create({ messages: [{ role: 'user', content: 'Hi' }] });
   text += whole.choices[0].message.content;
 
+  const schema = { type: 'object', properties: { name: { type: 'string' } }, required: ['name'] };
+  const json: ChatCompletion = await model.chat.completions.create({
+    messages: [{ role: 'user', content: 'A name?' }],
+    response_format: { type: 'json_schema', json_schema: { name: 'person', schema, strict: true } },
+    logprobs: true,
+    top_logprobs: 3,
+  });
+  for (const t of json.choices[0].logprobs?.content ?? []) console.log(t.token, t.logprob, t.bytes, t.top_logprobs[0]?.logprob);
+  await model.chat.completions.create({ messages: [], response_format: { type: 'json_object' } });
+  for await (const piece of model.generate('Colours:', { grammar: 'start: " red" | " blue"' })) text += piece;
+
   const gen = model.generate('Once upon a time', { maxTokens: 16, topK: 40, signal: ctl.signal });
   for await (const piece of gen) text += piece;
   const stats: GenerationStats | null = model.lastStats;

@@ -1,0 +1,53 @@
+// What a constraint costs per token in the wasm build, end to end: decode ms/token of greedy
+// chat completions with and without a JSON constraint, through the package in headless
+// Chromium on the CPU executor (where the logits are on the host either way, so the difference
+// is the mask). Not a test (no .test.mjs): a measurement for benches/RESULTS.md.
+//
+//   WICK_TEST_MODEL=models/SmolLM2-135M-Instruct.Q4_1.gguf node tests/browser/constrain-cost.mjs
+//   (needs pkg/ built by pkg-config/build.sh and tests/browser's npm packages)
+
+import { modelPath, startServer, launch, echo } from './harness.mjs';
+
+const server = await startServer();
+const browser = await launch();
+try {
+  const page = await browser.context.newPage();
+  echo(page, 'cost');
+  await page.goto(`${server.base}/tests/browser/blank.html`);
+  const rows = await page.evaluate(async (url) => {
+    const { Wick } = await import('/pkg/index.js');
+    const model = await Wick.load(url, { executor: 'cpu', cache: false });
+    const schema = {
+      type: 'object',
+      properties: { name: { type: 'string', maxLength: 40 }, age: { type: 'integer', minimum: 0, maximum: 150 }, city: { type: 'string', maxLength: 40 } },
+      required: ['name', 'age', 'city'],
+      additionalProperties: false,
+    };
+    const modes = {
+      none: {},
+      json_object: { response_format: { type: 'json_object' } },
+      json_schema: { response_format: { type: 'json_schema', json_schema: { name: 'person', schema } } },
+    };
+    const messages = [{ role: 'user', content: 'Describe a person (name, age, city) as JSON.' }];
+    // Warm-up: the first constrained call builds the vocabulary's trie.
+    await model.chat.completions.create({ messages, max_tokens: 4, temperature: 0, ...modes.json_object });
+    const out = [];
+    for (let rep = 0; rep < 3; rep++) {
+      for (const [mode, extra] of Object.entries(modes)) {
+        const r = await model.chat.completions.create({ messages, max_tokens: 40, temperature: 0, ...extra });
+        const s = model.lastStats;
+        out.push({ mode, rep, tokens: s.completionTokens, msPerToken: s.decodeMs / Math.max(s.completionTokens - 1, 1), text: r.choices[0].message.content.slice(0, 60) });
+      }
+    }
+    await model.unload();
+    return out;
+  }, modelPath);
+  for (const r of rows) console.log(JSON.stringify(r));
+  for (const mode of ['none', 'json_object', 'json_schema']) {
+    const v = rows.filter((r) => r.mode === mode).map((r) => r.msPerToken).sort((a, b) => a - b);
+    console.log(`${mode}: median decode ${v[1].toFixed(2)} ms/token (${v.map((x) => x.toFixed(2)).join(', ')})`);
+  }
+} finally {
+  await browser.close();
+  server.stop();
+}

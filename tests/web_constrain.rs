@@ -1,0 +1,81 @@
+//! Constrained decoding in the wasm build, in a real browser (`wasm-pack test --headless
+//! --chrome`): the schemas of the native test compile here too (`$ref` included), invalid ones
+//! fail the same way, and a walk through the masks of a schema writes JSON that has its shape.
+#![cfg(target_arch = "wasm32")]
+
+mod support;
+
+use serde_json::{json, Value};
+use support::schemas::schemas;
+use support::Rng;
+use wasm_bindgen_test::*;
+use wick::constrain::ConstraintCompiler;
+use wick::tokenizer::Tokenizer;
+use wick::{Constraint, Error};
+
+wasm_bindgen_test_configure!(run_in_browser);
+
+fn compiler() -> (Tokenizer, ConstraintCompiler) {
+    // A SentencePiece vocabulary with byte fallback: every byte has a token.
+    let tok = Tokenizer::from_metadata(&support::web::donor(3000)).expect("tokenizer");
+    let c = ConstraintCompiler::new(&tok).expect("compiler");
+    (tok, c)
+}
+
+#[wasm_bindgen_test]
+fn the_native_schemas_compile_in_wasm() {
+    let (_, c) = compiler();
+    for (what, schema) in schemas() {
+        c.check(&Constraint::JsonSchema(schema)).unwrap_or_else(|e| panic!("{what}: {e}"));
+    }
+    c.check(&Constraint::JsonObject).expect("json_object");
+    c.check(&Constraint::Lark("start: \"a\" | \"b\"".into())).expect("lark");
+    for bad in [
+        Constraint::JsonSchema(json!({"$ref": "#/$defs/missing"})),
+        Constraint::JsonSchema(json!({"type": "array", "uniqueItems": true})),
+        Constraint::Lark("start: (".into()),
+    ] {
+        assert!(matches!(c.check(&bad), Err(Error::Grammar(_))), "{bad:?} accepted");
+    }
+}
+
+/// Random walks through the masks (llguidance's timers run on `performance.now()` here): every
+/// walk that ends writes JSON with the schema's required keys.
+#[wasm_bindgen_test]
+fn random_walks_under_a_schema_write_its_json() {
+    let (tok, c) = compiler();
+    let schema = json!({"$defs": {"p": {"type": "object", "properties": {"x": {"type": "integer", "minimum": 0, "maximum": 9}},
+                                        "required": ["x"], "additionalProperties": false}},
+                        "type": "object", "properties": {"a": {"$ref": "#/$defs/p"}, "ok": {"type": "boolean"}},
+                        "required": ["a", "ok"], "additionalProperties": false});
+    let mut rng = Rng::new(3);
+    let mut ended = 0;
+    for _ in 0..5 {
+        let mut guide = c.guide(&Constraint::JsonSchema(schema.clone())).expect("compiles");
+        let mut logits = vec![0.0f32; tok.n_vocab()];
+        let mut text = Vec::new();
+        for _ in 0..200 {
+            if guide.is_finished() {
+                break;
+            }
+            logits.iter_mut().for_each(|l| *l = 0.0);
+            guide.mask(&mut logits).expect("mask");
+            let allowed: Vec<u32> =
+                (0..logits.len() as u32).filter(|&i| logits[i as usize].is_finite()).collect();
+            // End as soon as the text may end; else a random allowed token.
+            if allowed.iter().any(|&i| tok.is_eog(i)) {
+                break;
+            }
+            let id = allowed[rng.below(allowed.len() as u64) as usize];
+            guide.accept(id).expect("accept");
+            text.extend_from_slice(tok.token_bytes(id));
+        }
+        let text = String::from_utf8(text).expect("UTF-8");
+        say!("walk: {text}");
+        if let Ok(v) = serde_json::from_str::<Value>(&text) {
+            assert!(v["a"]["x"].is_u64() && v["ok"].is_boolean(), "{text}");
+            ended += 1;
+        }
+    }
+    assert!(ended > 0, "no walk finished");
+}
