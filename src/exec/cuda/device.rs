@@ -151,6 +151,10 @@ impl CudaExecutor {
             mmq,
             flash,
             flash_split: std::env::var("WICK_CUDA_FLASH_SPLIT").ok().and_then(|v| v.parse().ok()),
+            split_per_sm: std::env::var("WICK_CUDA_SPLIT_PER_SM")
+                .ok()
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(2),
             staging: None,
             pdl,
             occ,

@@ -449,9 +449,11 @@ fn options(arch: (i32, i32)) -> Vec<String> {
     ];
     // Tuning knobs for experiments: registers of the decode kernels (see matmul.cuh) and of
     // the flash attention kernel (attention_flash.cu).
-    for (var, define) in
-        [("WICK_CUDA_MMV_MIN_BLOCKS", "MMV_MIN_BLOCKS"), ("WICK_CUDA_FLASH_MIN_BLOCKS", "FA_MIN_BLOCKS")]
-    {
+    for (var, define) in [
+        ("WICK_CUDA_MMV_MIN_BLOCKS", "MMV_MIN_BLOCKS"),
+        ("WICK_CUDA_FLASH_MIN_BLOCKS", "FA_MIN_BLOCKS"),
+        ("WICK_CUDA_SPLIT_MIN_CHUNK", "AS_MIN_CHUNK"),
+    ] {
         if let Some(n) = std::env::var(var).ok().and_then(|n| n.parse::<u32>().ok()) {
             o.push(format!("-D{define}={n}"));
         }

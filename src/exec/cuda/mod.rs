@@ -104,6 +104,9 @@ pub struct CudaExecutor {
     /// Chunks of the keys for the flash kernel instead of its own choice (`WICK_CUDA_FLASH_SPLIT`,
     /// an experiment knob).
     flash_split: Option<usize>,
+    /// Blocks a multiprocessor the split decode kernel aims at (2; `WICK_CUDA_SPLIT_PER_SM`,
+    /// an experiment knob).
+    split_per_sm: usize,
     /// The upload's pinned buffers, while an upload runs.
     staging: Option<Staging>,
     /// Launch the decode kernels with programmatic dependent launch (sm_90 and later, unless

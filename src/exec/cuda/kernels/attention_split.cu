@@ -16,7 +16,10 @@
 // Numerics: the query rounded to f16 (as ggml), scores, softmax and sums in f32.
 // Grid: (n_split, rows · n_kv_heads · ⌈G / GB⌉), G = n_heads / n_kv_heads.
 
+// Tunable for experiments (WICK_CUDA_SPLIT_MIN_CHUNK, a multiple of 32).
+#ifndef AS_MIN_CHUNK
 #define AS_MIN_CHUNK 128
+#endif
 
 __device__ __forceinline__ float2 h2f2(u32 x) { return make_float2(h2f((u16)(x & 0xffffu)), h2f((u16)(x >> 16))); }
 

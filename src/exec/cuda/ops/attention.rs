@@ -99,8 +99,9 @@ pub(in super::super) struct SplitPlan {
 
 impl SplitPlan {
     /// The split kernel's plan for `rows` query rows, if it takes them: heads of 64, 128 or
-    /// 256 values, at most `SPLIT_MAX_ROWS` rows; about two blocks a multiprocessor.
-    pub(in super::super) fn new(rows: usize, op: &Op, n_sm: usize) -> Option<SplitPlan> {
+    /// 256 values, at most `SPLIT_MAX_ROWS` rows; about `target` blocks in all (two a
+    /// multiprocessor).
+    pub(in super::super) fn new(rows: usize, op: &Op, target: usize) -> Option<SplitPlan> {
         let Op::Attention { n_heads, n_kv_heads, head_dim, .. } = *op else { return None };
         if rows == 0 || rows > SPLIT_MAX_ROWS || n_kv_heads == 0 || n_heads % n_kv_heads != 0 {
             return None;
@@ -119,7 +120,7 @@ impl SplitPlan {
         if blocks_y > SPLIT_COUNTERS {
             return None;
         }
-        let n_split = (2 * n_sm.max(1)).div_ceil(blocks_y).clamp(1, SPLIT_MAX);
+        let n_split = target.max(1).div_ceil(blocks_y).clamp(1, SPLIT_MAX);
         Some(SplitPlan { kernel: Kernel::AttentionSplit { dims, heads }, n_split, blocks_y })
     }
 
@@ -138,7 +139,7 @@ impl CudaExecutor {
         if !self.split_attention {
             return None;
         }
-        SplitPlan::new(rows, op, self.n_sm)
+        SplitPlan::new(rows, op, self.split_per_sm * self.n_sm)
     }
 
     /// The flash kernel's plan for attention op `op` of `rows` rows (more than the split
@@ -276,7 +277,7 @@ mod tests {
     /// a multiprocessor, other shapes left to the older kernels.
     #[test]
     fn split_plans() {
-        let plan = |rows, op: Op| SplitPlan::new(rows, &op, 132);
+        let plan = |rows, op: Op| SplitPlan::new(rows, &op, 2 * 132);
         let split = |dims, heads| Kernel::AttentionSplit { dims, heads };
         // The 8b shape: 32/8 heads of 128, decode: 8 block rows, 33 chunks.
         let p = plan(1, op(32, 8, 128)).unwrap();
