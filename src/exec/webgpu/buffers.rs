@@ -51,12 +51,15 @@ impl GpuWeight {
             let rows = rows_per_part.min(n_rows.max(1) - start);
             // A multiple of 16: kernels bind weights as arrays of 16-byte vectors.
             let size = (rows * row_bytes).div_ceil(16) * 16 + 16;
-            parts.push(device.create_buffer(&wgpu::BufferDescriptor {
-                label: Some(name),
-                size,
-                usage: wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_DST,
-                mapped_at_creation: false,
-            }));
+            let what = format!("allocating weight '{name}' ({size} bytes)");
+            parts.push(super::device::scoped(device, &what, || {
+                device.create_buffer(&wgpu::BufferDescriptor {
+                    label: Some(name),
+                    size,
+                    usage: wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_DST,
+                    mapped_at_creation: false,
+                })
+            })?);
             start += rows;
         }
         Ok(GpuWeight {

@@ -66,7 +66,7 @@ impl Gpu {
         if !allow_software && info.device_type == wgpu::DeviceType::Cpu {
             return Err(err(format!("only a software adapter was found ({})", info.name)));
         }
-        let limits = adapter.limits();
+        let mut limits = adapter.limits();
         let have = adapter.features();
         let f16 = have.contains(wgpu::Features::SHADER_F16)
             && std::env::var("WICK_WEBGPU_F16").map_or(true, |v| v != "0");
@@ -97,6 +97,15 @@ impl Gpu {
             })
             .await
             .map_err(|e| err(format!("requesting a device from '{}' failed: {e}", info.name)))?;
+        // WICK_WEBGPU_MAX_BUFFER=<bytes> makes the executor act as if the device's buffer and
+        // storage binding limits were that small (only lowers them): buffers beyond it are
+        // refused with an error before wgpu is asked, as on a smaller GPU. For tests.
+        if let Some(cap) =
+            std::env::var("WICK_WEBGPU_MAX_BUFFER").ok().and_then(|v| v.trim().parse::<u64>().ok())
+        {
+            limits.max_buffer_size = limits.max_buffer_size.min(cap);
+            limits.max_storage_buffer_binding_size = limits.max_storage_buffer_binding_size.min(cap);
+        }
         let error = Arc::new(Mutex::new(None));
         let sink = error.clone();
         device.on_uncaptured_error(Arc::new(move |e: wgpu::Error| {
@@ -145,5 +154,60 @@ impl Gpu {
             .poll(wgpu::PollType::wait_indefinitely())
             .map_err(|e| err(format!("device lost: {e}")))?;
         Ok(())
+    }
+}
+
+/// Refuse a buffer of `size` bytes that a device with `limits` cannot hold as one buffer (and,
+/// with `storage`, bind as one storage binding), naming `what`, before wgpu is asked: beyond
+/// its limits wgpu reports a validation error (or panics, where no handler is set).
+pub fn check_size(limits: &wgpu::Limits, what: &str, size: u64, storage: bool) -> Result<()> {
+    if size > limits.max_buffer_size {
+        return Err(err(format!(
+            "{what} needs a buffer of {size} bytes, more than this device allows ({} bytes)",
+            limits.max_buffer_size
+        )));
+    }
+    if storage && size > limits.max_storage_buffer_binding_size {
+        return Err(err(format!(
+            "{what} needs a storage binding of {size} bytes, more than this device allows ({} bytes)",
+            limits.max_storage_buffer_binding_size
+        )));
+    }
+    Ok(())
+}
+
+/// Run `f` (creating buffers, shaders, pipelines) inside validation, out-of-memory and internal
+/// error scopes and return what they caught as an error naming `what`. Natively wgpu resolves
+/// the scopes at once; in the browser they resolve later, so there `f` runs unscoped and its
+/// errors reach the uncaptured-error handler, which [`Gpu::take_error`] reports.
+pub fn scoped<T>(device: &wgpu::Device, what: &str, f: impl FnOnce() -> T) -> Result<T> {
+    #[cfg(target_arch = "wasm32")]
+    {
+        let _ = (device, what);
+        Ok(f())
+    }
+    #[cfg(not(target_arch = "wasm32"))]
+    {
+        let internal = device.push_error_scope(wgpu::ErrorFilter::Internal);
+        let oom = device.push_error_scope(wgpu::ErrorFilter::OutOfMemory);
+        let validation = device.push_error_scope(wgpu::ErrorFilter::Validation);
+        let value = f();
+        // Innermost first.
+        let errors = [ready(validation.pop()), ready(oom.pop()), ready(internal.pop())];
+        match errors.into_iter().flatten().next() {
+            None => Ok(value),
+            Some(wgpu::Error::OutOfMemory { .. }) => Err(err(format!("{what}: out of device memory"))),
+            Some(e) => Err(err(format!("{what} failed: {e}"))),
+        }
+    }
+}
+
+/// The value of a future that native wgpu resolves immediately (None if it has not).
+#[cfg(not(target_arch = "wasm32"))]
+fn ready<T>(f: impl std::future::Future<Output = Option<T>>) -> Option<T> {
+    let mut f = std::pin::pin!(f);
+    match f.as_mut().poll(&mut std::task::Context::from_waker(std::task::Waker::noop())) {
+        std::task::Poll::Ready(v) => v,
+        std::task::Poll::Pending => None,
     }
 }

@@ -5,6 +5,7 @@
 use std::collections::HashMap;
 
 use super::buffers::err;
+use super::device::scoped;
 use super::params::{self, Params};
 use super::template::{lines, suffixed, Template};
 use crate::quant::GgmlType;
@@ -488,22 +489,36 @@ impl Pipelines {
             return Ok(p.clone());
         }
         let (src, entry) = k.source(self.f16)?;
-        let label = format!("{k:?}");
+        // A pipeline that failed is not cached: the next graph tries again.
+        let pipe = build_pipeline(device, &format!("{k:?}"), &src, entry)?;
+        self.cache.insert(k, pipe.clone());
+        Ok(pipe)
+    }
+}
+
+/// Compile WGSL `src` into a compute pipeline with entry point `entry`. A shader that does not
+/// parse or validate, or a pipeline the device refuses, is an error naming `label` (natively at
+/// once; in the browser through the uncaptured-error handler, at the next check).
+pub fn build_pipeline(
+    device: &wgpu::Device,
+    label: &str,
+    src: &str,
+    entry: &str,
+) -> Result<wgpu::ComputePipeline> {
+    scoped(device, &format!("compiling kernel {label}"), || {
         let module = device.create_shader_module(wgpu::ShaderModuleDescriptor {
-            label: Some(&label),
+            label: Some(label),
             source: wgpu::ShaderSource::Wgsl(src.into()),
         });
-        let pipe = device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
-            label: Some(&label),
+        device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
+            label: Some(label),
             layout: None,
             module: &module,
             entry_point: Some(entry),
             compilation_options: Default::default(),
             cache: None,
-        });
-        self.cache.insert(k, pipe.clone());
-        Ok(pipe)
-    }
+        })
+    })
 }
 
 #[cfg(test)]

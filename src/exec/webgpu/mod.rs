@@ -178,6 +178,32 @@ impl WebGpuExecutor {
         self.binding_cap = Some(bytes);
     }
 
+    /// Act as if the device's buffer and storage binding limits were at most `bytes` (they
+    /// are only lowered): weights, KV caches and graph buffers beyond it are refused with an
+    /// error, as on a device with smaller limits (weights are still split into parts that fit,
+    /// so a weight fails only where one of its rows does not fit). `WICK_WEBGPU_MAX_BUFFER`
+    /// does the same for every executor a process creates. For tests.
+    pub fn limit_buffer_size(&mut self, bytes: u64) {
+        let l = &mut self.gpu.limits;
+        l.max_buffer_size = l.max_buffer_size.min(bytes);
+        l.max_storage_buffer_binding_size = l.max_storage_buffer_binding_size.min(bytes);
+    }
+
+    /// Compile the WGSL compute shader `src` (entry point `entry`) on this device, as the
+    /// executor compiles its kernels: an error if it does not parse or validate or the device
+    /// refuses the pipeline. The executor stays usable either way.
+    pub fn check_shader(&mut self, src: &str, entry: &str) -> Result<()> {
+        kernels::build_pipeline(&self.gpu.device, "check_shader", src, entry)?;
+        self.gpu.take_error()
+    }
+
+    /// The wgpu device, e.g. to share it or to provoke errors in tests. Errors it reports
+    /// outside the executor's own calls are returned by the executor's next call that checks
+    /// (compiling a graph, finishing an upload, a step).
+    pub fn device(&self) -> &wgpu::Device {
+        &self.gpu.device
+    }
+
     /// Choose the matrix-product kernels of graphs compiled from now on: `true` for workgroups
     /// cooperating on a few weight rows (the default on GPUs), `false` for one invocation per
     /// row (the default on CPU-emulated adapters such as lavapipe).
@@ -231,6 +257,7 @@ impl Executor for WebGpuExecutor {
         if !self.supports_type(dtype) {
             return Err(Error::unsupported_type(name, dtype));
         }
+        self.gpu.take_error()?;
         if dims.is_empty() || dims.len() > 4 {
             return Err(err(format!("tensor '{name}' has {} dimensions", dims.len())));
         }
@@ -274,15 +301,21 @@ impl Executor for WebGpuExecutor {
                     .ok_or_else(|| err("KV cache too large"))?;
                 if size > self.max_binding() {
                     return Err(err(format!(
-                        "a KV cache layer of {size} bytes exceeds the device's binding size; use a smaller context"
+                        "a KV cache layer of {size} bytes ({} positions) exceeds the device's binding size \
+                         ({} bytes); use a smaller context",
+                        spec.n_ctx,
+                        self.max_binding()
                     )));
                 }
-                Ok(self.gpu.device.create_buffer(&wgpu::BufferDescriptor {
-                    label: Some("kv"),
-                    size: size.max(4).div_ceil(4) * 4,
-                    usage: wgpu::BufferUsages::STORAGE,
-                    mapped_at_creation: false,
-                }))
+                let what = format!("allocating a KV cache layer ({size} bytes, {} positions)", spec.n_ctx);
+                device::scoped(&self.gpu.device, &what, || {
+                    self.gpu.device.create_buffer(&wgpu::BufferDescriptor {
+                        label: Some("kv"),
+                        size: size.max(4).div_ceil(4) * 4,
+                        usage: wgpu::BufferUsages::STORAGE,
+                        mapped_at_creation: false,
+                    })
+                })
             };
             let (k, v) = (make(k_dim)?, make(v_dim)?);
             layers.push(KvLayer { k, v, k_dim, v_dim });
@@ -314,7 +347,11 @@ impl Executor for WebGpuExecutor {
             self.fuse,
             graph,
         )?;
-        self.gpu.take_error()?;
+        if let Err(e) = self.gpu.take_error() {
+            // In the browser a failed pipeline is only reported here: build them all again.
+            self.pipes = Pipelines::new(self.gpu.f16);
+            return Err(e);
+        }
         if let Some(stats) = &mut self.profile {
             stats.push(profile::PlanStats { tokens: graph.n_tokens, ..Default::default() });
         }

@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use std::num::NonZeroU64;
 
 use super::buffers::{err, GpuKv, GpuWeight};
-use super::device::Gpu;
+use super::device::{check_size, scoped, Gpu};
 use super::kernels::{ActQuant, Kernel, Pipelines};
 use super::profile::StepQueries;
 use crate::exec::{ActId, Graph};
@@ -182,41 +182,48 @@ impl Plan {
         let n = |a: ActId| g.rows(a) * g.cols(a);
         let usage = wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_SRC | wgpu::BufferUsages::COPY_DST;
         // Sizes rounded to 16 bytes: kernels bind buffers as arrays of 16-byte vectors.
-        let buffer = |label: &str, size: u64, usage| {
-            device.create_buffer(&wgpu::BufferDescriptor {
-                label: Some(label),
-                size: size.max(16).div_ceil(16) * 16,
-                usage,
-                mapped_at_creation: false,
+        // Checked against the device's limits first (the uniform params buffer is bound in
+        // pieces, so only its whole size is limited) (an error, not a wgpu validation failure),
+        // then created inside error scopes (out of device memory is an error too).
+        let buffer = |label: &str, size: u64, usage: wgpu::BufferUsages| -> Result<wgpu::Buffer> {
+            let size = size.max(16).div_ceil(16) * 16;
+            let what = format!("the {label} buffer of a {}-token graph", g.n_tokens);
+            check_size(limits, &what, size, usage.contains(wgpu::BufferUsages::STORAGE))?;
+            scoped(device, &format!("allocating {what} ({size} bytes)"), || {
+                device.create_buffer(&wgpu::BufferDescriptor {
+                    label: Some(label),
+                    size,
+                    usage,
+                    mapped_at_creation: false,
+                })
             })
         };
-        let max_binding = limits.max_storage_buffer_binding_size;
         let mut acts = Vec::new();
         for i in 0..g.acts.len() {
             let size = 4 * n(ActId(i as u32)) as u64;
-            if size > max_binding {
-                return Err(err(format!("activation slot {i} ({size} bytes) exceeds the binding size")));
-            }
-            acts.push(buffer("activation", size, usage));
+            acts.push(buffer(&format!("activation {i}"), size, usage)?);
         }
         let step = buffer(
             "step",
             4 * (1 + g.n_tokens as u64),
             wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_DST,
-        );
-        let quant: HashMap<ActQuant, wgpu::Buffer> =
-            built.qsize.iter().map(|(&q, &size)| (q, buffer("quantized activations", size, usage))).collect();
-        let attn_scratch = buffer("attention splits", built.attn_scratch, wgpu::BufferUsages::STORAGE);
-        let argmax_out = buffer("argmax", 16, usage);
-        let dummy_rw = buffer("dummy", 16, wgpu::BufferUsages::STORAGE);
+        )?;
+        let quant: HashMap<ActQuant, wgpu::Buffer> = built
+            .qsize
+            .iter()
+            .map(|(&q, &size)| Ok((q, buffer("quantized activations", size, usage)?)))
+            .collect::<Result<_>>()?;
+        let attn_scratch = buffer("attention splits", built.attn_scratch, wgpu::BufferUsages::STORAGE)?;
+        let argmax_out = buffer("argmax", 16, usage)?;
+        let dummy_rw = buffer("dummy", 16, wgpu::BufferUsages::STORAGE)?;
         let map = wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST;
-        let argmax_read = buffer("argmax readback", 16, map);
-        let logits_read = buffer("logits readback", 4 * n(g.logits) as u64, map);
+        let argmax_read = buffer("argmax readback", 16, map)?;
+        let logits_read = buffer("logits readback", 4 * n(g.logits) as u64, map)?;
         let params_buf = buffer(
             "params",
             built.params.len() as u64,
             wgpu::BufferUsages::UNIFORM | wgpu::BufferUsages::COPY_DST,
-        );
+        )?;
         queue.write_buffer(&params_buf, 0, &built.params);
 
         // Bind groups.
