@@ -75,7 +75,17 @@
 //!   workgroup-memory reduction; `WICK_WEBGPU_COOP=1` forces the cooperative matrix kernels
 //!   and `0` the one-row-per-invocation ones, whatever the adapter type;
 //!   `WICK_WEBGPU_FUSE=0` turns fusions off, `WICK_WEBGPU_AHEAD=0` recording ahead;
-//!   `WICK_WEBGPU_PROFILE=1` profiles (natively).
+//!   `WICK_WEBGPU_PROFILE=1` profiles (natively); `WICK_WEBGPU_MAX_BUFFER=<bytes>` lowers
+//!   the buffer and storage binding limits the executor assumes (for tests, as
+//!   [`WebGpuExecutor::limit_buffer_size`]).
+//! - GPU failures are errors, not crashes: every buffer (weight part, KV layer, graph buffer)
+//!   is checked against `max_buffer_size` and `max_storage_buffer_binding_size` before wgpu is
+//!   asked; natively, buffers and pipelines are created inside validation, out-of-memory and
+//!   internal error scopes (device.rs `scoped`), so a refused allocation or a shader that
+//!   fails to compile is `Error::Executor` from the call that made it; anything else wgpu
+//!   reports (and everything in the browser, where scopes resolve asynchronously) goes to the
+//!   uncaptured-error handler, not wgpu's default panic, and is returned by the next call that
+//!   checks (compile, alloc_weight, finish_upload, run). A failed pipeline is not cached.
 
 mod buffers;
 mod device;
