@@ -1,7 +1,8 @@
 //! GPU failures are errors, not crashes (issue 16): buffers beyond the device's limits (weights,
 //! KV cache, graph buffers), errors wgpu reports out of band, and a shader that does not
 //! compile each reach the caller as `Error::Executor` with a clear message, and the executor,
-//! or the process, stays usable. Natively (lavapipe without a GPU).
+//! or the process, stays usable; a lost device (`Device::destroy`) is an error from every
+//! later call, and a new executor works. Natively (lavapipe without a GPU).
 // Native only: `wasm-pack test` builds every test target for wasm32 (the browser tests are web_*.rs).
 #![cfg(not(target_arch = "wasm32"))]
 #![cfg(feature = "webgpu")]
@@ -161,4 +162,21 @@ fn a_model_beyond_the_limits_fails_and_the_next_load_works() {
         n += 1;
     }
     assert!(n > 0);
+}
+
+#[test]
+fn a_lost_device_is_an_error_and_a_new_executor_works() {
+    let _g = lock();
+    let mut e = gpu();
+    e.alloc_kv(&kv(16, 64)).expect("a KV cache");
+    e.device().destroy();
+    let msg = executor_message(block_on(e.finish_upload()));
+    assert!(msg.starts_with("the device was lost (Destroyed"), "{msg}");
+    // Still an error later, not a panic.
+    let msg = executor_message(e.alloc_weight("w", GgmlType::F32, &[64, 4]));
+    assert!(msg.starts_with("the device was lost"), "{msg}");
+    drop(e);
+    let mut e = gpu();
+    e.alloc_weight("w", GgmlType::F32, &[64, 4]).expect("a weight on a new device");
+    block_on(e.finish_upload()).expect("upload on a new device");
 }

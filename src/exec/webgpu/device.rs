@@ -28,6 +28,8 @@ pub struct Gpu {
     pub timestamps: bool,
     /// The first validation or device error wgpu reported (it reports them out of band).
     error: Arc<Mutex<Option<String>>>,
+    /// Why the device was lost, once it was.
+    lost: Arc<Mutex<Option<String>>>,
 }
 
 /// Whether environment variable `name` is set to `value`.
@@ -114,6 +116,18 @@ impl Gpu {
                 *s = Some(e.to_string());
             }
         }));
+        // A lost device (destroyed, a driver reset, the browser's watchdog) stays lost: every
+        // later check reports it, and the caller must acquire a new executor.
+        let lost = Arc::new(Mutex::new(None));
+        let sink = lost.clone();
+        device.set_device_lost_callback(move |reason, message| {
+            let mut s = sink.lock().unwrap_or_else(|p| p.into_inner());
+            if s.is_none() {
+                let why =
+                    if message.is_empty() { format!("{reason:?}") } else { format!("{reason:?}: {message}") };
+                *s = Some(format!("the device was lost ({why}); load the model again"));
+            }
+        });
         let path = match (f16, subgroups) {
             (true, true) => "f16, subgroups",
             (true, false) => "f16",
@@ -131,6 +145,7 @@ impl Gpu {
             profiling,
             timestamps,
             error,
+            lost,
         })
     }
 
@@ -141,6 +156,9 @@ impl Gpu {
 
     /// An error wgpu reported since the last check, as a wick error.
     pub fn take_error(&self) -> Result<()> {
+        if let Some(lost) = self.lost.lock().unwrap_or_else(|p| p.into_inner()).clone() {
+            return Err(err(lost));
+        }
         match self.error.lock().unwrap_or_else(|p| p.into_inner()).take() {
             Some(e) => Err(err(format!("device error: {e}"))),
             None => Ok(()),
