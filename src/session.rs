@@ -57,6 +57,9 @@ pub struct GenerateOptions {
     /// Report each token's log-probability ([`Token::logprobs`]) with this many of the most
     /// likely alternatives (0 to 20); `None`: no log-probabilities.
     pub logprobs: Option<usize>,
+    /// Keep generating past end-of-generation tokens (they are returned like any other), until
+    /// `max_tokens` or a stop string: for benchmarks and long agreement tests.
+    pub ignore_eog: bool,
 }
 
 impl Default for GenerateOptions {
@@ -67,6 +70,7 @@ impl Default for GenerateOptions {
             stop: Vec::new(),
             constraint: None,
             logprobs: None,
+            ignore_eog: false,
         }
     }
 }
@@ -210,6 +214,7 @@ impl<'m> Session<'m> {
             n_prompt: prompt.len() - common,
             guide,
             logprobs: opts.logprobs,
+            ignore_eog: opts.ignore_eog,
         })
     }
 }
@@ -229,6 +234,7 @@ pub struct Generation<'s, 'm> {
     n_prompt: usize,
     guide: Option<Guide>,
     logprobs: Option<usize>,
+    ignore_eog: bool,
 }
 
 impl Generation<'_, '_> {
@@ -269,7 +275,7 @@ impl Generation<'_, '_> {
         };
         self.generated += 1;
         let tok = self.session.model.tokenizer();
-        if tok.is_eog(id) {
+        if tok.is_eog(id) && !self.ignore_eog {
             return self.end(FinishReason::Eog);
         }
         if let Some(g) = self.guide.as_mut() {

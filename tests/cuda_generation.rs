@@ -14,7 +14,7 @@ mod support;
 use std::path::PathBuf;
 
 use support::models::{models_dir, tokenizer_donor};
-use support::{block_on, cuda_wanted};
+use support::{agreement, block_on, cuda_wanted};
 
 use wick::exec::Readback;
 use wick::model::Arch;
@@ -146,5 +146,32 @@ fn model_files_match_cpu() {
                 Model::load(FileSource::open(&f).await.unwrap(), opts).await.unwrap()
             })
         });
+    }
+}
+
+/// SmolLM2 generating 3,000 greedy tokens on CUDA and on the CPU executor: they may part only
+/// at a near-tie of the CPU's own logits (top-2 margin below 1, as `webgpu_generation`'s
+/// `TIE`); the agreed length and the margin are printed. Needs the model file, which the GPU
+/// machine cannot download: `cargo test --release --features cuda --test cuda_generation --
+/// --ignored --nocapture` where the file is.
+#[test]
+#[ignore = "needs SmolLM2 and a GPU; results in benches/RESULTS.md"]
+fn smollm2_3000_tokens_part_only_at_a_near_tie() {
+    if !have_cuda() {
+        return;
+    }
+    let path = models_dir().join("SmolLM2-135M-Instruct.Q4_1.gguf");
+    let load = |executor| {
+        block_on(async {
+            let opts = LoadOptions { executor, ..Default::default() };
+            Model::load(FileSource::open(&path).await.unwrap(), opts).await.unwrap()
+        })
+    };
+    let (cpu, gpu) = (load(ExecutorKind::Cpu), load(ExecutorKind::Cuda));
+    let prompt = cpu.tokenizer().encode("The history of the lighthouse", true, true).unwrap();
+    let p = agreement::parting(&cpu, &gpu, &prompt, 3000);
+    eprintln!("smollm2, 3000 greedy tokens: {p:?}");
+    if let Some(m) = p.margin {
+        assert!(m < 1.0, "parted at token {} where the CPU's margin is {m}", p.agreed);
     }
 }

@@ -3,6 +3,8 @@
 //! builders, and the browser tests' streams. Each test uses part of it.
 #![allow(dead_code, unused_imports)]
 
+#[cfg(not(target_arch = "wasm32"))]
+pub mod agreement;
 pub mod gguf;
 #[cfg(not(target_arch = "wasm32"))]
 pub mod models;

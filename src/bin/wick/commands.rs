@@ -142,6 +142,7 @@ pub async fn generate(a: GenerateArgs) -> Result<()> {
         stop: a.sampling.stop.clone(),
         constraint,
         logprobs: a.logprobs.filter(|_| a.json),
+        ignore_eog: a.ignore_eos,
     };
     run(&mut session, &ids, opts, a.json).await?;
     Ok(())
@@ -183,6 +184,7 @@ pub async fn chat(a: ChatArgs) -> Result<()> {
             stop: a.sampling.stop.clone(),
             constraint: constraint.clone(),
             logprobs: None,
+            ignore_eog: false,
         };
         match run(&mut session, &ids, opts, false).await {
             Ok(reply) => msgs.push(ChatMessage { role: "assistant".into(), content: reply }),

@@ -123,6 +123,9 @@ struct GenerateArgs {
     /// With --json: add each token's log-probability and this many likeliest alternatives (0-20).
     #[arg(long, value_name = "N", value_parser = count(20))]
     logprobs: Option<usize>,
+    /// Keep generating past the model's end-of-generation tokens, to -n tokens.
+    #[arg(long)]
+    ignore_eos: bool,
     #[command(flatten)]
     sampling: SamplingArgs,
     #[command(flatten)]
