@@ -280,19 +280,9 @@ __device__ __forceinline__ void attention_flash_t(const AttentionFlashParams& p)
         for (int n = 0; n < NT; n++) *(float2*)(out + 8 * n) = make_float2(o[n][2 * i], o[n][2 * i + 1]);
         if (ti == 0) part_ml[2 * row] = mx[i], part_ml[2 * row + 1] = sum[i];
     }
-    // The last chunk of this (x, y) tile to finish combines them.
-    __shared__ int is_last;
-    const int counter = blockIdx.y * gridDim.x + blockIdx.x;
-    __threadfence();
-    __syncthreads();
-    if (threadIdx.x == 0) {
-        const int done = atomicAdd(&p.counters[counter], 1);
-        is_last = done == n_used - 1;
-        if (is_last) p.counters[counter] = 0;
-    }
-    __syncthreads();
-    if (!is_last) return;
-    __threadfence();
+    // The last chunk of this (x, y) tile to finish combines them (last_to_finish:
+    // attention_split.cu, earlier in the module).
+    if (!last_to_finish(&p.counters[blockIdx.y * gridDim.x + blockIdx.x], n_used)) return;
     for (int i = threadIdx.x; i < FA_M * HD; i += 32 * FA_WARPS) {
         const int m = i / HD, d = i % HD, r = m / p.gb, g = m % p.gb;
         if (r >= nq || g >= ng) continue;

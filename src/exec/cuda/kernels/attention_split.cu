@@ -29,6 +29,37 @@ __device__ __forceinline__ void unpack8(uint4 w, float* f) {
     f[0] = a.x, f[1] = a.y, f[2] = b.x, f[3] = b.y, f[4] = c.x, f[5] = c.y, f[6] = d.x, f[7] = d.y;
 }
 
+// o[g] += P[g][jj] · (the eight values of w), for the GB heads of a block: one value row's
+// share of a lane.
+template <int GB>
+__device__ __forceinline__ void add_value_row(float (&o)[GB][8], const float (&pw)[GB][32], int jj, uint4 w) {
+    float v[8];
+    unpack8(w, v);
+#pragma unroll
+    for (int g = 0; g < GB; g++) {
+        const float pg = pw[g][jj];
+#pragma unroll
+        for (int e = 0; e < 8; e++) o[g][e] = fmaf(pg, v[e], o[g][e]);
+    }
+}
+
+// Whether this block is the last of the n_used blocks counted in *counter to get here (that
+// block sets the counter back to zero); called by every thread after the block's partial
+// results are written, block-uniform. The last block then sees every block's writes.
+__device__ __forceinline__ bool last_to_finish(int* counter, int n_used) {
+    __shared__ int last;
+    __threadfence();
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        last = atomicAdd(counter, 1) == n_used - 1;
+        if (last) *counter = 0;
+    }
+    __syncthreads();
+    const bool is_last = last;
+    if (is_last) __threadfence();
+    return is_last;
+}
+
 // HD: the head size (64, 128 or 256); GB: query heads a block (1, 2, 4 or 8; GB · HD <= 1024).
 template <int HD, int GB>
 __device__ __forceinline__ void attention_split_t(const AttentionSplitParams& p) {
@@ -42,7 +73,6 @@ __device__ __forceinline__ void attention_split_t(const AttentionSplitParams& p)
     __shared__ float ps[4][GB][32];
     __shared__ float wm[4][GB], wl[4][GB];
     __shared__ __align__(16) float wo[4][GB][HD];
-    __shared__ int last;
     pdl_trigger();
     pdl_wait();
     const int G = p.n_heads / p.n_kv_heads, n_groups = (G + GB - 1) / GB;
@@ -129,32 +159,14 @@ __device__ __forceinline__ void attention_split_t(const AttentionSplitParams& p)
         if (PREFETCH) {
             // Keys past j1 have probability 0 and value rows of zeros.
 #pragma unroll
-            for (int i = 0; i < VN; i++) {
-                const int jj = lane / LPR + i * RPI;
-                float v[8];
-                unpack8(vr[i], v);
-#pragma unroll
-                for (int g = 0; g < GB; g++) {
-                    const float pg = ps[warp][g][jj];
-#pragma unroll
-                    for (int e = 0; e < 8; e++) o[g][e] = fmaf(pg, v[e], o[g][e]);
-                }
-            }
+            for (int i = 0; i < VN; i++) add_value_row<GB>(o, ps[warp], lane / LPR + i * RPI, vr[i]);
             __syncwarp();
             continue;
         }
         const int nk = min(32, j1 - jt);
 #pragma unroll 4
-        for (int jj = lane / LPR; jj < nk; jj += RPI) {
-            float v[8];
-            unpack8(*(const uint4*)(vb + (long long)(jt + jj) * p.v_dim), v);
-#pragma unroll
-            for (int g = 0; g < GB; g++) {
-                const float pg = ps[warp][g][jj];
-#pragma unroll
-                for (int e = 0; e < 8; e++) o[g][e] = fmaf(pg, v[e], o[g][e]);
-            }
-        }
+        for (int jj = lane / LPR; jj < nk; jj += RPI)
+            add_value_row<GB>(o, ps[warp], jj, *(const uint4*)(vb + (long long)(jt + jj) * p.v_dim));
         __syncwarp();
     }
     // The warp's lanes of one dimension group meet; then the four warps.
@@ -198,16 +210,7 @@ __device__ __forceinline__ void attention_split_t(const AttentionSplitParams& p)
     }
     if (n_used == 1) return;
     // The last block of this (row, KV head, head group) to finish combines the chunks.
-    __threadfence();
-    __syncthreads();
-    if (t == 0) {
-        const int done = atomicAdd(&p.counters[y], 1);
-        last = done == n_used - 1;
-        if (last) p.counters[y] = 0;
-    }
-    __syncthreads();
-    if (!last) return;
-    __threadfence();
+    if (!last_to_finish(&p.counters[y], n_used)) return;
     for (int i = t; i < ng * HD; i += 128) {
         const int g = i / HD, d = i % HD;
         const long long head = (long long)r * p.n_heads + h0 + g, row0 = head * p.n_split;
