@@ -21,6 +21,7 @@ pub mod constrain;
 mod error;
 pub mod exec;
 pub mod gguf;
+pub mod kv;
 mod load;
 mod logprobs;
 pub mod model;

@@ -73,7 +73,7 @@ impl ModelInfo {
             });
         }
         // A dry run of the graph builder checks every tensor's presence and shape.
-        model::build_graph(&hparams, n_vocab, &WeightTable::from_infos(tensors), 1, Logits::Last)?;
+        model::build_graph(&hparams, n_vocab, &WeightTable::from_infos(tensors), 1, 1, Logits::Last)?;
         let text = |id: Option<u32>| id.and_then(|i| tokenizer.token_text(i)).unwrap_or("").to_string();
         let (bos, eos) = (text(tokenizer.bos_id()), text(tokenizer.eos_id()));
         let template = ChatTemplate::from_metadata(md, &bos, &eos)?;
@@ -181,16 +181,17 @@ impl Model {
         exec.measure_bandwidth().await
     }
 
-    /// The compiled graph for steps of `n` tokens (built on first use; the least recently used
-    /// one is freed once [`GraphCache::CAPACITY`] are kept).
-    pub(crate) fn graph(&self, n: usize, logits: Logits) -> Result<GraphId> {
-        if let Some(g) = self.graphs.borrow_mut().get((n, logits)) {
+    /// The compiled graph for steps of `n` tokens of up to `n_seqs` sequences (built on first
+    /// use; the least recently used one is freed once [`GraphCache::CAPACITY`] are kept).
+    pub(crate) fn graph(&self, n: usize, n_seqs: usize, logits: Logits) -> Result<GraphId> {
+        let key = (n, n_seqs, logits);
+        if let Some(g) = self.graphs.borrow_mut().get(key) {
             return Ok(g);
         }
-        let graph = model::build_graph(&self.hparams, self.n_vocab, &self.weights, n, logits)?;
+        let graph = model::build_graph(&self.hparams, self.n_vocab, &self.weights, n, n_seqs, logits)?;
         let mut exec = self.exec.try_borrow_mut().map_err(|_| Error::busy())?;
         let id = exec.compile(&graph)?;
-        if let Some(evicted) = self.graphs.borrow_mut().insert((n, logits), id) {
+        if let Some(evicted) = self.graphs.borrow_mut().insert(key, id) {
             exec.free_graph(evicted);
         }
         Ok(id)
@@ -202,7 +203,11 @@ impl Model {
     }
 }
 
-/// The compiled graphs of a model, by (tokens per step, logits), least recently used first.
+/// A compiled graph's shape: tokens per step, most sequences per step, logits rows.
+type GraphKey = (usize, usize, Logits);
+
+/// The compiled graphs of a model, by (tokens per step, sequences per step, logits), least
+/// recently used first.
 ///
 /// Each compiled graph owns device memory (its activation slots grow with its token count) and,
 /// on CUDA, captured graphs. A chat sends prompt chunks of ever-different lengths, so an
@@ -210,7 +215,7 @@ impl Model {
 /// rule "Compile for a bounded set of shapes").
 #[derive(Default)]
 pub(crate) struct GraphCache {
-    entries: Vec<((usize, Logits), GraphId)>,
+    entries: Vec<(GraphKey, GraphId)>,
 }
 
 impl GraphCache {
@@ -218,7 +223,7 @@ impl GraphCache {
     pub(crate) const CAPACITY: usize = 6;
 
     /// The graph for `key`, marked as just used.
-    fn get(&mut self, key: (usize, Logits)) -> Option<GraphId> {
+    fn get(&mut self, key: GraphKey) -> Option<GraphId> {
         let i = self.entries.iter().position(|(k, _)| *k == key)?;
         let e = self.entries.remove(i);
         self.entries.push(e);
@@ -226,7 +231,7 @@ impl GraphCache {
     }
 
     /// Keep `id` for `key`; returns the graph to free when that makes one too many.
-    fn insert(&mut self, key: (usize, Logits), id: GraphId) -> Option<GraphId> {
+    fn insert(&mut self, key: GraphKey, id: GraphId) -> Option<GraphId> {
         self.entries.push((key, id));
         (self.entries.len() > Self::CAPACITY).then(|| self.entries.remove(0).1)
     }

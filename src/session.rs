@@ -1,7 +1,8 @@
 //! Sessions (a conversation's KV cache) and generation as an async stream of tokens.
 
 use crate::constrain::{Constraint, Guide};
-use crate::exec::{KvId, KvSpec, Readback, StepOutput};
+use crate::exec::{blocks_for, KvId, KvSpec, Readback, SeqStep, StepOutput};
+use crate::kv::{BlockPool, SeqBlocks};
 use crate::load::Model;
 use crate::logprobs::{logprobs, Logprobs, MAX_TOP_LOGPROBS};
 use crate::model::Logits;
@@ -29,6 +30,9 @@ impl Default for SessionOptions {
 pub struct Session<'m> {
     model: &'m Model,
     kv: KvId,
+    /// The cache's blocks, and the conversation's block table.
+    pool: BlockPool,
+    blocks: SeqBlocks,
     n_ctx: usize,
     n_batch: usize,
     tokens: Vec<u32>,
@@ -119,13 +123,22 @@ impl<'m> Session<'m> {
                 hp.arch.name()
             )));
         }
+        let n_blocks = blocks_for(n_ctx);
         let spec = KvSpec {
-            n_ctx,
+            n_blocks,
             k_dims: vec![hp.n_head_kv * hp.head_dim; hp.n_layer],
             v_dims: vec![hp.n_head_kv * hp.v_head_dim; hp.n_layer],
         };
         let kv = model.exec.try_borrow_mut().map_err(|_| Error::busy())?.alloc_kv(&spec)?;
-        Ok(Session { model, kv, n_ctx, n_batch: opts.n_batch.max(1), tokens: Vec::new() })
+        Ok(Session {
+            model,
+            kv,
+            pool: BlockPool::new(n_blocks),
+            blocks: SeqBlocks::default(),
+            n_ctx,
+            n_batch: opts.n_batch.max(1),
+            tokens: Vec::new(),
+        })
     }
 
     /// Context size.
@@ -142,7 +155,15 @@ impl<'m> Session<'m> {
     }
     /// Forget everything in the cache.
     pub fn reset(&mut self) {
-        self.tokens.clear();
+        self.truncate(0);
+    }
+
+    /// Keep the first `n` tokens of the cache (fewer if a shared block must be given back);
+    /// returns how many are kept.
+    fn truncate(&mut self, n: usize) -> usize {
+        let kept = self.blocks.truncate(&mut self.pool, n.min(self.tokens.len()));
+        self.tokens.truncate(kept);
+        kept
     }
 
     /// Append `tokens` to the context, evaluating them in batches, and read back for the last.
@@ -158,13 +179,15 @@ impl<'m> Session<'m> {
             return Err(Error::ContextOverflow { needed, n_ctx: self.n_ctx });
         }
         let logits = if readback == Readback::AllLogits { Logits::All } else { Logits::Last };
+        self.blocks.reserve(&mut self.pool, needed)?;
         let mut out = StepOutput::default();
         for (i, batch) in tokens.chunks(self.n_batch).enumerate() {
             let last = (i + 1) * self.n_batch >= tokens.len();
-            let graph = self.model.graph(batch.len(), logits)?;
+            let graph = self.model.graph(batch.len(), 1, logits)?;
             let rb = if last || readback == Readback::AllLogits { readback } else { Readback::LastLogits };
             let mut exec = self.model.exec.try_borrow_mut().map_err(|_| Error::busy())?;
-            let step = exec.run(graph, self.kv, batch, self.tokens.len(), rb).await?;
+            let seqs = SeqStep::one(batch, self.tokens.len(), self.blocks.table());
+            let step = exec.run(graph, self.kv, &seqs, rb).await?;
             drop(exec);
             self.tokens.extend_from_slice(batch);
             if readback == Readback::AllLogits {
@@ -198,7 +221,7 @@ impl<'m> Session<'m> {
         };
         // Keep the common prefix, but always evaluate at least one token to get logits.
         let common = self.tokens.iter().zip(prompt).take_while(|(a, b)| a == b).count().min(prompt.len() - 1);
-        self.tokens.truncate(common);
+        let common = self.truncate(common);
         let pending = prompt[common..].to_vec();
         let model = self.model;
         Ok(Generation {
@@ -263,7 +286,7 @@ impl Generation<'_, '_> {
                 return Some(Err(e));
             }
         };
-        let (id, lp) = match out.token {
+        let (id, lp) = match out.token() {
             Some(t) => (t, None),
             None => match self.pick(out.logits) {
                 Ok(picked) => picked,

@@ -128,7 +128,7 @@ fn prompt_longer_than_context_and_bad_token_ids() {
     assert!(matches!(bad, Err(Error::InvalidArgument(_))), "{bad:?}");
     // Still usable afterwards.
     let ok = block_on(s.eval(&[1, 2, 3], Readback::Argmax)).unwrap();
-    assert!(ok.token.is_some());
+    assert!(ok.token().is_some());
     assert_eq!(s.tokens(), &[1, 2, 3]);
 }
 

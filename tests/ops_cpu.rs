@@ -5,7 +5,7 @@
 mod ops;
 mod support;
 
-use ops::{cases, fused};
+use ops::{cases, fused, sequences};
 use wick::exec::cpu::CpuExecutor;
 use wick::exec::Executor;
 
@@ -25,6 +25,8 @@ op_rows! { "cpu";
     gated_act => cpu(), cases::gated_act();
     add_take_last => cpu(), cases::add_take_last();
     readback => cpu(), cases::readback();
+    sequences => cpu(), sequences::rows();
+    sequences_readback => cpu(), sequences::readback();
     split_weights => cpu(), cases::split_weights();
     fused_patterns => cpu(), fused::patterns();
     fused_layer => cpu(), fused::layer();

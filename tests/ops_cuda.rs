@@ -9,7 +9,7 @@
 mod ops;
 mod support;
 
-use ops::{cases, fused};
+use ops::{cases, fused, sequences};
 use wick::exec::{Executor, ExecutorKind};
 use wick::quant::GgmlType;
 
@@ -37,6 +37,8 @@ op_rows! { "cuda";
     gated_act => cuda(), cases::gated_act();
     add_take_last => cuda(), cases::add_take_last();
     readback => cuda(), cases::readback();
+    sequences => cuda(), sequences::rows();
+    sequences_readback => cuda(), sequences::readback();
     split_weights => cuda(), cases::split_weights();
     fused_patterns => cuda(), fused::patterns();
     fused_layer => cuda(), fused::layer();

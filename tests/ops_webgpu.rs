@@ -10,7 +10,7 @@
 mod ops;
 mod support;
 
-use ops::{cases, fused};
+use ops::{cases, fused, sequences};
 use wick::exec::webgpu::WebGpuExecutor;
 use wick::exec::Executor;
 
@@ -54,6 +54,8 @@ op_rows! { "webgpu";
     gated_act => gpu(), cases::gated_act();
     add_take_last => gpu(), cases::add_take_last();
     readback => gpu(), cases::readback();
+    sequences => gpu(), sequences::rows();
+    sequences_readback => gpu(), sequences::readback();
     // Gemma 3's 167 MiB embedding is split on a 128 MiB binding limit; forced here with 40 KiB.
     split_weights => gpu_with(|e| e.cap_binding_size(40 * 1024)), cases::split_weights();
     fused_patterns_coop => coop(true), fused::patterns();

@@ -84,7 +84,7 @@ fn yarn_reaches_every_rope_op() {
         md.insert(format!("{}.rope.scaling.type", arch.name()), MetaValue::Str("yarn".into()));
         md.insert(format!("{}.rope.scaling.factor", arch.name()), MetaValue::F32(4.0));
         let hp = Hparams::from_metadata(&md).unwrap();
-        let g = wick::model::build_graph(&hp, 100, &AnyWeights(Cell::new(0)), 1, Logits::Last).unwrap();
+        let g = wick::model::build_graph(&hp, 100, &AnyWeights(Cell::new(0)), 1, 1, Logits::Last).unwrap();
         let ropes: Vec<_> = g.ops.iter().filter(|op| matches!(op, Op::Rope { .. })).collect();
         assert_eq!(ropes.len(), 2 * hp.n_layer);
         for op in ropes {

@@ -41,7 +41,7 @@ fn executor_message<T>(r: wick::Result<T>) -> String {
 }
 
 fn kv(n_ctx: usize, dim: usize) -> KvSpec {
-    KvSpec { n_ctx, k_dims: vec![dim; 2], v_dims: vec![dim; 2] }
+    KvSpec { n_blocks: wick::exec::blocks_for(n_ctx), k_dims: vec![dim; 2], v_dims: vec![dim; 2] }
 }
 
 #[test]

@@ -11,12 +11,13 @@ use super::WeightId;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct ActId(pub u32);
 
-/// How many rows an activation has: one per token of the step, or one only (the last token).
+/// How many rows an activation has: one per token of the step, or one per sequence (its last
+/// token's).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Rows {
     /// One row per token of the step.
     All,
-    /// A single row (the last token's).
+    /// One row per sequence the graph takes ([`Graph::n_seqs`]): each sequence's last token.
     Last,
 }
 
@@ -151,7 +152,8 @@ pub enum Op {
     RmsNorm { x: ActId, weight: WeightId, dst: ActId, group: usize, eps: f32 },
     /// dst = x · Wᵀ (+ bias): W is (k, n) in ggml order, x is (rows, k), dst is (rows, n).
     MatMul { w: WeightId, x: ActId, dst: ActId, bias: Option<WeightId> },
-    /// Rotary position embedding on every head of `x` in place (positions from the step).
+    /// Rotary position embedding on every head of `x` in place (each token's position in its
+    /// sequence, from the step).
     /// `freqs`: the file's frequency factors (`rope_freqs.weight`, F32, n_rot/2 values), each
     /// pair's angle divided by its factor; `ext`: YaRN and the magnitude scale (see
     /// [`RopeConsts`] for the whole definition).
@@ -166,10 +168,12 @@ pub enum Op {
         freqs: Option<WeightId>,
         ext: RopeExt,
     },
-    /// Append the step's k and v rows to layer `layer` of the KV cache at the step's positions.
+    /// Store the step's k and v rows in layer `layer` of the KV cache, each at its token's
+    /// position in its sequence's blocks.
     KvStore { layer: usize, k: ActId, v: ActId },
     /// Causal attention of the step's queries over the cached keys and values of `layer`
-    /// (which already hold this step's rows). q is (rows, n_heads·head_dim), dst likewise.
+    /// (which already hold this step's rows): the query of a token at position p of sequence
+    /// s sees s's keys at positions ≤ p. q is (rows, n_heads·head_dim), dst likewise.
     /// `window`: sliding-window size (a query at p sees keys at positions > p − window).
     Attention {
         layer: usize,
@@ -186,7 +190,7 @@ pub enum Op {
     GatedAct { gate: ActId, up: ActId, act: Gate },
     /// dst = a + b, elementwise. In place allowed.
     Add { a: ActId, b: ActId, dst: ActId },
-    /// dst (one row) = the last row of x.
+    /// dst (one row per sequence of the graph) = each sequence's last row of x.
     TakeLast { x: ActId, dst: ActId },
 }
 
@@ -195,6 +199,9 @@ pub enum Op {
 pub struct Graph {
     /// Tokens per step this graph is built for.
     pub n_tokens: usize,
+    /// Most sequences a step of this graph carries (the rows of [`Rows::Last`] slots); at most
+    /// `n_tokens`.
+    pub n_seqs: usize,
     /// Activation slots, indexed by [`ActId`].
     pub acts: Vec<ActDesc>,
     /// Ops in execution order.
@@ -204,9 +211,19 @@ pub struct Graph {
 }
 
 impl Graph {
-    /// An empty graph for `n_tokens` tokens; `logits` is set by the builder.
+    /// An empty graph for `n_tokens` tokens of one sequence; `logits` is set by the builder.
     pub fn new(n_tokens: usize) -> Self {
-        Graph { n_tokens, acts: Vec::new(), ops: Vec::new(), logits: ActId(0) }
+        Graph::with_seqs(n_tokens, 1)
+    }
+    /// An empty graph for `n_tokens` tokens of up to `n_seqs` sequences.
+    pub fn with_seqs(n_tokens: usize, n_seqs: usize) -> Self {
+        Graph {
+            n_tokens,
+            n_seqs: n_seqs.clamp(1, n_tokens.max(1)),
+            acts: Vec::new(),
+            ops: Vec::new(),
+            logits: ActId(0),
+        }
     }
     /// Add an activation slot.
     pub fn act(&mut self, rows: Rows, cols: usize) -> ActId {
@@ -221,7 +238,7 @@ impl Graph {
     pub fn rows(&self, a: ActId) -> usize {
         match self.acts[a.0 as usize].rows {
             Rows::All => self.n_tokens,
-            Rows::Last => 1,
+            Rows::Last => self.n_seqs,
         }
     }
     /// Columns of a slot.
@@ -309,40 +326,14 @@ impl Graph {
         })
     }
 
-    /// The step preamble every executor runs before a step of this graph, so that a bad step
-    /// gets the same error on each: exactly `n_tokens` tokens, each below `n_vocab` (the rows of
-    /// [`Graph::embed_table`]), and room for them in a cache of `n_ctx` positions from `pos`.
-    pub fn check_step(
-        &self,
-        executor: &'static str,
-        tokens: &[u32],
-        pos: usize,
-        n_ctx: usize,
-        n_vocab: usize,
-    ) -> crate::Result<()> {
-        if tokens.len() != self.n_tokens {
-            return Err(crate::Error::Executor {
-                executor,
-                message: format!("graph takes {} tokens, got {}", self.n_tokens, tokens.len()),
-            });
-        }
-        if let Some(&t) = tokens.iter().find(|&&t| t as usize >= n_vocab) {
-            return Err(crate::Error::InvalidArgument(format!(
-                "token id {t} is outside the vocabulary of {n_vocab} tokens"
-            )));
-        }
-        let needed = pos.saturating_add(tokens.len());
-        if needed > n_ctx {
-            return Err(crate::Error::ContextOverflow { needed, n_ctx });
-        }
-        Ok(())
-    }
-
     /// The checks every executor makes before accepting a graph: each op names one of the
     /// `n_weights` weights and existing slots, no op aliases slots it cannot run in place on,
     /// norm groups divide their rows, and every matrix product fits its weight, whose
     /// (row length, rows) `shape` gives.
     pub fn check(&self, n_weights: usize, shape: impl Fn(WeightId) -> (usize, usize)) -> Result<(), String> {
+        if self.n_seqs == 0 || self.n_seqs > self.n_tokens {
+            return Err(format!("a graph of {} tokens cannot take {} sequences", self.n_tokens, self.n_seqs));
+        }
         for op in &self.ops {
             let weights_ok = op.weights().iter().all(|w| (w.0 as usize) < n_weights);
             let slots_ok = op.slots().iter().all(|a| (a.0 as usize) < self.acts.len());

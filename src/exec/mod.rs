@@ -6,8 +6,11 @@
 //!   [`KvId`]); callers never hold device memory.
 //! - Weights arrive as raw GGUF bytes in bounded chunks ([`Executor::write_weight`]) and stay
 //!   in their block format.
-//! - A forward pass is a whole [`Graph`], compiled once per shape; a step passes only token ids
-//!   and a position and reads back only a token id or logits.
+//! - A forward pass is a whole [`Graph`], compiled once per shape; a step passes only token ids,
+//!   their sequences' positions and block tables ([`SeqStep`]) and reads back only token ids or
+//!   logits.
+//! - The KV cache is a pool of blocks of [`KV_BLOCK`] positions; each sequence of a step names
+//!   its blocks, so sequences can share a prefix and blocks can be saved or moved.
 
 pub mod cpu;
 // The fusion planner of the GPU executors (only CUDA plans with it so far: WebGPU's port is
@@ -19,6 +22,7 @@ pub mod cuda;
 #[cfg_attr(not(all(feature = "cuda", feature = "webgpu")), allow(dead_code))]
 pub(crate) mod fuse;
 mod graph;
+mod step;
 #[cfg(feature = "webgpu")]
 pub mod webgpu;
 
@@ -26,6 +30,9 @@ use std::future::Future;
 use std::pin::Pin;
 
 pub use graph::{ActDesc, ActId, Gate, Graph, Op, RopeConsts, RopeExt, RopeMode, Rows};
+pub use step::{
+    blocks_for, check_step, contiguous_one, identity_blocks, kv_row, SeqStep, StepLayout, KV_BLOCK,
+};
 
 use crate::quant::GgmlType;
 use crate::Result;
@@ -45,23 +52,30 @@ pub struct KvId(pub u32);
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct GraphId(pub u32);
 
-/// Shape of a KV cache: per layer, the width of a key row and of a value row.
+/// Shape of a KV cache: its blocks, and per layer the width of a key row and of a value row.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct KvSpec {
-    /// Positions it holds.
-    pub n_ctx: usize,
+    /// Blocks of [`KV_BLOCK`] positions it holds.
+    pub n_blocks: usize,
     /// Per layer: n_kv_heads · head_dim of the keys.
     pub k_dims: Vec<usize>,
     /// Per layer: n_kv_heads · head_dim of the values.
     pub v_dims: Vec<usize>,
 }
 
+impl KvSpec {
+    /// Positions it holds.
+    pub fn n_positions(&self) -> usize {
+        self.n_blocks.saturating_mul(KV_BLOCK)
+    }
+}
+
 /// What a step reads back.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Readback {
-    /// The argmax of the last token's logits, computed on the device.
+    /// The argmax of each sequence's last token's logits, computed on the device.
     Argmax,
-    /// The last token's logits.
+    /// Each sequence's last token's logits.
     LastLogits,
     /// Every token's logits (graph must be built with all rows of logits).
     AllLogits,
@@ -70,10 +84,18 @@ pub enum Readback {
 /// What a step returns.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct StepOutput {
-    /// The argmax token, for [`Readback::Argmax`].
-    pub token: Option<u32>,
-    /// Logits, row-major, for the logits readbacks.
+    /// The argmax token of each sequence, for [`Readback::Argmax`].
+    pub tokens: Vec<u32>,
+    /// Logits, row-major, for the logits readbacks: one row per sequence
+    /// ([`Readback::LastLogits`]) or per token ([`Readback::AllLogits`]).
     pub logits: Vec<f32>,
+}
+
+impl StepOutput {
+    /// The last sequence's argmax token (the only one of a one-sequence step).
+    pub fn token(&self) -> Option<u32> {
+        self.tokens.last().copied()
+    }
 }
 
 /// A backend that holds weights and KV caches and runs compiled graphs.
@@ -88,7 +110,7 @@ pub trait Executor {
     fn write_weight(&mut self, id: WeightId, offset: u64, bytes: &[u8]) -> Result<()>;
     /// Wait until every write has reached the device.
     fn finish_upload(&mut self) -> LocalFuture<'_, Result<()>>;
-    /// Allocate a KV cache.
+    /// Allocate a KV cache (a pool of blocks; contents undefined until written).
     fn alloc_kv(&mut self, spec: &KvSpec) -> Result<KvId>;
     /// Free a KV cache.
     fn free_kv(&mut self, kv: KvId);
@@ -102,14 +124,13 @@ pub trait Executor {
     fn measure_bandwidth(&mut self) -> LocalFuture<'_, Result<Option<f64>>> {
         Box::pin(async { Ok(None) })
     }
-    /// Run a compiled graph on `tokens` (exactly the graph's n_tokens) starting at position
-    /// `pos` of cache `kv`, and read back what is asked.
+    /// Run a compiled graph on the tokens of `seqs` (the graph's n_tokens in all, at most its
+    /// n_seqs sequences, checked by [`check_step`]) with cache `kv`, and read back what is asked.
     fn run<'a>(
         &'a mut self,
         graph: GraphId,
         kv: KvId,
-        tokens: &'a [u32],
-        pos: usize,
+        seqs: &'a [SeqStep<'a>],
         readback: Readback,
     ) -> LocalFuture<'a, Result<StepOutput>>;
 }

@@ -14,9 +14,10 @@ pub fn build(
     n_vocab: usize,
     w: &dyn Weights,
     n_tokens: usize,
+    n_seqs: usize,
     logits: Logits,
 ) -> Result<Graph> {
-    let mut g = Graph::new(n_tokens);
+    let mut g = Graph::with_seqs(n_tokens, n_seqs);
     let s = Slots::new(&mut g, hp);
     blocks::embed(&mut g, hp, n_vocab, w, &s, (hp.n_embd as f32).sqrt())?;
     // Gemma 3 27B scales queries by n_embd / n_head; the other sizes by the head size.

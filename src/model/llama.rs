@@ -13,9 +13,10 @@ pub fn build(
     n_vocab: usize,
     w: &dyn Weights,
     n_tokens: usize,
+    n_seqs: usize,
     logits: Logits,
 ) -> Result<Graph> {
-    let mut g = Graph::new(n_tokens);
+    let mut g = Graph::with_seqs(n_tokens, n_seqs);
     let s = Slots::new(&mut g, hp);
     let opt = AttnOptions {
         qkv_bias: hp.arch == Arch::Qwen2,

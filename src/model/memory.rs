@@ -43,9 +43,11 @@ impl MemoryEstimate {
     ) -> Result<MemoryEstimate> {
         let weights = tensors.iter().fold(0u64, |a, t| a.saturating_add(t.n_bytes()));
         let kv_row = (hp.n_head_kv * (hp.head_dim + hp.v_head_dim)) as u64 * 2;
-        let kv = kv_row.saturating_mul(hp.n_layer as u64).saturating_mul(n_ctx as u64);
+        // The cache holds whole blocks (exec::KV_BLOCK positions each).
+        let positions = crate::exec::blocks_for(n_ctx).saturating_mul(crate::exec::KV_BLOCK);
+        let kv = kv_row.saturating_mul(hp.n_layer as u64).saturating_mul(positions as u64);
         let n_batch = n_batch.clamp(1, n_ctx.max(1));
-        let g = build_graph(hp, n_vocab, &WeightTable::from_infos(tensors), n_batch, Logits::Last)?;
+        let g = build_graph(hp, n_vocab, &WeightTable::from_infos(tensors), n_batch, 1, Logits::Last)?;
         let acts = g.acts.iter().enumerate().fold(0u64, |a, (i, _)| {
             let id = crate::exec::ActId(i as u32);
             a.saturating_add((g.rows(id) * g.cols(id)) as u64 * 4)

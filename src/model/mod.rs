@@ -84,16 +84,17 @@ pub enum Logits {
     All,
 }
 
-/// Build the graph of one step of `n_tokens` tokens.
+/// Build the graph of one step of `n_tokens` tokens of up to `n_seqs` sequences.
 pub fn build_graph(
     hp: &Hparams,
     n_vocab: usize,
     w: &dyn Weights,
     n_tokens: usize,
+    n_seqs: usize,
     logits: Logits,
 ) -> Result<Graph> {
     match hp.arch {
-        Arch::Llama | Arch::Qwen2 | Arch::Qwen3 => llama::build(hp, n_vocab, w, n_tokens, logits),
-        Arch::Gemma3 => gemma3::build(hp, n_vocab, w, n_tokens, logits),
+        Arch::Llama | Arch::Qwen2 | Arch::Qwen3 => llama::build(hp, n_vocab, w, n_tokens, n_seqs, logits),
+        Arch::Gemma3 => gemma3::build(hp, n_vocab, w, n_tokens, n_seqs, logits),
     }
 }

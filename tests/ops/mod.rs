@@ -40,8 +40,12 @@
 pub mod cases;
 pub mod fused;
 pub mod reference;
+pub mod sequences;
 
-use wick::exec::{Executor, Graph, GraphId, KvSpec, Op, Readback, StepOutput, WeightId};
+use wick::exec::{
+    blocks_for, identity_blocks, Executor, Graph, GraphId, KvSpec, Op, Readback, SeqStep, StepOutput,
+    WeightId,
+};
 use wick::quant::GgmlType;
 
 use crate::support::tensors::{f32_bytes, random_bytes};
@@ -101,12 +105,38 @@ pub enum Expect {
     Error,
 }
 
-/// One step of a case: a graph run on tokens at a position.
-pub struct Step {
-    graph: usize,
+/// One sequence of a step: tokens at a position, through a block table (empty: the cache's
+/// blocks in order).
+pub struct StepSeq {
     tokens: Vec<u32>,
     pos: usize,
+    blocks: Vec<u32>,
+}
+
+/// One step of a case: a graph run on the tokens of one or more sequences.
+pub struct Step {
+    graph: usize,
+    seqs: Vec<StepSeq>,
     expect: Expect,
+}
+
+impl Step {
+    /// The step as an executor takes it; `n_blocks`: the cache's (for the default table).
+    fn seqs<'a>(&'a self, identity: &'a [u32]) -> Vec<SeqStep<'a>> {
+        self.seqs
+            .iter()
+            .map(|s| SeqStep {
+                tokens: &s.tokens,
+                pos: s.pos,
+                blocks: if s.blocks.is_empty() { identity } else { &s.blocks },
+            })
+            .collect()
+    }
+    fn describe(&self) -> String {
+        let parts: Vec<String> =
+            self.seqs.iter().map(|s| format!("pos {}, {} rows", s.pos, s.tokens.len())).collect();
+        parts.join("; ")
+    }
 }
 
 /// A case built from a row's description and a seed: weights, a cache, graphs and steps.
@@ -120,7 +150,7 @@ pub struct Case {
 
 impl Case {
     fn new(seed: u64) -> Case {
-        let kv = KvSpec { n_ctx: 256, k_dims: vec![], v_dims: vec![] };
+        let kv = KvSpec { n_blocks: blocks_for(256), k_dims: vec![], v_dims: vec![] };
         Case { rng: Rng::new(seed), weights: Vec::new(), kv, graphs: Vec::new(), steps: Vec::new() }
     }
 
@@ -157,9 +187,9 @@ impl Case {
         WeightId(self.weights.len() as u32 - 1)
     }
 
-    /// The KV cache: `n_ctx` positions, one layer per (key, value) width.
+    /// The KV cache: `n_ctx` positions (whole blocks), one layer per (key, value) width.
     pub fn kv(&mut self, n_ctx: usize, layers: &[usize]) {
-        self.kv = KvSpec { n_ctx, k_dims: layers.to_vec(), v_dims: layers.to_vec() };
+        self.kv = KvSpec { n_blocks: blocks_for(n_ctx), k_dims: layers.to_vec(), v_dims: layers.to_vec() };
     }
 
     /// Add a graph; its index for [`Case::step`].
@@ -168,17 +198,35 @@ impl Case {
         self.graphs.len() - 1
     }
 
+    /// A step of graph `graph` on random tokens of several sequences, each `(pos, n_tokens,
+    /// block table)`.
+    pub fn step_seqs(&mut self, graph: usize, seqs: &[(usize, usize, Vec<u32>)], expect: Expect) {
+        let seqs = seqs
+            .iter()
+            .map(|(pos, n, blocks)| StepSeq {
+                tokens: (0..*n).map(|_| self.rng.below(VOCAB as u64) as u32).collect(),
+                pos: *pos,
+                blocks: blocks.clone(),
+            })
+            .collect();
+        self.steps.push(Step { graph, seqs, expect });
+    }
+
     /// A step of graph `graph` at `pos` on random tokens below `vocab`.
     pub fn step_with(&mut self, graph: usize, pos: usize, vocab: usize, expect: Expect) {
         let n = self.graphs[graph].n_tokens;
         let tokens = (0..n).map(|_| self.rng.below(vocab as u64) as u32).collect();
-        self.steps.push(Step { graph, tokens, pos, expect });
+        self.steps.push(Step { graph, seqs: vec![StepSeq { tokens, pos, blocks: Vec::new() }], expect });
     }
 
     /// A step of graph `graph` at `pos` on the given tokens, compared on every row.
     pub fn step_tokens(&mut self, graph: usize, pos: usize, tokens: &[u32]) {
         let expect = Expect::Close(Readback::AllLogits);
-        self.steps.push(Step { graph, tokens: tokens.to_vec(), pos, expect });
+        self.steps.push(Step {
+            graph,
+            seqs: vec![StepSeq { tokens: tokens.to_vec(), pos, blocks: Vec::new() }],
+            expect,
+        });
     }
 
     /// A step of graph `graph` at `pos` on random input rows, compared on every row.
@@ -321,39 +369,44 @@ async fn check_row(e: &mut dyn Executor, r: &Row, seed: u64, base: u64) -> f32 {
     let ref_graphs: Vec<GraphId> =
         c.graphs.iter().map(|g| refx.compile(&remap(g, &ref_ids)).unwrap()).collect();
     let mut worst = 0f32;
+    let identity = identity_blocks(c.kv.n_blocks);
     for (i, s) in c.steps.iter().enumerate() {
-        let what = format!("{} step {i} (pos {}, {} rows)", r.name, s.pos, s.tokens.len());
+        let what = format!("{} step {i} ({})", r.name, s.describe());
+        let seqs = s.seqs(&identity);
         let rb = match s.expect {
             Expect::Close(rb) => rb,
             Expect::Error => {
-                let got = e.run(graphs[s.graph], kv, &s.tokens, s.pos, Readback::Argmax).await;
-                let want = refx.run(ref_graphs[s.graph], ref_kv, &s.tokens, s.pos, Readback::Argmax).await;
+                let got = e.run(graphs[s.graph], kv, &seqs, Readback::Argmax).await;
+                let want = refx.run(ref_graphs[s.graph], ref_kv, &seqs, Readback::Argmax).await;
                 assert!(want.is_err(), "{what}: the reference accepts the step");
                 assert!(got.is_err(), "{what}: {} accepts a step that is an error {replay}", e.name());
                 continue;
             }
         };
         let ref_rb = if rb == Readback::Argmax { Readback::LastLogits } else { rb };
-        let want = refx.run(ref_graphs[s.graph], ref_kv, &s.tokens, s.pos, ref_rb).await.unwrap();
-        let got: StepOutput = e.run(graphs[s.graph], kv, &s.tokens, s.pos, rb).await.unwrap();
+        let want = refx.run(ref_graphs[s.graph], ref_kv, &seqs, ref_rb).await.unwrap();
+        let got: StepOutput = e.run(graphs[s.graph], kv, &seqs, rb).await.unwrap();
         let logits = if rb == Readback::Argmax {
             // The device's argmax is the argmax of its own logits (rerunning the step writes
             // the same cache rows), and a largest reference value within tolerance.
-            let own =
-                e.run(graphs[s.graph], kv, &s.tokens, s.pos, Readback::LastLogits).await.unwrap().logits;
-            let t = got.token.expect("an argmax readback gives a token");
-            assert_eq!(
-                t,
-                reference::argmax(&own),
-                "{what}: argmax on the device differs from its logits {replay}"
-            );
-            let scale = want.logits.iter().fold(0f32, |m, v| m.max(v.abs()));
-            let best = want.logits[reference::argmax(&want.logits) as usize];
-            assert!(
-                want.logits[t as usize] >= best - tol * scale,
-                "{what}: argmax {t} ({}) is not the largest ({best}) {replay}",
-                want.logits[t as usize]
-            );
+            let own = e.run(graphs[s.graph], kv, &seqs, Readback::LastLogits).await.unwrap().logits;
+            assert_eq!(got.tokens.len(), seqs.len(), "{what}: an argmax readback gives a token per sequence");
+            let n_vocab = own.len() / seqs.len();
+            for (j, &t) in got.tokens.iter().enumerate() {
+                let (own, want) = (&own[j * n_vocab..][..n_vocab], &want.logits[j * n_vocab..][..n_vocab]);
+                assert_eq!(
+                    t,
+                    reference::argmax(own),
+                    "{what}: argmax on the device differs from its logits {replay}"
+                );
+                let scale = want.iter().fold(0f32, |m, v| m.max(v.abs()));
+                let best = want[reference::argmax(want) as usize];
+                assert!(
+                    want[t as usize] >= best - tol * scale,
+                    "{what}: argmax {t} ({}) is not the largest ({best}) {replay}",
+                    want[t as usize]
+                );
+            }
             own
         } else {
             got.logits
@@ -381,13 +434,14 @@ pub async fn outputs(e: &mut dyn Executor, r: &Row, seed: u64) -> Vec<Vec<f32>> 
     let kv = e.alloc_kv(&c.kv).unwrap();
     let graphs: Vec<GraphId> = c.graphs.iter().map(|g| e.compile(&remap(g, &ids)).unwrap()).collect();
     let mut out = Vec::new();
+    let identity = identity_blocks(c.kv.n_blocks);
     for s in &c.steps {
         let rb = match s.expect {
             Expect::Close(Readback::Argmax) | Expect::Error => Readback::LastLogits,
             Expect::Close(rb) => rb,
         };
         out.push(
-            e.run(graphs[s.graph], kv, &s.tokens, s.pos, rb).await.map(|o| o.logits).unwrap_or_default(),
+            e.run(graphs[s.graph], kv, &s.seqs(&identity), rb).await.map(|o| o.logits).unwrap_or_default(),
         );
     }
     out
@@ -424,18 +478,29 @@ pub async fn errors_are_errors(exec: Option<Box<dyn Executor>>) {
     let ids = load(e.as_mut(), &c).await;
     let g = remap(&graph(1, &[(t, 8)], |_, s| s[0]), &ids);
     let id = e.compile(&g).unwrap();
-    let kv = e.alloc_kv(&KvSpec { n_ctx: 8, k_dims: vec![2], v_dims: vec![2] }).unwrap();
+    let kv = e.alloc_kv(&KvSpec { n_blocks: 1, k_dims: vec![2], v_dims: vec![2] }).unwrap();
     let name = e.name();
+    let one = |tokens: &'static [u32], pos: usize, blocks: &'static [u32]| [SeqStep { tokens, pos, blocks }];
     assert!(
-        e.run(id, kv, &[VOCAB as u32], 0, Readback::Argmax).await.is_err(),
+        e.run(id, kv, &one(&[VOCAB as u32], 0, &[0]), Readback::Argmax).await.is_err(),
         "{name}: token past the vocabulary"
     );
-    assert!(e.run(id, kv, &[1], 8, Readback::Argmax).await.is_err(), "{name}: step past the cache");
     assert!(
-        e.run(id, kv, &[1, 2], 0, Readback::Argmax).await.is_err(),
+        e.run(id, kv, &one(&[1], 64, &[0]), Readback::Argmax).await.is_err(),
+        "{name}: step past the cache"
+    );
+    assert!(
+        e.run(id, kv, &one(&[1], 0, &[1]), Readback::Argmax).await.is_err(),
+        "{name}: block past the cache"
+    );
+    assert!(
+        e.run(id, kv, &one(&[1, 2], 0, &[0]), Readback::Argmax).await.is_err(),
         "{name}: two tokens for a one-token graph"
     );
-    assert!(e.run(id, kv, &[1], 0, Readback::Argmax).await.is_ok(), "{name}: a good step after errors");
+    assert!(
+        e.run(id, kv, &one(&[1], 0, &[0]), Readback::Argmax).await.is_ok(),
+        "{name}: a good step after errors"
+    );
     let bad = remap(
         &graph(1, &[(t, 8)], |g, s| {
             let dst = g.act(wick::exec::Rows::All, 6);

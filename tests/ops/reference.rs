@@ -12,6 +12,7 @@
 //!   dequantized with `wick::quant::dequantize` (checked bit for bit against the `gguf`
 //!   Python package).
 //! - The KV cache holds f16 (llama.cpp's default cache type), so `KvStore` rounds to f16.
+//!   Position p of a sequence lives in row `blocks[p / KV_BLOCK] · KV_BLOCK + p % KV_BLOCK`.
 //! - RMSNorm follows ggml's definition: squares in f32, summed in f64, mean and scale in f32.
 //! - RoPE angles follow ggml's definition: `pos · base^(−2i/n_rot)` by repeated f32
 //!   multiplication of the per-pair factor, divided by the pair's frequency factor, then
@@ -27,8 +28,8 @@
 
 use half::{bf16, f16};
 use wick::exec::{
-    ActId, Executor, Gate, Graph, GraphId, KvId, KvSpec, LocalFuture, Op, Readback, RopeMode, StepOutput,
-    WeightId,
+    check_step, ActId, Executor, Gate, Graph, GraphId, KvId, KvSpec, LocalFuture, Op, Readback, RopeMode,
+    Rows, SeqStep, StepOutput, WeightId, KV_BLOCK,
 };
 use wick::quant::GgmlType;
 use wick::{Error, Result};
@@ -59,12 +60,26 @@ impl Tensor {
     }
 }
 
-/// One layer of the cache: n_ctx rows of keys and of values, as stored (f16, kept as f32).
+/// One layer of the cache: n_blocks · KV_BLOCK rows of keys and of values, as stored (f16,
+/// kept as f32).
 struct Layer {
     k: Vec<f32>,
     v: Vec<f32>,
     k_dim: usize,
     v_dim: usize,
+}
+
+/// Where a token stands: its position and its sequence's block table.
+struct At {
+    pos: usize,
+    blocks: Vec<u32>,
+}
+
+impl At {
+    /// The cache row of position `p` of this token's sequence.
+    fn row(&self, p: usize) -> usize {
+        self.blocks[p / KV_BLOCK] as usize * KV_BLOCK + p % KV_BLOCK
+    }
 }
 
 /// The reference executor.
@@ -81,33 +96,48 @@ impl Reference {
         Reference::default()
     }
 
-    fn step(
-        &mut self,
-        graph: GraphId,
-        kv: KvId,
-        tokens: &[u32],
-        pos: usize,
-        rb: Readback,
-    ) -> Result<StepOutput> {
+    fn step(&mut self, graph: GraphId, kv: KvId, seqs: &[SeqStep], rb: Readback) -> Result<StepOutput> {
         let g = self.graphs[graph.0 as usize].clone();
-        let (n_ctx, _) = &self.kvs[kv.0 as usize];
+        let (n_blocks, _) = &self.kvs[kv.0 as usize];
         let n_vocab = g.embed_table().map_or(0, |t| self.weights[t.0 as usize].shape().1);
-        g.check_step("reference", tokens, pos, *n_ctx, n_vocab)?;
+        check_step(&g, "reference", seqs, *n_blocks, n_vocab)?;
+        let tokens: Vec<u32> = seqs.iter().flat_map(|s| s.tokens.iter().copied()).collect();
+        let at: Vec<At> = seqs
+            .iter()
+            .flat_map(|s| (0..s.tokens.len()).map(|j| At { pos: s.pos + j, blocks: s.blocks.to_vec() }))
+            .collect();
+        // Each sequence's last token; rows past the step's sequences repeat the step's last.
+        let mut last: Vec<usize> = Vec::new();
+        let mut end = 0;
+        for s in seqs {
+            end += s.tokens.len();
+            last.push(end - 1);
+        }
+        last.resize(g.n_seqs, end - 1);
         let mut acts: Vec<Vec<f32>> = (0..g.acts.len())
             .map(|i| vec![0f32; g.rows(ActId(i as u32)) * g.cols(ActId(i as u32))])
             .collect();
         for op in &g.ops {
-            self.op(&g, op, &mut acts, kv, tokens, pos)?;
+            self.op(&g, op, &mut acts, kv, &tokens, &at, &last)?;
         }
         let logits = std::mem::take(&mut acts[g.logits.0 as usize]);
-        let last = logits[logits.len() - g.cols(g.logits)..].to_vec();
+        let n_vocab = g.cols(g.logits);
+        let rows: Vec<Vec<f32>> = match g.acts[g.logits.0 as usize].rows {
+            Rows::All => {
+                last[..seqs.len()].iter().map(|&r| logits[r * n_vocab..][..n_vocab].to_vec()).collect()
+            }
+            Rows::Last => logits.chunks(n_vocab).take(seqs.len()).map(<[f32]>::to_vec).collect(),
+        };
         Ok(match rb {
-            Readback::Argmax => StepOutput { token: Some(argmax(&last)), logits: Vec::new() },
-            Readback::LastLogits => StepOutput { token: None, logits: last },
-            Readback::AllLogits => StepOutput { token: None, logits },
+            Readback::Argmax => {
+                StepOutput { tokens: rows.iter().map(|r| argmax(r)).collect(), logits: Vec::new() }
+            }
+            Readback::LastLogits => StepOutput { tokens: Vec::new(), logits: rows.concat() },
+            Readback::AllLogits => StepOutput { tokens: Vec::new(), logits },
         })
     }
 
+    #[allow(clippy::too_many_arguments)]
     fn op(
         &mut self,
         g: &Graph,
@@ -115,7 +145,8 @@ impl Reference {
         acts: &mut [Vec<f32>],
         kv: KvId,
         tokens: &[u32],
-        pos: usize,
+        at: &[At],
+        last: &[usize],
     ) -> Result<()> {
         let w = |id: WeightId| &self.weights[id.0 as usize];
         match *op {
@@ -166,7 +197,7 @@ impl Reference {
                     mscale *= (1.0 + 0.1 * (1.0 / freq_scale).ln()) as f64;
                 }
                 for (r, row) in acts[x.0 as usize].chunks_mut(n_heads * head_dim).enumerate() {
-                    let mut theta = (pos + r) as f32;
+                    let mut theta = at[r].pos as f32;
                     for i in 0..n_rot / 2 {
                         let extrap = match &factors {
                             Some(f) => theta / f[i],
@@ -200,21 +231,19 @@ impl Reference {
                 let round = |x: &f32| f16::from_f32(*x).to_f32();
                 let (kd, vd) = (l.k_dim, l.v_dim);
                 assert_eq!((g.cols(k), g.cols(v)), (kd, vd), "KV store rows do not match the cache");
-                l.k[pos * kd..(pos + g.rows(k)) * kd]
-                    .iter_mut()
-                    .zip(&acts[k.0 as usize])
-                    .for_each(|(d, s)| *d = round(s));
-                l.v[pos * vd..(pos + g.rows(v)) * vd]
-                    .iter_mut()
-                    .zip(&acts[v.0 as usize])
-                    .for_each(|(d, s)| *d = round(s));
+                for (r, a) in at.iter().enumerate() {
+                    let row = a.row(a.pos);
+                    let (ks, vs) = (&acts[k.0 as usize][r * kd..][..kd], &acts[v.0 as usize][r * vd..][..vd]);
+                    l.k[row * kd..][..kd].iter_mut().zip(ks).for_each(|(d, s)| *d = round(s));
+                    l.v[row * vd..][..vd].iter_mut().zip(vs).for_each(|(d, s)| *d = round(s));
+                }
             }
             Op::Attention { layer, q, dst, n_heads, n_kv_heads, head_dim, scale, window, softcap } => {
                 let l = &self.kvs[kv.0 as usize].1[layer];
                 let hd = head_dim;
                 let mut out = vec![0f32; g.rows(q) * n_heads * hd];
                 for (r, qrow) in acts[q.0 as usize].chunks(n_heads * hd).enumerate() {
-                    let p = pos + r;
+                    let p = at[r].pos;
                     let start = window.map_or(0, |w| (p + 1).saturating_sub(w));
                     for h in 0..n_heads {
                         let kvh = h / (n_heads / n_kv_heads);
@@ -223,7 +252,7 @@ impl Reference {
                             qrow[h * hd..(h + 1) * hd].iter().map(|&v| f16::from_f32(v).to_f32()).collect();
                         let scores: Vec<f64> = (start..=p)
                             .map(|j| {
-                                let kr = &l.k[j * l.k_dim + kvh * hd..][..hd];
+                                let kr = &l.k[at[r].row(j) * l.k_dim + kvh * hd..][..hd];
                                 let d: f64 = qh.iter().zip(kr).map(|(a, b)| *a as f64 * *b as f64).sum();
                                 let s = d * scale as f64;
                                 softcap.map_or(s, |c| (s / c as f64).tanh() * c as f64)
@@ -237,7 +266,7 @@ impl Reference {
                         for (i, o) in out[r * n_heads * hd + h * hd..][..hd].iter_mut().enumerate() {
                             let acc: f64 = (start..=p)
                                 .zip(&probs)
-                                .map(|(j, p)| p * l.v[j * l.v_dim + kvh * hd + i] as f64)
+                                .map(|(j, p)| p * l.v[at[r].row(j) * l.v_dim + kvh * hd + i] as f64)
                                 .sum();
                             *o = acc as f32;
                         }
@@ -265,8 +294,8 @@ impl Reference {
                 acts[dst.0 as usize] = sum;
             }
             Op::TakeLast { x, dst } => {
-                let src = &acts[x.0 as usize];
-                acts[dst.0 as usize] = src[src.len() - g.cols(x)..].to_vec();
+                let (src, cols) = (&acts[x.0 as usize], g.cols(x));
+                acts[dst.0 as usize] = last.iter().flat_map(|&r| src[r * cols..][..cols].to_vec()).collect();
             }
         }
         Ok(())
@@ -398,13 +427,13 @@ impl Executor for Reference {
             .iter()
             .zip(&spec.v_dims)
             .map(|(&k_dim, &v_dim)| Layer {
-                k: vec![0.0; spec.n_ctx * k_dim],
-                v: vec![0.0; spec.n_ctx * v_dim],
+                k: vec![0.0; spec.n_blocks * KV_BLOCK * k_dim],
+                v: vec![0.0; spec.n_blocks * KV_BLOCK * v_dim],
                 k_dim,
                 v_dim,
             })
             .collect();
-        self.kvs.push((spec.n_ctx, layers));
+        self.kvs.push((spec.n_blocks, layers));
         Ok(KvId(self.kvs.len() as u32 - 1))
     }
     fn free_kv(&mut self, kv: KvId) {
@@ -424,11 +453,10 @@ impl Executor for Reference {
         &'a mut self,
         graph: GraphId,
         kv: KvId,
-        tokens: &'a [u32],
-        pos: usize,
+        seqs: &'a [SeqStep<'a>],
         readback: Readback,
     ) -> LocalFuture<'a, Result<StepOutput>> {
-        let out = self.step(graph, kv, tokens, pos, readback);
+        let out = self.step(graph, kv, seqs, readback);
         Box::pin(async move { out })
     }
 }

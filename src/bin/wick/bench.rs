@@ -63,10 +63,10 @@ async fn prefill(model: &Model, n: usize, depth: usize) -> Result<f64> {
 async fn decode(model: &Model, n: usize, depth: usize) -> Result<f64> {
     let mut s = model.session(SessionOptions { n_ctx: depth + n + 2, n_batch: 512 })?;
     let first = tokens(model, depth + 1);
-    let mut next = s.eval(&first, Readback::Argmax).await?.token.unwrap_or(0);
+    let mut next = s.eval(&first, Readback::Argmax).await?.token().unwrap_or(0);
     let t = Instant::now();
     for _ in 0..n {
-        next = s.eval(&[next], Readback::Argmax).await?.token.unwrap_or(0);
+        next = s.eval(&[next], Readback::Argmax).await?.token().unwrap_or(0);
     }
     Ok(n as f64 / t.elapsed().as_secs_f64())
 }

@@ -5,7 +5,7 @@
 use half::f16;
 
 use super::{par, Weight};
-use crate::exec::{Gate, RopeConsts, RopeMode};
+use crate::exec::{kv_row, Gate, RopeConsts, RopeMode};
 use crate::quant;
 use crate::Result;
 
@@ -51,7 +51,7 @@ pub fn rms_norm(src: Option<&[f32]>, dst: &mut [f32], w: &[f32], group: usize, e
 #[allow(clippy::too_many_arguments)]
 pub fn rope(
     x: &mut [f32],
-    pos: usize,
+    positions: &[usize],
     n_heads: usize,
     head_dim: usize,
     n_rot: usize,
@@ -62,7 +62,7 @@ pub fn rope(
     let mut cs = vec![(0f32, 0f32); n_rot / 2];
     for (r, row) in x.chunks_mut(n_heads * head_dim).enumerate() {
         // Angles as ggml computes them: p·scaleⁱ by repeated multiplication in f32.
-        let mut theta = (pos + r) as f32;
+        let mut theta = positions[r] as f32;
         for (i, c) in cs.iter_mut().enumerate() {
             let extrap = match freqs {
                 Some(f) => theta / f[i],
@@ -209,8 +209,16 @@ fn v_expf(x: f32) -> f32 {
     }
 }
 
-/// Causal attention: query row r (position pos + r) over cached positions [start, pos + r].
-pub fn attention(q: &[f32], out: &mut [f32], kv: &KvView, pos: usize, s: AttnShape) {
+/// Where query row r stands: its position, and its sequence's block table.
+#[derive(Clone, Copy)]
+pub struct QueryAt<'a> {
+    pub pos: usize,
+    pub blocks: &'a [u32],
+}
+
+/// Causal attention: query row r (at `at[r]`) over its sequence's cached positions
+/// [start, at[r].pos].
+pub fn attention(q: &[f32], out: &mut [f32], kv: &KvView, at: &[QueryAt], s: AttnShape) {
     let hd = s.head_dim;
     let group = s.n_heads / s.n_kv_heads;
     let width = s.n_heads * hd;
@@ -220,7 +228,7 @@ pub fn attention(q: &[f32], out: &mut [f32], kv: &KvView, pos: usize, s: AttnSha
     // One task per (row, head): out is split into head-sized pieces in that order.
     par::for_each_chunk(out, hd, |i, o| {
         let (r, h) = (i / s.n_heads, i % s.n_heads);
-        let p = pos + r;
+        let (p, blocks) = (at[r].pos, at[r].blocks);
         let start = s.window.map_or(0, |w| (p + 1).saturating_sub(w));
         let kvh = h / group;
         // ggml rounds the query to f16 before the f16 K·Q product.
@@ -230,6 +238,7 @@ pub fn attention(q: &[f32], out: &mut [f32], kv: &KvView, pos: usize, s: AttnSha
             .collect();
         let mut scores: Vec<f32> = (start..=p)
             .map(|j| {
+                let j = kv_row(blocks, j);
                 let kr = &kv.k[j * kv.k_dim + kvh * hd..j * kv.k_dim + (kvh + 1) * hd];
                 let d: f32 = if single && hd.is_multiple_of(64) {
                     dot_f16_vec(kr, &qh)
@@ -269,7 +278,10 @@ pub fn attention(q: &[f32], out: &mut [f32], kv: &KvView, pos: usize, s: AttnSha
         o.iter_mut().for_each(|v| *v = 0.0);
         // ggml converts the probabilities to f16 for the product with the f16 values.
         let probs: Vec<f32> = scores.iter().map(|&w| f16::from_f32(w * inv).to_f32()).collect();
-        let vrow = |j: usize| &kv.v[j * kv.v_dim + kvh * hd..j * kv.v_dim + (kvh + 1) * hd];
+        let vrow = |j: usize| {
+            let j = kv_row(blocks, j);
+            &kv.v[j * kv.v_dim + kvh * hd..j * kv.v_dim + (kvh + 1) * hd]
+        };
         // As llamafile's tinyBLAS<16> (f16 x f16, AVX512): lane (j mod 16) sums its positions in
         // order (a product of two f16 values is exact in f32, so the fused multiply-add is one
         // rounded addition), then the 16-lane reduction.

@@ -9,8 +9,8 @@ mod par;
 
 use half::f16;
 
-use super::{Executor, GraphId, KvId, KvSpec, LocalFuture, Op, Readback, StepOutput, WeightId};
-use crate::exec::{Graph, RopeConsts};
+use super::{Executor, GraphId, KvId, KvSpec, LocalFuture, Op, Readback, SeqStep, StepOutput, WeightId};
+use crate::exec::{check_step, Graph, RopeConsts, KV_BLOCK};
 use crate::quant::GgmlType;
 use crate::{Error, Result};
 
@@ -41,8 +41,9 @@ struct KvLayer {
     v_dim: usize,
 }
 
+/// A pool of `n_blocks` blocks of [`KV_BLOCK`] rows per layer.
 struct KvCache {
-    n_ctx: usize,
+    n_blocks: usize,
     layers: Vec<KvLayer>,
 }
 
@@ -82,8 +83,7 @@ impl CpuExecutor {
         &mut self,
         graph: GraphId,
         kv: KvId,
-        tokens: &[u32],
-        pos: usize,
+        seqs: &[SeqStep],
         readback: Readback,
     ) -> Result<StepOutput> {
         let g = self
@@ -97,7 +97,23 @@ impl CpuExecutor {
             .and_then(|c| c.as_mut())
             .ok_or_else(|| Self::err("unknown KV cache"))?;
         let n_vocab = g.embed_table().map_or(0, |t| self.weights[t.0 as usize].n_rows());
-        g.check_step("cpu", tokens, pos, cache.n_ctx, n_vocab)?;
+        check_step(g, "cpu", seqs, cache.n_blocks, n_vocab)?;
+        let tokens: Vec<u32> = seqs.iter().flat_map(|s| s.tokens.iter().copied()).collect();
+        // Each token's place: its position and its sequence's block table.
+        let at: Vec<kernels::QueryAt> = seqs
+            .iter()
+            .flat_map(|s| (0..s.tokens.len()).map(|j| kernels::QueryAt { pos: s.pos + j, blocks: s.blocks }))
+            .collect();
+        let positions: Vec<usize> = at.iter().map(|a| a.pos).collect();
+        // Each sequence's last token, then the step's last for rows past the step's sequences.
+        let mut last_rows: Vec<usize> = seqs
+            .iter()
+            .scan(0, |end, s| {
+                *end += s.tokens.len();
+                Some(*end - 1)
+            })
+            .collect();
+        last_rows.resize(g.n_seqs, tokens.len() - 1);
         let weights = &self.weights;
         let mut acts: Vec<Vec<f32>> = g.acts.iter().map(|_| Vec::new()).collect();
         for (i, _) in g.acts.iter().enumerate() {
@@ -108,7 +124,7 @@ impl CpuExecutor {
         for op in &g.ops {
             match *op {
                 Op::Embed { table, dst, scale } => {
-                    kernels::embed(&weights[table.0 as usize], tokens, &mut acts[dst.0 as usize], scale)?
+                    kernels::embed(&weights[table.0 as usize], &tokens, &mut acts[dst.0 as usize], scale)?
                 }
                 Op::RmsNorm { x, weight, dst, group, eps } => {
                     let w = kernels::f32_weight(&weights[weight.0 as usize])?;
@@ -130,7 +146,7 @@ impl CpuExecutor {
                     let freqs = freqs.map(|f| kernels::f32_weight(&weights[f.0 as usize])).transpose()?;
                     let k = RopeConsts::new(n_rot, base, freq_scale, ext);
                     let x = &mut acts[x.0 as usize];
-                    kernels::rope(x, pos, n_heads, head_dim, n_rot, &k, freqs.as_deref(), mode)
+                    kernels::rope(x, &positions, n_heads, head_dim, n_rot, &k, freqs.as_deref(), mode)
                 }
                 Op::KvStore { layer, k, v } => {
                     let l = cache.layers.get_mut(layer).ok_or_else(|| Self::err("KV layer out of range"))?;
@@ -140,13 +156,13 @@ impl CpuExecutor {
                             "KV store of layer {layer}: rows do not match the cache"
                         )));
                     }
-                    for (r, row) in acts[k.0 as usize].chunks(kd).enumerate() {
-                        let at = (pos + r) * kd;
-                        l.k[at..at + kd].iter_mut().zip(row).for_each(|(d, s)| *d = f16::from_f32(*s));
+                    for (row, a) in acts[k.0 as usize].chunks(kd).zip(&at) {
+                        let o = crate::exec::kv_row(a.blocks, a.pos) * kd;
+                        l.k[o..o + kd].iter_mut().zip(row).for_each(|(d, s)| *d = f16::from_f32(*s));
                     }
-                    for (r, row) in acts[v.0 as usize].chunks(vd).enumerate() {
-                        let at = (pos + r) * vd;
-                        l.v[at..at + vd].iter_mut().zip(row).for_each(|(d, s)| *d = f16::from_f32(*s));
+                    for (row, a) in acts[v.0 as usize].chunks(vd).zip(&at) {
+                        let o = crate::exec::kv_row(a.blocks, a.pos) * vd;
+                        l.v[o..o + vd].iter_mut().zip(row).for_each(|(d, s)| *d = f16::from_f32(*s));
                     }
                 }
                 Op::Attention { layer, q, dst, n_heads, n_kv_heads, head_dim, scale, window, softcap } => {
@@ -156,7 +172,7 @@ impl CpuExecutor {
                         qs,
                         out,
                         &kernels::KvView { k: &l.k, v: &l.v, k_dim: l.k_dim, v_dim: l.v_dim },
-                        pos,
+                        &at,
                         kernels::AttnShape { n_heads, n_kv_heads, head_dim, scale, window, softcap },
                     );
                 }
@@ -178,23 +194,28 @@ impl CpuExecutor {
                 }
                 Op::TakeLast { x, dst } => {
                     let cols = g.cols(x);
-                    let src = &acts[x.0 as usize];
-                    let last = src[src.len() - cols..].to_vec();
-                    acts[dst.0 as usize].copy_from_slice(&last);
+                    let (src, out) = pair(&mut acts, x, dst);
+                    for (o, &r) in out.chunks_mut(cols).zip(&last_rows) {
+                        o.copy_from_slice(&src[r * cols..(r + 1) * cols]);
+                    }
                 }
             }
         }
         let logits = std::mem::take(&mut acts[g.logits.0 as usize]);
         let n_vocab = g.cols(g.logits);
+        // The sequences' last rows: the logits slot has a row per sequence of the graph
+        // (`Rows::Last`) or per token.
+        let rows: Vec<&[f32]> = if g.acts[g.logits.0 as usize].rows == super::Rows::All {
+            last_rows[..seqs.len()].iter().map(|&r| &logits[r * n_vocab..(r + 1) * n_vocab]).collect()
+        } else {
+            logits.chunks(n_vocab).take(seqs.len()).collect()
+        };
         Ok(match readback {
             Readback::Argmax => {
-                let last = &logits[logits.len() - n_vocab..];
-                StepOutput { token: Some(kernels::argmax(last)), logits: Vec::new() }
+                StepOutput { tokens: rows.iter().map(|r| kernels::argmax(r)).collect(), logits: Vec::new() }
             }
-            Readback::LastLogits => {
-                StepOutput { token: None, logits: logits[logits.len() - n_vocab..].to_vec() }
-            }
-            Readback::AllLogits => StepOutput { token: None, logits },
+            Readback::LastLogits => StepOutput { tokens: Vec::new(), logits: rows.concat() },
+            Readback::AllLogits => StepOutput { tokens: Vec::new(), logits },
         })
     }
 }
@@ -266,9 +287,10 @@ impl Executor for CpuExecutor {
             return Err(Self::err("KV spec: key and value layer counts differ"));
         }
         let mut layers = Vec::with_capacity(spec.k_dims.len());
+        let n_rows = spec.n_blocks.checked_mul(KV_BLOCK).ok_or_else(|| Self::err("KV cache too large"))?;
         for (&k_dim, &v_dim) in spec.k_dims.iter().zip(&spec.v_dims) {
-            let kn = spec.n_ctx.checked_mul(k_dim).ok_or_else(|| Self::err("KV cache too large"))?;
-            let vn = spec.n_ctx.checked_mul(v_dim).ok_or_else(|| Self::err("KV cache too large"))?;
+            let kn = n_rows.checked_mul(k_dim).ok_or_else(|| Self::err("KV cache too large"))?;
+            let vn = n_rows.checked_mul(v_dim).ok_or_else(|| Self::err("KV cache too large"))?;
             let mut k = Vec::new();
             let mut v = Vec::new();
             k.try_reserve_exact(kn).map_err(|_| Self::err("out of memory for the KV cache"))?;
@@ -277,7 +299,7 @@ impl Executor for CpuExecutor {
             v.resize(vn, f16::ZERO);
             layers.push(KvLayer { k, v, k_dim, v_dim });
         }
-        self.kvs.push(Some(KvCache { n_ctx: spec.n_ctx, layers }));
+        self.kvs.push(Some(KvCache { n_blocks: spec.n_blocks, layers }));
         Ok(KvId(self.kvs.len() as u32 - 1))
     }
 
@@ -303,11 +325,10 @@ impl Executor for CpuExecutor {
         &'a mut self,
         graph: GraphId,
         kv: KvId,
-        tokens: &'a [u32],
-        pos: usize,
+        seqs: &'a [SeqStep<'a>],
         readback: Readback,
     ) -> LocalFuture<'a, Result<StepOutput>> {
-        let out = self.run_sync(graph, kv, tokens, pos, readback);
+        let out = self.run_sync(graph, kv, seqs, readback);
         Box::pin(async move { out })
     }
 }

@@ -78,6 +78,8 @@ pub(super) struct KvLayer {
 /// A KV cache.
 pub(super) struct Kv {
     pub(super) n_ctx: usize,
+    /// Blocks of `KV_BLOCK` positions (n_ctx = n_blocks · KV_BLOCK).
+    pub(super) n_blocks: usize,
     pub(super) layers: Vec<KvLayer>,
 }
 
@@ -263,8 +265,8 @@ impl CudaExecutor {
         }
         let mut layers = Vec::with_capacity(spec.k_dims.len());
         for (&k_dim, &v_dim) in spec.k_dims.iter().zip(&spec.v_dims) {
-            let kn = spec.n_ctx.checked_mul(k_dim).ok_or_else(|| err("KV cache too large"))?;
-            let vn = spec.n_ctx.checked_mul(v_dim).ok_or_else(|| err("KV cache too large"))?;
+            let kn = spec.n_positions().checked_mul(k_dim).ok_or_else(|| err("KV cache too large"))?;
+            let vn = spec.n_positions().checked_mul(v_dim).ok_or_else(|| err("KV cache too large"))?;
             layers.push(KvLayer {
                 k: Buf::zeros(&self.stream, kn)?,
                 v: Buf::zeros(&self.stream, vn)?,
@@ -272,7 +274,7 @@ impl CudaExecutor {
                 v_dim,
             });
         }
-        self.kvs.push(Some(Kv { n_ctx: spec.n_ctx, layers }));
+        self.kvs.push(Some(Kv { n_ctx: spec.n_positions(), n_blocks: spec.n_blocks, layers }));
         Ok(KvId(self.kvs.len() as u32 - 1))
     }
 

@@ -49,7 +49,7 @@ use std::sync::Arc;
 
 use cudarc::driver::{CudaContext, CudaFunction, CudaStream};
 
-use super::{Executor, Graph, GraphId, KvId, KvSpec, LocalFuture, Readback, StepOutput, WeightId};
+use super::{Executor, Graph, GraphId, KvId, KvSpec, LocalFuture, Readback, SeqStep, StepOutput, WeightId};
 use crate::quant::GgmlType;
 use crate::{Error, Result};
 use device::{Buf, Kv, Staging, Weight};
@@ -165,11 +165,10 @@ impl Executor for CudaExecutor {
         &'a mut self,
         graph: GraphId,
         kv: KvId,
-        tokens: &'a [u32],
-        pos: usize,
+        seqs: &'a [SeqStep<'a>],
         readback: Readback,
     ) -> LocalFuture<'a, Result<StepOutput>> {
-        let out = self.run_sync(graph, kv, tokens, pos, readback);
+        let out = self.run_sync(graph, kv, seqs, readback);
         Box::pin(async move { out })
     }
 }

@@ -12,7 +12,9 @@ use super::ops::attention::SPLIT_COUNTERS;
 use super::params::KernelParams;
 use super::{drv, err, ops, CudaExecutor};
 use crate::exec::fuse::{self, Step};
-use crate::exec::{ActId, Graph, GraphId, KvId, Op, Readback, StepOutput, WeightId};
+use crate::exec::{
+    check_step, contiguous_one, ActId, Graph, GraphId, KvId, Op, Readback, SeqStep, StepOutput, WeightId,
+};
 use crate::Result;
 
 /// A compiled graph: the graph and its device buffers.
@@ -337,23 +339,24 @@ impl CudaExecutor {
         Ok(())
     }
 
-    /// Run compiled graph `graph` on `tokens` at `pos` of cache `kv` and read back.
+    /// Run compiled graph `graph` on the tokens of `seqs` with cache `kv` and read back.
     pub(super) fn run_sync(
         &mut self,
         graph: GraphId,
         kv: KvId,
-        tokens: &[u32],
-        pos: usize,
+        seqs: &[SeqStep],
         readback: Readback,
     ) -> Result<StepOutput> {
         let gi = graph.0 as usize;
         let c = self.graphs.get(gi).and_then(Option::as_ref).ok_or_else(|| err("unknown graph"))?;
-        let n_ctx = self.kv(kv)?.n_ctx;
+        let (n_ctx, n_blocks) = (self.kv(kv)?.n_ctx, self.kv(kv)?.n_blocks);
         let n_vocab = match c.g.embed_table() {
             Some(t) => self.weight(t)?.n_rows(),
             None => 0,
         };
-        c.g.check_step("cuda", tokens, pos, n_ctx, n_vocab)?;
+        check_step(&c.g, "cuda", seqs, n_blocks, n_vocab)?;
+        let (tokens, pos) = contiguous_one(seqs)
+            .ok_or_else(|| err("this executor runs one sequence whose blocks are in order"))?;
         // Attention scratch: the split kernel's counters, then what the largest attention op
         // needs (ops/attention.rs).
         let need = SPLIT_COUNTERS
@@ -407,12 +410,12 @@ impl CudaExecutor {
                 let best = unsafe { c.best_host.read_volatile() };
                 // No key (all logits NaN): token 0, as the argmax kernel answers.
                 let token = if best == 0 { 0 } else { u32::MAX - best as u32 };
-                StepOutput { token: Some(token), logits: Vec::new() }
+                StepOutput { tokens: vec![token], logits: Vec::new() }
             }
             Readback::Argmax => {
                 self.argmax(last, n_vocab, c.argmax_ptr)?;
                 let t = self.stream.clone_dtoh(&c.argmax).map_err(drv("reading the token back"))?;
-                StepOutput { token: Some(t[0]), logits: Vec::new() }
+                StepOutput { tokens: vec![t[0]], logits: Vec::new() }
             }
             Readback::LastLogits | Readback::AllLogits => {
                 let all = self
@@ -423,7 +426,7 @@ impl CudaExecutor {
                 if readback == Readback::LastLogits {
                     all.drain(..(rows - 1) * n_vocab);
                 }
-                StepOutput { token: None, logits: all }
+                StepOutput { tokens: Vec::new(), logits: all }
             }
         };
         Ok(out)

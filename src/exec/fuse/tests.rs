@@ -81,7 +81,7 @@ pub(crate) fn graphs() -> Vec<(&'static str, Graph, TestWeights)> {
         .into_iter()
         .map(|(name, arch)| {
             let w = TestWeights::default();
-            let g = build_graph(&hparams(arch), 1000, &w, 1, Logits::Last).expect("the graph builds");
+            let g = build_graph(&hparams(arch), 1000, &w, 1, 1, Logits::Last).expect("the graph builds");
             (name, g, w)
         })
         .collect()

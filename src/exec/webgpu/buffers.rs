@@ -128,9 +128,9 @@ pub struct KvLayer {
     pub v_dim: usize,
 }
 
-/// A KV cache.
+/// A KV cache: `n_blocks` blocks of `KV_BLOCK` positions per layer.
 pub struct GpuKv {
-    pub n_ctx: usize,
+    pub n_blocks: usize,
     pub layers: Vec<KvLayer>,
 }
 

@@ -103,7 +103,7 @@ use kernels::Pipelines;
 use ops::MatVecMode;
 use record::Plan;
 
-use super::{Executor, Graph, GraphId, KvId, KvSpec, LocalFuture, Readback, StepOutput, WeightId};
+use super::{Executor, Graph, GraphId, KvId, KvSpec, LocalFuture, Readback, SeqStep, StepOutput, WeightId};
 use crate::quant::GgmlType;
 use crate::{Error, Result};
 
@@ -306,18 +306,19 @@ impl Executor for WebGpuExecutor {
                 if !dim.is_multiple_of(2) {
                     return Err(err(format!("KV row width {dim} is odd")));
                 }
-                let size = (spec.n_ctx as u64)
+                let size = (spec.n_positions() as u64)
                     .checked_mul(2 * dim as u64)
                     .ok_or_else(|| err("KV cache too large"))?;
                 if size > self.max_binding() {
                     return Err(err(format!(
                         "a KV cache layer of {size} bytes ({} positions) exceeds the device's binding size \
                          ({} bytes); use a smaller context",
-                        spec.n_ctx,
+                        spec.n_positions(),
                         self.max_binding()
                     )));
                 }
-                let what = format!("allocating a KV cache layer ({size} bytes, {} positions)", spec.n_ctx);
+                let what =
+                    format!("allocating a KV cache layer ({size} bytes, {} positions)", spec.n_positions());
                 device::scoped(&self.gpu.device, &what, || {
                     self.gpu.device.create_buffer(&wgpu::BufferDescriptor {
                         label: Some("kv"),
@@ -330,7 +331,7 @@ impl Executor for WebGpuExecutor {
             let (k, v) = (make(k_dim)?, make(v_dim)?);
             layers.push(KvLayer { k, v, k_dim, v_dim });
         }
-        self.kvs.push(Some(GpuKv { n_ctx: spec.n_ctx, layers }));
+        self.kvs.push(Some(GpuKv { n_blocks: spec.n_blocks, layers }));
         Ok(KvId(self.kvs.len() as u32 - 1))
     }
 
@@ -381,12 +382,11 @@ impl Executor for WebGpuExecutor {
         &'a mut self,
         graph: GraphId,
         kv: KvId,
-        tokens: &'a [u32],
-        pos: usize,
+        seqs: &'a [SeqStep<'a>],
         readback: Readback,
     ) -> LocalFuture<'a, Result<StepOutput>> {
         let t0 = self.profile.as_ref().map(|_| std::time::Instant::now());
-        let submitted = self.submit(graph, kv, tokens, pos, readback);
+        let submitted = self.submit(graph, kv, seqs, readback);
         let t1 = t0.map(|_| std::time::Instant::now());
         Box::pin(async move {
             let gi = submitted?;
@@ -395,7 +395,7 @@ impl Executor for WebGpuExecutor {
                 Readback::Argmax => {
                     let b = buffers::read(&self.gpu.device, &plan.argmax_read, 4).await?;
                     StepOutput {
-                        token: Some(u32::from_le_bytes([b[0], b[1], b[2], b[3]])),
+                        tokens: vec![u32::from_le_bytes([b[0], b[1], b[2], b[3]])],
                         logits: Vec::new(),
                     }
                 }
@@ -407,7 +407,7 @@ impl Executor for WebGpuExecutor {
                         let n_vocab = plan.graph.cols(plan.graph.logits);
                         logits.drain(..logits.len() - n_vocab);
                     }
-                    StepOutput { token: None, logits }
+                    StepOutput { tokens: Vec::new(), logits }
                 }
             };
             if let (Some(t0), Some(t1)) = (t0, t1) {
@@ -431,19 +431,12 @@ impl Drop for WebGpuExecutor {
 
 impl WebGpuExecutor {
     /// Check the step, write its inputs, record and submit it; returns the plan index.
-    fn submit(
-        &mut self,
-        graph: GraphId,
-        kv: KvId,
-        tokens: &[u32],
-        pos: usize,
-        readback: Readback,
-    ) -> Result<usize> {
+    fn submit(&mut self, graph: GraphId, kv: KvId, seqs: &[SeqStep], readback: Readback) -> Result<usize> {
         let gi = graph.0 as usize;
         let plan = self.plans.get_mut(gi).and_then(Option::as_mut).ok_or_else(|| err("unknown graph"))?;
         let cache =
             self.kvs.get(kv.0 as usize).and_then(|c| c.as_ref()).ok_or_else(|| err("unknown KV cache"))?;
-        plan.submit(&self.gpu, kv.0, cache, tokens, pos, readback == Readback::Argmax, self.ahead)?;
+        plan.submit(&self.gpu, kv.0, cache, seqs, readback == Readback::Argmax, self.ahead)?;
         Ok(gi)
     }
 

@@ -9,7 +9,7 @@ use super::buffers::{err, GpuKv, GpuWeight};
 use super::device::{check_size, scoped, Gpu};
 use super::kernels::{ActQuant, Kernel, Pipelines};
 use super::profile::StepQueries;
-use crate::exec::{ActId, Graph};
+use crate::exec::{check_step, contiguous_one, ActId, Graph, SeqStep};
 use crate::Result;
 
 /// Bytes of a dispatch's parameter binding (its slot in the uniform buffer is at least 256).
@@ -308,7 +308,7 @@ impl Plan {
         })
     }
 
-    /// Check a step of `tokens` at `pos` against the graph and cache `kv` (`cache`), write
+    /// Check a step of `seqs` against the graph and cache `kv` (`cache`), write
     /// its inputs, and submit its commands: those recorded ahead during the previous step if
     /// they read the same cache the same way, else recorded now. With `ahead`, also record
     /// the next step's commands while the GPU works.
@@ -318,13 +318,14 @@ impl Plan {
         gpu: &Gpu,
         kv: u32,
         cache: &GpuKv,
-        tokens: &[u32],
-        pos: usize,
+        seqs: &[SeqStep],
         argmax: bool,
         ahead: bool,
     ) -> Result<()> {
         let n_vocab = self.embed_rows.map_or(0, |r| r as usize);
-        self.graph.check_step("webgpu", tokens, pos, cache.n_ctx, n_vocab)?;
+        check_step(&self.graph, "webgpu", seqs, cache.n_blocks, n_vocab)?;
+        let (tokens, pos) = contiguous_one(seqs)
+            .ok_or_else(|| err("this executor runs one sequence whose blocks are in order"))?;
         self.bind_kv(&gpu.device, kv, cache)?;
         let mut step = Vec::with_capacity(4 * (1 + tokens.len()));
         step.extend_from_slice(&(pos as u32).to_le_bytes());
