@@ -16,6 +16,7 @@
 //! ```
 #![warn(missing_docs)]
 
+mod batch;
 pub mod chat;
 pub mod constrain;
 mod error;
@@ -35,6 +36,7 @@ pub mod tokenizer;
 #[cfg(target_arch = "wasm32")]
 pub mod web;
 
+pub use batch::{Batch, SeqId};
 pub use constrain::Constraint;
 pub use error::{Error, Result};
 pub use exec::ExecutorKind;
