@@ -74,6 +74,7 @@ fn prompts(model: &Model) -> Vec<Vec<u32>> {
     .collect()
 }
 
+#[allow(clippy::needless_range_loop)]
 fn together(kind: ExecutorKind) {
     let Some(model) = load(kind) else { return };
     let prompts = prompts(&model);
