@@ -162,6 +162,72 @@ colour: "red" | "green" | "blue" | "yellow" | "purple"
     }
 }
 
+/// llama.cpp's example GBNF grammars (tests/data/gbnf, translated to Lark by wick) constrain
+/// generation: each output, checked by plain code rather than by the grammar, is in the language.
+#[test]
+fn gbnf_example_grammars_constrain_generation() {
+    let model = load_cpu(SMOLLM2);
+    let mut session = model.session(SessionOptions { n_ctx: 512, ..Default::default() }).expect("session");
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/gbnf");
+    let grammar = |name: &str| std::fs::read_to_string(dir.join(name)).expect("grammar file");
+    // Each check takes the text and whether it is complete (else cut at max_tokens: a prefix).
+    type Check = fn(&str, bool) -> Result<(), String>;
+    let json_ok: Check = |t, complete| match complete {
+        true => serde_json::from_str::<Value>(t).map(|_| ()).map_err(|e| e.to_string()),
+        false if t.starts_with('{') => Ok(()),
+        false => Err("does not open an object".into()),
+    };
+    let list_ok: Check = |t, complete| {
+        let mut lines: Vec<&str> = t.split('\n').collect();
+        let last = lines.pop().unwrap_or_default();
+        if complete && !last.is_empty() {
+            return Err("no final newline".into());
+        }
+        if !"- ".starts_with(last) && !last.starts_with("- ") {
+            return Err(format!("the cut line {last:?} is not an item"));
+        }
+        match lines.into_iter().find(|l| l.len() < 3 || !l.starts_with("- ")) {
+            Some(l) => Err(format!("line {l:?} is not an item")),
+            None => Ok(()),
+        }
+    };
+    let arithmetic_ok: Check = |t, complete| {
+        if complete && (!t.ends_with('\n') || !t.contains('=')) {
+            return Err("not an equation ending in a newline".into());
+        }
+        match t
+            .chars()
+            .find(|c| !(c.is_ascii_lowercase() || c.is_ascii_digit() || "_+-*/()= \t\n".contains(*c)))
+        {
+            Some(c) => Err(format!("character {c:?}")),
+            None => Ok(()),
+        }
+    };
+    let cases: [(&str, &str, Check); 3] = [
+        ("json.gbnf", "Describe a cat as a JSON object.", json_ok),
+        ("list.gbnf", "List three fruits.", list_ok),
+        ("arithmetic.gbnf", "Write a simple equation.", arithmetic_ok),
+    ];
+    for (file, ask, check) in cases {
+        let prompt = chat_prompt(&model, ask);
+        let c = Constraint::grammar_text(grammar(file));
+        assert!(matches!(c, Constraint::Gbnf(_)), "{file} is told apart as GBNF");
+        for i in 0..SAMPLES {
+            let opts = GenerateOptions {
+                max_tokens: 160,
+                sampling: sampling(i),
+                constraint: Some(c.clone()),
+                ..Default::default()
+            };
+            let (text, finish) = generate(&mut session, &prompt, opts);
+            eprintln!("{file} #{i} ({finish:?}): {text:?}");
+            assert!(matches!(finish, FinishReason::Eog | FinishReason::Length), "{file} #{i}: {finish:?}");
+            check(&text, finish == FinishReason::Eog)
+                .unwrap_or_else(|e| panic!("{file} #{i}: {e}: {text:?}"));
+        }
+    }
+}
+
 /// Bad schemas and grammars fail `generate` with a constraint error, before any step runs.
 #[test]
 fn invalid_constraints_fail_before_generating() {
@@ -179,6 +245,8 @@ fn invalid_constraints_fail_before_generating() {
         (Constraint::Lark("start: (".into()), ""),
         (Constraint::Lark("   ".into()), "empty"),
         (Constraint::Lark("start: foo".into()), "foo"),
+        (Constraint::Gbnf("root ::= (".into()), "GBNF"),
+        (Constraint::Gbnf("root ::= item".into()), "item"),
     ];
     for (c, mentions) in bad {
         let err = match session

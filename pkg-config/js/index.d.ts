@@ -70,7 +70,10 @@ export interface SamplingOptions {
   response_format?: ResponseFormat;
   /** Constrain the output to JSON valid under this JSON Schema (wick's shorthand). */
   json_schema?: JsonSchema;
-  /** Constrain the output to the language of this Lark grammar (llguidance's dialect). */
+  /**
+   * Constrain the output to the language of this grammar: llama.cpp's GBNF (`root ::= ...`)
+   * or Lark (llguidance's dialect, `start: ...`), told apart by its rules.
+   */
   grammar?: string;
 }
 

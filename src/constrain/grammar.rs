@@ -18,6 +18,9 @@ pub enum Constraint {
     /// Text in the language of this grammar, in llguidance's Lark dialect (`start: ...`
     /// rules, `/regex/` terminals, `%json {...}` for an embedded JSON schema).
     Lark(String),
+    /// Text in the language of this llama.cpp GBNF grammar (`root ::= ...`), translated to
+    /// Lark by [`super::gbnf_to_lark`].
+    Gbnf(String),
 }
 
 /// The JSON formatting a schema gets unless it says otherwise in llguidance's `x-guidance`
@@ -28,6 +31,16 @@ fn default_json_options() -> Value {
 }
 
 impl Constraint {
+    /// A grammar given as text: GBNF when it has `name ::=` rules ([`super::looks_like_gbnf`]),
+    /// else Lark.
+    pub fn grammar_text(text: String) -> Constraint {
+        if super::looks_like_gbnf(&text) {
+            Constraint::Gbnf(text)
+        } else {
+            Constraint::Lark(text)
+        }
+    }
+
     /// The constraint of an OpenAI `response_format` object: `{"type": "text"}` (none),
     /// `{"type": "json_object"}`, or `{"type": "json_schema", "json_schema": {"name": ..,
     /// "schema": {..}, "strict": ..}}`. The schema is enforced whether `strict` is set or not.
@@ -73,6 +86,7 @@ impl Constraint {
                 }
                 Ok(TopLevelGrammar::from_lark(text.clone()))
             }
+            Constraint::Gbnf(text) => Ok(TopLevelGrammar::from_lark(super::gbnf_to_lark(text)?)),
         }
     }
 }

@@ -19,10 +19,12 @@
 //! or `ahash`), so both builds accept the same schemas: `$ref` works for references inside the
 //! schema (`#/$defs/...`, `#/definitions/...`, `#`), never for remote documents.
 
+mod gbnf;
 mod grammar;
 mod guide;
 mod vocab;
 
+pub use gbnf::{gbnf_to_lark, looks_like_gbnf};
 pub use grammar::Constraint;
 pub use guide::Guide;
 

@@ -96,7 +96,7 @@ fn constraint(obj: &JsValue) -> Result<Option<Constraint>, String> {
         found.push(Constraint::JsonSchema(schema));
     }
     if let Some(g) = string(obj, "grammar")? {
-        found.push(Constraint::Lark(g));
+        found.push(Constraint::grammar_text(g));
     }
     if found.len() > 1 {
         return Err("give only one of 'response_format', 'json_schema' and 'grammar'".into());

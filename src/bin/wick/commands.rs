@@ -64,7 +64,7 @@ fn constraint(a: &ConstraintArgs) -> Result<Option<Constraint>> {
     if let Some(path) = &a.grammar {
         let text = std::fs::read_to_string(path)
             .map_err(|e| Error::io(format!("reading the grammar {}", path.display()), e))?;
-        return Ok(Some(Constraint::Lark(text)));
+        return Ok(Some(Constraint::grammar_text(text)));
     }
     Ok(a.json_object.then_some(Constraint::JsonObject))
 }

@@ -96,7 +96,8 @@ struct ConstraintArgs {
     /// Constrain the output to any JSON object.
     #[arg(long, conflicts_with = "grammar")]
     json_object: bool,
-    /// Constrain the output to the language of this Lark grammar file (llguidance's dialect).
+    /// Constrain the output to the language of this grammar file: llama.cpp's GBNF
+    /// (`root ::= ...`) or Lark (llguidance's dialect, `start: ...`), told apart by its rules.
     #[arg(long, value_name = "FILE")]
     grammar: Option<PathBuf>,
 }
