@@ -64,6 +64,10 @@ pub struct GenerateOptions {
     /// Keep generating past end-of-generation tokens (they are returned like any other), until
     /// `max_tokens` or a stop string: for benchmarks and long agreement tests.
     pub ignore_eog: bool,
+    /// Added to these tokens' logits before the constraint and the sampler (OpenAI's
+    /// `logit_bias`: -100 to 100; -100 bans a token, 100 all but forces it). Log-probabilities
+    /// are of the raw logits.
+    pub logit_bias: Vec<(u32, f32)>,
 }
 
 impl Default for GenerateOptions {
@@ -75,6 +79,7 @@ impl Default for GenerateOptions {
             constraint: None,
             logprobs: None,
             ignore_eog: false,
+            logit_bias: Vec::new(),
         }
     }
 }
@@ -214,6 +219,14 @@ impl<'m> Session<'m> {
                 "top_logprobs = {n}: at most {MAX_TOP_LOGPROBS} alternatives per token"
             )));
         }
+        let n_vocab = self.model.n_vocab();
+        if let Some(&(t, b)) =
+            opts.logit_bias.iter().find(|&&(t, b)| t as usize >= n_vocab || !(-100.0..=100.0).contains(&b))
+        {
+            return Err(Error::InvalidArgument(format!(
+                "logit_bias {{{t}: {b}}}: token ids below {n_vocab}, biases from -100 to 100"
+            )));
+        }
         // Compile the constraint first: a bad schema or grammar fails here, before any step.
         let guide = match &opts.constraint {
             Some(c) => Some(self.model.constraints()?.guide(c)?),
@@ -238,6 +251,7 @@ impl<'m> Session<'m> {
             guide,
             logprobs: opts.logprobs,
             ignore_eog: opts.ignore_eog,
+            logit_bias: opts.logit_bias,
         })
     }
 }
@@ -258,6 +272,7 @@ pub struct Generation<'s, 'm> {
     guide: Option<Guide>,
     logprobs: Option<usize>,
     ignore_eog: bool,
+    logit_bias: Vec<(u32, f32)>,
 }
 
 impl Generation<'_, '_> {
@@ -276,7 +291,10 @@ impl Generation<'_, '_> {
             return self.end(FinishReason::Eog);
         }
         // The device picks the token only when nothing on the host needs the logits.
-        let on_device = self.sampler.is_greedy() && self.guide.is_none() && self.logprobs.is_none();
+        let on_device = self.sampler.is_greedy()
+            && self.guide.is_none()
+            && self.logprobs.is_none()
+            && self.logit_bias.is_empty();
         let readback = if on_device { Readback::Argmax } else { Readback::LastLogits };
         let pending = std::mem::take(&mut self.pending);
         let out = match self.session.eval(&pending, readback).await {
@@ -322,6 +340,9 @@ impl Generation<'_, '_> {
     fn pick(&mut self, mut logits: Vec<f32>) -> Result<(u32, Option<Logprobs>)> {
         let top_n = self.logprobs;
         let raw = top_n.map(|_| logits.clone());
+        for &(t, b) in &self.logit_bias {
+            logits[t as usize] += b;
+        }
         if let Some(g) = self.guide.as_mut() {
             g.mask(&mut logits)?;
         }

@@ -36,6 +36,9 @@ fn bad_sampling_and_executor_are_rejected_before_loading() {
     fails_cleanly(&["generate", "-m", m, "-p", "hi", "--top-p", "1.5"], "top_p");
     fails_cleanly(&["chat", "-m", m, "--repeat-penalty", "0"], "repeat_penalty");
     fails_cleanly(&["generate", "-m", m, "-p", "hi", "--executor", "tpu"], "unknown executor");
+    fails_cleanly(&["generate", "-m", m, "-p", "hi", "--logit-bias", "13=-200"], "outside -100..100");
+    fails_cleanly(&["generate", "-m", m, "-p", "hi", "--logit-bias", "x=1"], "token id");
+    fails_cleanly(&["chat", "-m", m, "--logit-bias", "13"], "ID=BIAS");
 }
 
 /// `-p`, `-n` and `-d` take comma lists (as llama-bench's); a bad item is named.

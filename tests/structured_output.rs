@@ -346,3 +346,39 @@ fn logprobs_are_the_raw_log_softmax() {
         }
     });
 }
+
+/// `logit_bias`: -100 bans the greedy choice, +100 forces a token; out-of-range biases and
+/// token ids are errors before any step.
+#[test]
+fn logit_bias_bans_and_forces() {
+    let model = load_cpu(SMOLLM2);
+    let mut session = model.session(SessionOptions { n_ctx: 256, ..Default::default() }).expect("session");
+    let prompt = chat_prompt(&model, "Say hello.");
+    let first = |session: &mut Session<'_>, bias: Vec<(u32, f32)>| {
+        block_on(async {
+            let opts = GenerateOptions {
+                max_tokens: 1,
+                sampling: SamplingParams::greedy(),
+                logit_bias: bias,
+                ..Default::default()
+            };
+            let mut gen = session.generate(&prompt, opts).expect("generate");
+            let mut id = None;
+            while let Some(t) = gen.next().await {
+                id = id.or(t.expect("token").id);
+            }
+            id.expect("a token")
+        })
+    };
+    let plain = first(&mut session, vec![]);
+    let banned = first(&mut session, vec![(plain, -100.0)]);
+    assert_ne!(banned, plain, "a -100 bias bans the greedy token");
+    let forced = first(&mut session, vec![(1234, 100.0)]);
+    assert_eq!(forced, 1234, "a +100 bias forces the token");
+    let n_vocab = model.n_vocab() as u32;
+    for bad in [vec![(1, 101.0)], vec![(1, f32::NAN)], vec![(n_vocab, 1.0)]] {
+        let opts = GenerateOptions { logit_bias: bad.clone(), ..Default::default() };
+        let err = session.generate(&prompt, opts).err().unwrap_or_else(|| panic!("{bad:?} accepted"));
+        assert!(matches!(err, Error::InvalidArgument(_)) && err.to_string().contains("logit_bias"), "{err}");
+    }
+}

@@ -79,70 +79,85 @@ export class WickModel {
     if (!request || !Array.isArray(request.messages)) {
       throw new TypeError('chat.completions.create needs { messages: [{ role, content }, ...] }');
     }
-    const { messages, stream, signal, model: _model, n, ...sampling } = request;
-    if (n !== undefined && n !== 1) throw new TypeError('wick generates one choice (n: 1)');
+    const { messages, stream, stream_options, signal, model: _model, n = 1, ...sampling } = request;
+    if (!Number.isInteger(n) || n < 1 || n > 16) throw new TypeError('n must be an integer from 1 to 16');
+    const includeUsage = !!(stream_options && stream_options.include_usage);
     const id = completionId();
     const created = Math.floor(Date.now() / 1000);
     const model = this.info?.name || this.source || 'wick';
+    const base = { id, object: 'chat.completion.chunk', created, model };
+    // The choices one after another (index 0, 1, ...), choice i sampled with seed + i.
     const chunks = async function* (self) {
       const prompt = await self._backend.applyChatTemplate(messages);
-      const it = self._backend.stream(prompt, { ...sampling, addSpecial: false }, signal);
-      const chunk = (delta, finish_reason, extra, logprobs = null) => ({
-        id,
-        object: 'chat.completion.chunk',
-        created,
-        model,
-        choices: [{ index: 0, delta, finish_reason, logprobs }],
-        ...extra,
-      });
-      // Logprob entries of tokens whose text is not out yet (partial UTF-8, a held-back stop
-      // prefix) travel with the next chunk that has text.
-      let pending = [];
-      const takeLogprobs = () => {
-        if (!sampling.logprobs) return null;
-        const content = pending;
-        pending = [];
-        return { content };
-      };
-      let first = true;
-      let r;
-      while (!(r = await it.next()).done) {
-        if (r.value.logprobs) pending.push(r.value.logprobs);
-        if (!r.value.text) continue;
-        const delta = first ? { role: 'assistant', content: r.value.text } : { content: r.value.text };
-        yield chunk(delta, null, undefined, takeLogprobs());
-        first = false;
+      const total = { prompt_tokens: 0, completion_tokens: 0, total_tokens: 0 };
+      let stats = null;
+      for (let index = 0; index < n; index++) {
+        const seed = (sampling.seed ?? 42) + index;
+        const it = self._backend.stream(prompt, { ...sampling, seed, addSpecial: false }, signal);
+        const chunk = (delta, finish_reason, extra, logprobs = null) => ({
+          ...base,
+          choices: [{ index, delta, finish_reason, logprobs }],
+          ...extra,
+        });
+        // Logprob entries of tokens whose text is not out yet (partial UTF-8, a held-back stop
+        // prefix) travel with the next chunk that has text.
+        let pending = [];
+        const takeLogprobs = () => {
+          if (!sampling.logprobs) return null;
+          const content = pending;
+          pending = [];
+          return { content };
+        };
+        let first = true;
+        let r;
+        while (!(r = await it.next()).done) {
+          if (r.value.logprobs) pending.push(r.value.logprobs);
+          if (!r.value.text) continue;
+          const delta = first ? { role: 'assistant', content: r.value.text } : { content: r.value.text };
+          yield chunk(delta, null, undefined, takeLogprobs());
+          first = false;
+        }
+        stats = r.value;
+        self.lastStats = { ...stats, ...timings(stats) };
+        const u = usage(stats);
+        total.prompt_tokens = u.prompt_tokens;
+        total.completion_tokens += u.completion_tokens;
+        total.total_tokens = total.prompt_tokens + total.completion_tokens;
+        const finish = stats.finishReason === 'length' ? 'length' : stats.finishReason === 'abort' ? 'abort' : 'stop';
+        const last = index === n - 1 && !includeUsage;
+        yield chunk(
+          first ? { role: 'assistant', content: '' } : {},
+          finish,
+          last ? { usage: { ...total }, timings: timings(stats) } : undefined,
+          pending.length ? takeLogprobs() : null,
+        );
       }
-      const stats = r.value;
-      self.lastStats = { ...stats, ...timings(stats) };
-      const finish = stats.finishReason === 'length' ? 'length' : stats.finishReason === 'abort' ? 'abort' : 'stop';
-      yield chunk(
-        first ? { role: 'assistant', content: '' } : {},
-        finish,
-        { usage: usage(stats), timings: timings(stats) },
-        pending.length ? takeLogprobs() : null,
-      );
+      // OpenAI's stream_options.include_usage: one more chunk, no choices, the usage.
+      if (includeUsage) yield { ...base, choices: [], usage: { ...total }, timings: timings(stats) };
     };
     if (stream) return awaitableIterable(() => chunks(this));
     return (async () => {
-      let content = '';
-      let last = null;
-      const entries = [];
+      const choices = [];
+      let usageAll = null;
+      let timingsAll = null;
       for await (const c of chunks(this)) {
-        content += c.choices[0].delta.content || '';
-        if (c.choices[0].logprobs) entries.push(...c.choices[0].logprobs.content);
-        last = c;
+        if (c.usage) {
+          usageAll = c.usage;
+          timingsAll = c.timings;
+        }
+        const ch = c.choices[0];
+        if (!ch) continue;
+        const choice = (choices[ch.index] ??= {
+          index: ch.index,
+          message: { role: 'assistant', content: '' },
+          finish_reason: null,
+          logprobs: sampling.logprobs ? { content: [] } : null,
+        });
+        choice.message.content += ch.delta.content || '';
+        if (ch.logprobs) choice.logprobs.content.push(...ch.logprobs.content);
+        if (ch.finish_reason) choice.finish_reason = ch.finish_reason;
       }
-      const logprobs = sampling.logprobs ? { content: entries } : null;
-      return {
-        id,
-        object: 'chat.completion',
-        created,
-        model,
-        choices: [{ index: 0, message: { role: 'assistant', content }, finish_reason: last.choices[0].finish_reason, logprobs }],
-        usage: last.usage,
-        timings: last.timings,
-      };
+      return { id, object: 'chat.completion', created, model, choices, usage: usageAll, timings: timingsAll };
     })();
   }
 

@@ -75,6 +75,11 @@ export interface SamplingOptions {
    * or Lark (llguidance's dialect, `start: ...`), told apart by its rules.
    */
   grammar?: string;
+  /** Added to these tokens' logits before sampling (OpenAI's): `{"13": -100}` bans token 13.
+   *  Biases from -100 to 100. */
+  logit_bias?: Record<string, number>;
+  /** Keep generating past end-of-generation tokens, to `max_tokens`. */
+  ignore_eos?: boolean;
 }
 
 /** A JSON Schema (draft 2020-12 keywords; `$ref`s inside the schema only). */
@@ -118,8 +123,11 @@ export interface ChatCompletionRequestBase extends SamplingOptions {
   messages: ChatMessage[];
   /** Ignored (the loaded model answers); accepted for OpenAI compatibility. */
   model?: string;
-  /** Only 1 is supported. */
-  n?: 1;
+  /** Choices to generate (1 to 16), one after another; choice i samples with `seed + i`. */
+  n?: number;
+  /** OpenAI's: with `include_usage`, a stream ends with a chunk of no choices carrying the
+   *  usage of all choices (otherwise the usage rides on the last choice's last chunk). */
+  stream_options?: { include_usage?: boolean };
   signal?: AbortSignal;
   /** Report each generated token's log-probability in `choices[0].logprobs`. */
   logprobs?: boolean;
@@ -158,13 +166,13 @@ export interface ChatCompletionChunk {
   created: number;
   model: string;
   choices: Array<{
-    index: 0;
+    index: number;
     delta: { role?: 'assistant'; content?: string };
     finish_reason: FinishReason | null;
     /** With `logprobs: true`: the entries of this chunk's tokens. */
     logprobs: ChoiceLogprobs | null;
   }>;
-  /** On the last chunk only. */
+  /** On the last chunk only (all choices' tokens). */
   usage?: CompletionUsage;
   /** On the last chunk only. */
   timings?: Timings;
@@ -176,7 +184,7 @@ export interface ChatCompletion {
   created: number;
   model: string;
   choices: Array<{
-    index: 0;
+    index: number;
     message: { role: 'assistant'; content: string };
     finish_reason: FinishReason;
     /** With `logprobs: true`: one entry per generated token. */

@@ -108,7 +108,7 @@ fn constraint(obj: &JsValue) -> Result<Option<Constraint>, String> {
 /// `maxTokens`), `temperature`, `top_p`, `top_k`, `min_p`, `repeat_penalty`,
 /// `presence_penalty`, `frequency_penalty`, `seed`, `stop` (a string or an array of strings),
 /// `response_format` / `json_schema` / `grammar` (see [`constraint`]), `logprobs` (a boolean)
-/// with `top_logprobs` (0 to 20).
+/// with `top_logprobs` (0 to 20), `logit_bias` (`{token id: -100..100}`), `ignore_eos`.
 pub(crate) fn generate_options(obj: &JsValue) -> Result<GenerateOptions, String> {
     let mut o = GenerateOptions::default();
     let either =
@@ -156,6 +156,21 @@ pub(crate) fn generate_options(obj: &JsValue) -> Result<GenerateOptions, String>
         return Err("option 'stop' must be a string or an array of strings".into());
     }
     o.constraint = constraint(obj)?;
+    if let Some(bias) = json_value(obj, "logit_bias")? {
+        let map = bias.as_object().ok_or("option 'logit_bias' must be an object of {token id: bias}")?;
+        for (k, v) in map {
+            let id: u32 = k.parse().map_err(|_| format!("logit_bias: key '{k}' is not a token id"))?;
+            let b = v.as_f64().filter(|b| (-100.0..=100.0).contains(b));
+            let b = b.ok_or_else(|| {
+                format!("logit_bias: the bias of token {id} must be a number from -100 to 100")
+            })?;
+            o.logit_bias.push((id, b as f32));
+        }
+    }
+    match field(obj, "ignore_eos") {
+        v if absent(&v) => {}
+        v => o.ignore_eog = v.as_bool().ok_or("option 'ignore_eos' must be a boolean")?,
+    }
     let logprobs = field(obj, "logprobs");
     let top = count(obj, "top_logprobs")?;
     match logprobs.as_bool() {

@@ -183,6 +183,43 @@ try {
   }
   check(/constraint/.test(structured.badSchema || '') && /none/.test(structured.badSchema || ''), `an invalid schema rejects before generating: ${structured.badSchema}`);
 
+  // 2c. n choices, stream_options.include_usage, a GBNF grammar, bad logit_bias options.
+  const more = await page.evaluate(async (url) => {
+    const { Wick } = await import('/pkg/index.js');
+    const model = await Wick.load(url, { executor: 'cpu', cache: false });
+    const msg = [{ role: 'user', content: 'Hi' }];
+    const chunks = [];
+    const stream = model.chat.completions.create({ messages: msg, n: 2, stream: true, stream_options: { include_usage: true }, max_tokens: 5 });
+    for await (const c of stream) chunks.push(c);
+    const whole = await model.chat.completions.create({ messages: msg, n: 3, max_tokens: 4 });
+    const gbnf = [];
+    for (const seed of [1, 2]) {
+      const r = await model.chat.completions.create({ messages: msg, grammar: 'root ::= ("yes" | "no") "."', max_tokens: 10, seed });
+      gbnf.push(r.choices[0].message.content);
+    }
+    const errors = [];
+    for (const logit_bias of [{ abc: 1 }, { 5: 500 }, [1, 2]]) {
+      try {
+        await model.chat.completions.create({ messages: msg, logit_bias, max_tokens: 2 });
+        errors.push(null);
+      } catch (e) {
+        errors.push(e.message);
+      }
+    }
+    const banned = await model.chat.completions.create({ messages: msg, logit_bias: { 5: -100 }, max_tokens: 2, temperature: 0 });
+    await model.unload();
+    return { chunks, whole, gbnf, errors, banned: banned.choices.length };
+  }, modelPath);
+  const idx = new Set(more.chunks.flatMap((c) => c.choices.map((ch) => ch.index)));
+  const tail = more.chunks[more.chunks.length - 1];
+  const finishes = more.chunks.filter((c) => c.choices[0]?.finish_reason).length;
+  check(idx.has(0) && idx.has(1) && finishes === 2, `n: 2 streams choices 0 and 1, each finished (${[...idx]}, ${finishes} finishes)`);
+  check(tail.choices.length === 0 && tail.usage && tail.usage.completion_tokens >= 2 && tail.usage.total_tokens === tail.usage.prompt_tokens + tail.usage.completion_tokens, `include_usage: a last chunk of no choices with the usage (${JSON.stringify(tail.usage)})`);
+  check(more.whole.choices.length === 3 && more.whole.choices.every((c, i) => c.index === i && c.finish_reason), 'n: 3 gives three finished choices');
+  check(more.gbnf.every((t) => t === 'yes.' || t === 'no.'), `a GBNF grammar constrains the output: ${JSON.stringify(more.gbnf)}`);
+  check(more.errors.every((e) => /logit_bias/.test(e || '')), `bad logit_bias options reject: ${JSON.stringify(more.errors)}`);
+  check(more.banned === 1, 'a valid logit_bias is accepted');
+
   // 3. The other sources: a Blob (as a dropped File is) and a ReadableStream, each sent to the
   // worker (the stream is transferred) and loaded on the main thread.
   const sources = await page.evaluate(async (url) => {

@@ -143,6 +143,7 @@ pub async fn generate(a: GenerateArgs) -> Result<()> {
         constraint,
         logprobs: a.logprobs.filter(|_| a.json),
         ignore_eog: a.ignore_eos,
+        logit_bias: a.sampling.logit_bias.clone(),
     };
     run(&mut session, &ids, opts, a.json).await?;
     Ok(())
@@ -185,6 +186,7 @@ pub async fn chat(a: ChatArgs) -> Result<()> {
             constraint: constraint.clone(),
             logprobs: None,
             ignore_eog: false,
+            logit_bias: a.sampling.logit_bias.clone(),
         };
         match run(&mut session, &ids, opts, false).await {
             Ok(reply) => msgs.push(ChatMessage { role: "assistant".into(), content: reply }),

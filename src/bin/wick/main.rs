@@ -84,6 +84,10 @@ struct SamplingArgs {
     /// Stop before this string (repeatable).
     #[arg(long)]
     stop: Vec<String>,
+    /// Add BIAS (-100 to 100) to token ID's logit before sampling, as OpenAI's `logit_bias`
+    /// (-100 bans the token); repeatable.
+    #[arg(long, value_name = "ID=BIAS", value_parser = logit_bias)]
+    logit_bias: Vec<(u32, f32)>,
 }
 
 /// Structured output: constrain what the model may write.
@@ -239,6 +243,17 @@ struct SynthArgs {
 /// before anything loads, not an allocation that overflows later.
 fn count(max: u64) -> impl clap::builder::TypedValueParser<Value = usize> {
     clap::value_parser!(u64).range(0..=max).map(|v| v as usize)
+}
+
+/// `ID=BIAS`: a token id and a bias from -100 to 100.
+fn logit_bias(s: &str) -> Result<(u32, f32), String> {
+    let (id, bias) = s.split_once('=').ok_or("expected ID=BIAS, e.g. 13=-100")?;
+    let id: u32 = id.trim().parse().map_err(|e| format!("token id {id:?}: {e}"))?;
+    let bias: f32 = bias.trim().parse().map_err(|e| format!("bias {bias:?}: {e}"))?;
+    if !(-100.0..=100.0).contains(&bias) {
+        return Err(format!("bias {bias} is outside -100..100"));
+    }
+    Ok((id, bias))
 }
 
 /// A finite, positive number.
