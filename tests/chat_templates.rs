@@ -164,3 +164,27 @@ fn tojson_like_python_json_dumps() {
     assert_eq!(parts[2], "{\n \"k\": [\n  1,\n  {}\n ]\n}");
     assert_eq!(parts[3], r#"{"a":2,"b":1}"#);
 }
+
+/// Extra template variables (`enable_thinking`, as transformers' `chat_template_kwargs`) reach
+/// the template; they cannot replace the conversation or the special tokens.
+#[test]
+fn template_variables_reach_the_template() {
+    // Qwen 3's switch, reduced to its shape.
+    let src = "{% for m in messages %}{{ m.role }}: {{ m.content }}\n{% endfor %}{{ bos_token }}\
+               {% if add_generation_prompt %}assistant:{% if enable_thinking is defined and enable_thinking is false %} \
+               <think></think>{% endif %}{% endif %}";
+    let t = ChatTemplate::new(src, "<s>", "</s>").unwrap();
+    let msgs = [ChatMessage::new("user", "hi")];
+    let vars = |v: serde_json::Value| v.as_object().unwrap().clone();
+    assert_eq!(
+        t.render_with_vars(&msgs, true, &vars(serde_json::json!({}))).unwrap(),
+        "user: hi\n<s>assistant:"
+    );
+    let off = vars(serde_json::json!({ "enable_thinking": false }));
+    assert_eq!(t.render_with_vars(&msgs, true, &off).unwrap(), "user: hi\n<s>assistant: <think></think>");
+    let on = vars(serde_json::json!({ "enable_thinking": true }));
+    assert_eq!(t.render_with_vars(&msgs, true, &on).unwrap(), "user: hi\n<s>assistant:");
+    let sneaky =
+        vars(serde_json::json!({ "messages": [], "bos_token": "X", "add_generation_prompt": false }));
+    assert_eq!(t.render_with_vars(&msgs, true, &sneaky).unwrap(), "user: hi\n<s>assistant:");
+}

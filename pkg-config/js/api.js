@@ -1,3 +1,5 @@
+import { ReasoningSplitter, promptOpensThinking } from './reasoning.js';
+
 // The public model object: the same on the main thread and through the worker proxy, built
 // on a backend ({ executor, info, applyChatTemplate, stream, unload }).
 
@@ -55,9 +57,10 @@ export class WickModel {
     };
   }
 
-  /** Render chat messages with the model's own chat template. */
-  applyChatTemplate(messages) {
-    return this._backend.applyChatTemplate(messages);
+  /** Render chat messages with the model's own chat template; `vars` are extra template
+   *  variables (e.g. `{ enable_thinking: false }`). */
+  applyChatTemplate(messages, vars) {
+    return this._backend.applyChatTemplate(messages, vars);
   }
 
   /**
@@ -79,7 +82,9 @@ export class WickModel {
     if (!request || !Array.isArray(request.messages)) {
       throw new TypeError('chat.completions.create needs { messages: [{ role, content }, ...] }');
     }
-    const { messages, stream, stream_options, signal, model: _model, n = 1, ...sampling } = request;
+    const { messages, stream, stream_options, signal, model: _model, n = 1, enable_thinking, chat_template_kwargs, ...sampling } = request;
+    const vars = { ...(chat_template_kwargs || {}) };
+    if (enable_thinking !== undefined) vars.enable_thinking = !!enable_thinking;
     if (!Number.isInteger(n) || n < 1 || n > 16) throw new TypeError('n must be an integer from 1 to 16');
     const includeUsage = !!(stream_options && stream_options.include_usage);
     const id = completionId();
@@ -88,7 +93,7 @@ export class WickModel {
     const base = { id, object: 'chat.completion.chunk', created, model };
     // The choices one after another (index 0, 1, ...), choice i sampled with seed + i.
     const chunks = async function* (self) {
-      const prompt = await self._backend.applyChatTemplate(messages);
+      const prompt = await self._backend.applyChatTemplate(messages, vars);
       const total = { prompt_tokens: 0, completion_tokens: 0, total_tokens: 0 };
       let stats = null;
       for (let index = 0; index < n; index++) {
@@ -108,13 +113,27 @@ export class WickModel {
           pending = [];
           return { content };
         };
+        // `<think>` blocks go to `reasoning_content`, the rest to `content`.
+        const splitter = new ReasoningSplitter(promptOpensThinking(prompt));
         let first = true;
+        const delta = ({ reasoning, content }) => {
+          const d = first ? { role: 'assistant' } : {};
+          if (reasoning) d.reasoning_content = reasoning;
+          if (content) d.content = content;
+          return d;
+        };
         let r;
         while (!(r = await it.next()).done) {
           if (r.value.logprobs) pending.push(r.value.logprobs);
           if (!r.value.text) continue;
-          const delta = first ? { role: 'assistant', content: r.value.text } : { content: r.value.text };
-          yield chunk(delta, null, undefined, takeLogprobs());
+          const piece = splitter.push(r.value.text);
+          if (!piece.reasoning && !piece.content) continue;
+          yield chunk(delta(piece), null, undefined, takeLogprobs());
+          first = false;
+        }
+        const rest = splitter.flush();
+        if (rest.reasoning || rest.content) {
+          yield chunk(delta(rest), null, undefined, takeLogprobs());
           first = false;
         }
         stats = r.value;
@@ -154,6 +173,9 @@ export class WickModel {
           logprobs: sampling.logprobs ? { content: [] } : null,
         });
         choice.message.content += ch.delta.content || '';
+        if (ch.delta.reasoning_content) {
+          choice.message.reasoning_content = (choice.message.reasoning_content || '') + ch.delta.reasoning_content;
+        }
         if (ch.logprobs) choice.logprobs.content.push(...ch.logprobs.content);
         if (ch.finish_reason) choice.finish_reason = ch.finish_reason;
       }

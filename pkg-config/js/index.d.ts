@@ -129,6 +129,10 @@ export interface ChatCompletionRequestBase extends SamplingOptions {
    *  usage of all choices (otherwise the usage rides on the last choice's last chunk). */
   stream_options?: { include_usage?: boolean };
   signal?: AbortSignal;
+  /** Passed to the chat template (Qwen 3 and others): false asks the model not to think. */
+  enable_thinking?: boolean;
+  /** Extra chat-template variables (as transformers' and llama-server's). */
+  chat_template_kwargs?: Record<string, unknown>;
   /** Report each generated token's log-probability in `choices[0].logprobs`. */
   logprobs?: boolean;
   /** With `logprobs`: this many most likely alternatives per token (0 to 20). */
@@ -167,7 +171,8 @@ export interface ChatCompletionChunk {
   model: string;
   choices: Array<{
     index: number;
-    delta: { role?: 'assistant'; content?: string };
+    /** `<think>` blocks arrive as `reasoning_content`, the answer as `content`. */
+    delta: { role?: 'assistant'; content?: string; reasoning_content?: string };
     finish_reason: FinishReason | null;
     /** With `logprobs: true`: the entries of this chunk's tokens. */
     logprobs: ChoiceLogprobs | null;
@@ -185,7 +190,8 @@ export interface ChatCompletion {
   model: string;
   choices: Array<{
     index: number;
-    message: { role: 'assistant'; content: string };
+    /** `reasoning_content`: the model's `<think>` block, when it wrote one. */
+    message: { role: 'assistant'; content: string; reasoning_content?: string };
     finish_reason: FinishReason;
     /** With `logprobs: true`: one entry per generated token. */
     logprobs: ChoiceLogprobs | null;
@@ -233,8 +239,9 @@ export declare class WickModel {
       create(request: ChatCompletionRequestNonStreaming): Promise<ChatCompletion>;
     };
   };
-  /** Render messages with the model's chat template (the assistant's turn opened). */
-  applyChatTemplate(messages: ChatMessage[]): Promise<string>;
+  /** Render messages with the model's chat template (the assistant's turn opened); `vars`:
+   *  extra template variables, e.g. `{ enable_thinking: false }`. */
+  applyChatTemplate(messages: ChatMessage[], vars?: Record<string, unknown>): Promise<string>;
   /** Text pieces of a continuation of `prompt`; returns the stats when done. */
   generate(prompt: string, opts?: GenerateOptions): AsyncGenerator<string, GenerationStats, undefined>;
   /** Free the model's GPU (or CPU) memory; the model cannot be used afterwards. */

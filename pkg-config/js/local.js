@@ -93,8 +93,8 @@ class LocalBackend {
     return this.raw;
   }
 
-  async applyChatTemplate(messages) {
-    return this.live().applyChatTemplate(messages);
+  async applyChatTemplate(messages, vars) {
+    return this.live().applyChatTemplate(messages, vars);
   }
 
   /**

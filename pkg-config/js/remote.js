@@ -95,8 +95,8 @@ class RemoteBackend {
     return this.ch;
   }
 
-  applyChatTemplate(messages) {
-    return this.live().request({ type: 'template', messages });
+  applyChatTemplate(messages, vars) {
+    return this.live().request({ type: 'template', messages, vars });
   }
 
   async *stream(prompt, opts = {}, signal) {

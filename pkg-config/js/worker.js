@@ -25,7 +25,7 @@ async function handle(msg) {
       return { executor: backend.executor, info: backend.info };
     }
     case 'template':
-      return live().applyChatTemplate(msg.messages);
+      return live().applyChatTemplate(msg.messages, msg.vars);
     case 'generate': {
       const ctl = new AbortController();
       aborts.set(id, ctl);

@@ -175,6 +175,18 @@ impl ChatTemplate {
         self.render_with_limits(messages, add_generation_prompt, RenderLimits::for_conversation(messages))
     }
 
+    /// [`ChatTemplate::render`] with extra top-level variables (`enable_thinking`, as
+    /// transformers' `chat_template_kwargs`): a JSON object whose keys the template sees beside
+    /// `messages`; they cannot replace `messages`, `add_generation_prompt` or the special tokens.
+    pub fn render_with_vars(
+        &self,
+        messages: &[ChatMessage],
+        add_generation_prompt: bool,
+        vars: &serde_json::Map<String, serde_json::Value>,
+    ) -> Result<String> {
+        self.render_inner(messages, add_generation_prompt, RenderLimits::for_conversation(messages), vars)
+    }
+
     /// [`ChatTemplate::render`] within the given limits; a template that passes one gets
     /// [`Error::Template`] saying which.
     pub fn render_with_limits(
@@ -182,6 +194,16 @@ impl ChatTemplate {
         messages: &[ChatMessage],
         add_generation_prompt: bool,
         limits: RenderLimits,
+    ) -> Result<String> {
+        self.render_inner(messages, add_generation_prompt, limits, &serde_json::Map::new())
+    }
+
+    fn render_inner(
+        &self,
+        messages: &[ChatMessage],
+        add_generation_prompt: bool,
+        limits: RenderLimits,
+        vars: &serde_json::Map<String, serde_json::Value>,
     ) -> Result<String> {
         // minijinja reads the limits from the environment when a render starts; a clone shares
         // the compiled template.
@@ -198,6 +220,8 @@ impl ChatTemplate {
             tools => (),
             documents => (),
         };
+        // The first value of a key wins: the variables above before the caller's.
+        let ctx = minijinja::context! { ..ctx, ..Value::from_serialize(vars) };
         tmpl.render(ctx).map_err(|e| {
             Error::Template(match e.kind() {
                 ErrorKind::OutOfFuel => format!(

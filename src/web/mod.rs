@@ -141,15 +141,17 @@ impl WickModel {
     }
 
     /// Render `messages` (`[{ role, content }]`) with the model's chat template, ending with
-    /// the assistant's turn opened.
+    /// the assistant's turn opened. `vars`: extra template variables (`{ enable_thinking }`),
+    /// or undefined.
     #[wasm_bindgen(js_name = applyChatTemplate)]
-    pub fn apply_chat_template(&self, messages: JsValue) -> Result<String, JsValue> {
+    pub fn apply_chat_template(&self, messages: JsValue, vars: JsValue) -> Result<String, JsValue> {
         let msgs = options::messages(&messages).map_err(js_err)?;
+        let vars = options::template_vars(&vars).map_err(js_err)?;
         let t = self
             .get()?
             .chat_template()
             .ok_or_else(|| js_err("this model has no chat template (tokenizer.chat_template)"))?;
-        t.render(&msgs, true).map_err(js_err)
+        t.render_with_vars(&msgs, true, &vars).map_err(js_err)
     }
 
     /// Token ids of `text`. `addSpecial`: add BOS/EOS as the vocabulary asks (true for a raw

@@ -188,6 +188,21 @@ pub(crate) fn generate_options(obj: &JsValue) -> Result<GenerateOptions, String>
     Ok(o)
 }
 
+/// Extra chat-template variables: a plain object (undefined or null: none).
+pub(crate) fn template_vars(v: &JsValue) -> Result<serde_json::Map<String, serde_json::Value>, String> {
+    if absent(v) {
+        return Ok(serde_json::Map::new());
+    }
+    let text = js_sys::JSON::stringify(v)
+        .ok()
+        .and_then(|s| s.as_string())
+        .ok_or("template variables cannot be turned into JSON")?;
+    match serde_json::from_str(&text) {
+        Ok(serde_json::Value::Object(m)) => Ok(m),
+        _ => Err("template variables must be an object, e.g. { enable_thinking: false }".into()),
+    }
+}
+
 /// An array of `{ role, content }` objects.
 pub(crate) fn messages(v: &JsValue) -> Result<Vec<ChatMessage>, String> {
     if !Array::is_array(v) {

@@ -207,8 +207,10 @@ try {
       }
     }
     const banned = await model.chat.completions.create({ messages: msg, logit_bias: { 5: -100 }, max_tokens: 2, temperature: 0 });
+    // A <think> block (forced by a grammar: the tiny model has random weights) is reasoning.
+    const think = await model.chat.completions.create({ messages: msg, grammar: 'root ::= "<think>" [a-z]{3} "</think>" [a-z]{3}', max_tokens: 40, enable_thinking: true });
     await model.unload();
-    return { chunks, whole, gbnf, errors, banned: banned.choices.length };
+    return { chunks, whole, gbnf, errors, banned: banned.choices.length, think: think.choices[0].message };
   }, modelPath);
   const idx = new Set(more.chunks.flatMap((c) => c.choices.map((ch) => ch.index)));
   const tail = more.chunks[more.chunks.length - 1];
@@ -219,6 +221,7 @@ try {
   check(more.gbnf.every((t) => t === 'yes.' || t === 'no.'), `a GBNF grammar constrains the output: ${JSON.stringify(more.gbnf)}`);
   check(more.errors.every((e) => /logit_bias/.test(e || '')), `bad logit_bias options reject: ${JSON.stringify(more.errors)}`);
   check(more.banned === 1, 'a valid logit_bias is accepted');
+  check(/^[a-z]{3}$/.test(more.think.reasoning_content || '') && /^[a-z]{3}$/.test(more.think.content), `a <think> block goes to reasoning_content: ${JSON.stringify(more.think)}`);
 
   // 3. The other sources: a Blob (as a dropped File is) and a ReadableStream, each sent to the
   // worker (the stream is transferred) and loaded on the main thread.

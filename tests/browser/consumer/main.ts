@@ -55,6 +55,22 @@ export async function demo(file: File): Promise<string> {
   await model.chat.completions.create({ messages: [], response_format: { type: 'json_object' } });
   for await (const piece of model.generate('Colours:', { grammar: 'start: " red" | " blue"' })) text += piece;
 
+  const many: ChatCompletion = await model.chat.completions.create({
+    messages: [{ role: 'user', content: 'Think first.' }],
+    n: 2,
+    enable_thinking: true,
+    chat_template_kwargs: { custom: 1 },
+    logit_bias: { '13': -100 },
+    ignore_eos: false,
+    grammar: 'root ::= "yes" | "no"',
+  });
+  for (const c of many.choices) text += `${c.index}: ${c.message.reasoning_content ?? ''} ${c.message.content}`;
+  for await (const c of model.chat.completions.create({ messages: [], stream: true, stream_options: { include_usage: true } })) {
+    text += c.choices[0]?.delta.reasoning_content ?? '';
+    if (c.choices.length === 0) console.log(c.usage?.total_tokens);
+  }
+  text += await model.applyChatTemplate([{ role: 'user', content: 'Hi' }], { enable_thinking: false });
+
   const gen = model.generate('Once upon a time', { maxTokens: 16, topK: 40, signal: ctl.signal });
   for await (const piece of gen) text += piece;
   const stats: GenerationStats | null = model.lastStats;
