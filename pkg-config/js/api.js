@@ -1,4 +1,5 @@
 import { ReasoningSplitter, promptOpensThinking } from './reasoning.js';
+import { BadRequestError, asRequestError } from './errors.js';
 
 // The public model object: the same on the main thread and through the worker proxy, built
 // on a backend ({ executor, info, applyChatTemplate, stream, unload }).
@@ -80,12 +81,12 @@ export class WickModel {
 
   _create(request) {
     if (!request || !Array.isArray(request.messages)) {
-      throw new TypeError('chat.completions.create needs { messages: [{ role, content }, ...] }');
+      throw new BadRequestError('messages: chat.completions.create needs { messages: [{ role, content }, ...] }');
     }
     const { messages, stream, stream_options, signal, model: _model, n = 1, enable_thinking, chat_template_kwargs, ...sampling } = request;
     const vars = { ...(chat_template_kwargs || {}) };
     if (enable_thinking !== undefined) vars.enable_thinking = !!enable_thinking;
-    if (!Number.isInteger(n) || n < 1 || n > 16) throw new TypeError('n must be an integer from 1 to 16');
+    if (!Number.isInteger(n) || n < 1 || n > 16) throw new BadRequestError('n must be an integer from 1 to 16');
     const includeUsage = !!(stream_options && stream_options.include_usage);
     const id = completionId();
     const created = Math.floor(Date.now() / 1000);
@@ -154,12 +155,25 @@ export class WickModel {
       // OpenAI's stream_options.include_usage: one more chunk, no choices, the usage.
       if (includeUsage) yield { ...base, choices: [], usage: { ...total }, timings: timings(stats) };
     };
-    if (stream) return awaitableIterable(() => chunks(this));
+    // Errors before the first chunk that are the request's fault become BadRequestErrors
+    // (status 400, OpenAI's error object); later ones pass as they are.
+    const guarded = async function* (self) {
+      let started = false;
+      try {
+        for await (const c of chunks(self)) {
+          started = true;
+          yield c;
+        }
+      } catch (e) {
+        throw started ? e : asRequestError(e);
+      }
+    };
+    if (stream) return awaitableIterable(() => guarded(this));
     return (async () => {
       const choices = [];
       let usageAll = null;
       let timingsAll = null;
-      for await (const c of chunks(this)) {
+      for await (const c of guarded(this)) {
         if (c.usage) {
           usageAll = c.usage;
           timingsAll = c.timings;

@@ -257,6 +257,17 @@ export interface CachedModel {
   savedAt: string | null;
 }
 
+/**
+ * A chat request's fault (OpenAI's 400): bad options, an invalid schema or grammar, a template
+ * that rejects the messages, a prompt longer than the context (`code: 'context_length_exceeded'`).
+ * Thrown (or the stream's iterator throws) before any chunk.
+ */
+export declare class BadRequestError extends Error {
+  name: 'BadRequestError';
+  status: 400;
+  error: { message: string; type: 'invalid_request_error'; param: string | null; code: string | null };
+}
+
 /** Thrown when the storage quota cannot hold a model being cached. */
 export declare class WickStorageError extends Error {
   name: 'WickStorageError';

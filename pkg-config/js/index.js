@@ -4,8 +4,9 @@ import { WickModel } from './api.js';
 import { loadLocal, initWasm } from './local.js';
 import { loadRemote } from './remote.js';
 import { listCachedModels, deleteCachedModel, clearCache, cacheAvailable, WickStorageError } from './cache.js';
+import { BadRequestError } from './errors.js';
 
-export { WickModel, WickStorageError, listCachedModels, deleteCachedModel, clearCache, cacheAvailable };
+export { WickModel, WickStorageError, BadRequestError, listCachedModels, deleteCachedModel, clearCache, cacheAvailable };
 
 /** Whether this browser exposes WebGPU (an adapter may still be missing). */
 export function hasWebGPU() {

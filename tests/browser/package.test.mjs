@@ -159,13 +159,15 @@ try {
       outs.push({ content: r.choices[0].message.content, finish: r.choices[0].finish_reason, logprobs: r.choices[0].logprobs, tokens: r.usage.completion_tokens });
     }
     let badSchema = null;
+    let badStatus = null;
     try {
       await model.chat.completions.create({ messages: [{ role: 'user', content: 'x' }], response_format: { type: 'json_schema', json_schema: { name: 'b', schema: { $ref: '#/$defs/none' } } } });
     } catch (e) {
       badSchema = e.message;
+      badStatus = `${e.name} ${e.status} ${e.error?.type}`;
     }
     await model.unload();
-    return { outs, badSchema };
+    return { outs, badSchema, badStatus };
   }, modelPath);
   for (const o of structured.outs) {
     console.log(`  json_schema: ${o.content} (${o.finish}, ${o.logprobs.content.length} logprob entries)`);
@@ -182,6 +184,7 @@ try {
     check(spelled === o.content, "the logprob entries' bytes spell the content");
   }
   check(/constraint/.test(structured.badSchema || '') && /none/.test(structured.badSchema || ''), `an invalid schema rejects before generating: ${structured.badSchema}`);
+  check(structured.badStatus === 'BadRequestError 400 invalid_request_error', `it is a 400 with OpenAI's error object (${structured.badStatus})`);
 
   // 2c. n choices, stream_options.include_usage, a GBNF grammar, bad logit_bias options.
   const more = await page.evaluate(async (url) => {

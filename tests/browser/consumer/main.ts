@@ -5,6 +5,7 @@ import Wick, {
   Wick as NamedWick,
   WickModel,
   WickStorageError,
+  BadRequestError,
   listCachedModels,
   deleteCachedModel,
   type ChatCompletionChunk,
@@ -68,6 +69,11 @@ export async function demo(file: File): Promise<string> {
   for await (const c of model.chat.completions.create({ messages: [], stream: true, stream_options: { include_usage: true } })) {
     text += c.choices[0]?.delta.reasoning_content ?? '';
     if (c.choices.length === 0) console.log(c.usage?.total_tokens);
+  }
+  try {
+    await model.chat.completions.create({ messages: [], response_format: { type: 'json_schema', json_schema: { name: 'x', schema: false } } });
+  } catch (e) {
+    if (e instanceof BadRequestError) console.log(e.status, e.error.type, e.error.code ?? '');
   }
   text += await model.applyChatTemplate([{ role: 'user', content: 'Hi' }], { enable_thinking: false });
 
