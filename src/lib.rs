@@ -41,5 +41,5 @@ pub use constrain::Constraint;
 pub use error::{Error, Result};
 pub use exec::ExecutorKind;
 pub use load::{Engine, LoadOptions, Model, ModelInfo, ProgressFn};
-pub use logprobs::{Logprobs, TokenLogprob};
+pub use logprobs::{logprobs, Logprobs, TokenLogprob};
 pub use session::{FinishReason, GenerateOptions, Generation, Session, SessionOptions, Token};

@@ -25,7 +25,7 @@ pub struct Logprobs {
 
 /// Log-probabilities of `id` and of the `top_n` most likely tokens in `logits`. NaN logits are
 /// treated as `-inf`; a row with no finite logit gives `-inf` everywhere.
-pub(crate) fn logprobs(logits: &[f32], id: u32, top_n: usize) -> Logprobs {
+pub fn logprobs(logits: &[f32], id: u32, top_n: usize) -> Logprobs {
     let clean = |l: f32| if l.is_nan() { f32::NEG_INFINITY } else { l.min(f32::MAX) };
     let max = logits.iter().fold(f32::NEG_INFINITY, |m, &l| m.max(clean(l)));
     let log_z = if max == f32::NEG_INFINITY {

@@ -416,3 +416,17 @@ pub async fn bench(a: BenchArgs) -> Result<()> {
     emit(&out);
     Ok(())
 }
+
+#[cfg(feature = "serve")]
+pub fn serve(a: crate::ServeArgs) -> Result<()> {
+    let opts = crate::serve::ServeOptions {
+        host: a.host.clone(),
+        port: a.port,
+        parallel: a.parallel,
+        n_batch: a.batch,
+        queue: a.queue,
+        api_key: a.api_key.clone().or_else(|| std::env::var("WICK_API_KEY").ok().filter(|k| !k.is_empty())),
+    };
+    let model_args = a.model.clone();
+    crate::serve::serve(move || pollster::block_on(load(&model_args)), a.model.n_ctx, opts)
+}

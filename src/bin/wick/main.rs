@@ -3,6 +3,8 @@
 mod bench;
 mod commands;
 mod progress;
+#[cfg(feature = "serve")]
+mod serve;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -32,6 +34,36 @@ enum Command {
     Synth(SynthArgs),
     /// Measure prefill and decode speed (like llama-bench).
     Bench(BenchArgs),
+    /// Serve the model over HTTP with OpenAI's API (/v1/chat/completions, /v1/completions,
+    /// /v1/models, /health, /metrics, /tokenize, /detokenize), batching concurrent requests.
+    #[cfg(feature = "serve")]
+    Serve(ServeArgs),
+}
+
+#[cfg(feature = "serve")]
+#[derive(Args)]
+struct ServeArgs {
+    #[command(flatten)]
+    model: ModelArgs,
+    /// Address to listen on (localhost only unless told otherwise).
+    #[arg(long, default_value = "127.0.0.1")]
+    host: String,
+    /// Port (0: any free port; the address is printed).
+    #[arg(long, default_value_t = 8080)]
+    port: u16,
+    /// Requests generated at once (more wait in the queue); --ctx is shared by them
+    /// (default: 4096 positions a request).
+    #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u64).range(1..=256).map(|v| v as usize))]
+    parallel: usize,
+    /// Most tokens of one step (prompt chunks and decode tokens together).
+    #[arg(long, default_value_t = 256, value_parser = clap::value_parser!(u64).range(1..=8192).map(|v| v as usize))]
+    batch: usize,
+    /// Most requests waiting for a slot; more get 503.
+    #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u64).range(1..=100_000).map(|v| v as usize))]
+    queue: usize,
+    /// Require `Authorization: Bearer KEY` on every endpoint but /health (also WICK_API_KEY).
+    #[arg(long)]
+    api_key: Option<String>,
 }
 
 /// Options shared by the commands that load a model.
@@ -276,6 +308,8 @@ fn main() -> ExitCode {
             Command::Info(a) => commands::info(a).await,
             Command::Synth(a) => commands::synth(a).await,
             Command::Bench(a) => commands::bench(a).await,
+            #[cfg(feature = "serve")]
+            Command::Serve(a) => commands::serve(a),
         }
     });
     match result {

@@ -1,0 +1,403 @@
+//! The model's thread: continuous batching over one shared KV cache ([`wick::Batch`]).
+//!
+//! Every step evaluates, in one forward pass, the next token of every sequence that is decoding
+//! and a chunk of one waiting prompt, so running streams keep flowing while a new prompt is
+//! prefilled. A finished sequence stays in the cache for prefix reuse (a later request that
+//! starts with its tokens forks its whole blocks) until its blocks are needed (least recently
+//! used first). A request whose client went away is dropped at the next step, freeing its blocks.
+
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Instant;
+
+use tokio::sync::{mpsc, oneshot};
+use wick::chat::ChatMessage;
+use wick::exec::{Readback, KV_BLOCK};
+use wick::sampling::{Sampler, SamplingParams};
+use wick::stop::StopMatcher;
+use wick::tokenizer::StreamDecoder;
+use wick::{Batch, Error, Model, SeqId};
+
+/// What a request asks the engine to generate from.
+pub enum Prompt {
+    /// Raw text (BOS/EOS added as the vocabulary asks).
+    Text(String),
+    /// A conversation, rendered with the model's chat template.
+    Chat(Vec<ChatMessage>),
+}
+
+/// One generation request.
+pub struct Job {
+    pub prompt: Prompt,
+    pub max_tokens: usize,
+    pub sampling: SamplingParams,
+    pub stop: Vec<String>,
+    pub logit_bias: Vec<(u32, f32)>,
+    pub ignore_eos: bool,
+    /// Report each token's log-probability with this many alternatives.
+    pub logprobs: Option<usize>,
+    pub events: mpsc::UnboundedSender<Event>,
+}
+
+/// What the engine reports about a job.
+#[derive(Debug)]
+pub enum Event {
+    /// The prompt is accepted: its token count, and how many came from the prefix cache.
+    Started { prompt_tokens: usize, cached: usize },
+    /// Generated text, with the log-probability entries of the tokens since the last event
+    /// (OpenAI's `logprobs.content` entries) when asked; never both empty.
+    Text(String, Vec<serde_json::Value>),
+    /// The end: `"stop"` or `"length"`, with the token counts.
+    Done { finish: &'static str, prompt_tokens: usize, completion_tokens: usize },
+    /// The request failed: a 400 when `bad_request` (the request's fault), else a 500.
+    Error { message: String, bad_request: bool, code: Option<&'static str> },
+}
+
+/// A command for the engine.
+pub enum Cmd {
+    Generate(Job),
+    Tokenize { text: String, add_special: bool, reply: oneshot::Sender<Result<Vec<u32>, String>> },
+    Detokenize { ids: Vec<u32>, reply: oneshot::Sender<Result<String, String>> },
+}
+
+/// Counters the engine keeps for `/metrics`.
+#[derive(Default)]
+pub struct Metrics {
+    pub requests: AtomicU64,
+    pub prompt_tokens: AtomicU64,
+    pub cached_tokens: AtomicU64,
+    pub generated_tokens: AtomicU64,
+    pub steps: AtomicU64,
+    pub active: AtomicU64,
+    /// Generation requests queued or running (the HTTP side bounds it).
+    pub inflight: AtomicU64,
+    pub step_seconds_micros: AtomicU64,
+}
+
+/// How the engine runs.
+#[derive(Clone, Copy)]
+pub struct EngineOptions {
+    /// Most sequences decoding at once.
+    pub parallel: usize,
+    /// Most tokens of one step (a prompt chunk and the decode tokens).
+    pub n_batch: usize,
+    /// Positions of the shared KV cache.
+    pub n_ctx: usize,
+    /// Most positions of one sequence (the model's own context, at most `n_ctx`).
+    pub n_seq_max: usize,
+}
+
+struct Active<'m> {
+    seq: SeqId,
+    /// Tokens still to evaluate: the rest of the prompt, or the last sampled token.
+    todo: Vec<u32>,
+    prompting: bool,
+    sampler: Sampler,
+    decoder: StreamDecoder<'m>,
+    stop: StopMatcher,
+    history: Vec<u32>,
+    generated: usize,
+    max_tokens: usize,
+    prompt_tokens: usize,
+    logit_bias: Vec<(u32, f32)>,
+    ignore_eos: bool,
+    logprobs: Option<usize>,
+    /// Log-probability entries not yet sent (their text is held back).
+    pending: Vec<serde_json::Value>,
+    events: mpsc::UnboundedSender<Event>,
+}
+
+/// Run the engine on this thread until every command sender is gone.
+pub async fn run(model: Model, opts: EngineOptions, mut rx: mpsc::Receiver<Cmd>, metrics: Arc<Metrics>) {
+    let mut batch = match model.batch(opts.n_ctx) {
+        Ok(b) => b,
+        Err(e) => {
+            eprintln!("wick serve: cannot make the KV cache: {e}");
+            return;
+        }
+    };
+    let mut active: Vec<Active> = Vec::new();
+    // Finished sequences kept for prefix reuse, least recently used first.
+    let mut kept: VecDeque<SeqId> = VecDeque::new();
+    let mut waiting: VecDeque<Job> = VecDeque::new();
+    loop {
+        // Take new commands; wait for one when there is nothing to do.
+        if active.is_empty() && waiting.is_empty() {
+            match rx.recv().await {
+                Some(c) => handle(&model, c, &mut waiting),
+                None => return,
+            }
+        }
+        while let Ok(c) = rx.try_recv() {
+            handle(&model, c, &mut waiting);
+        }
+        // Admit waiting jobs while there is a free slot.
+        while active.len() < opts.parallel {
+            let Some(job) = waiting.pop_front() else { break };
+            match admit(&model, &mut batch, &mut kept, job, &opts, &metrics) {
+                Some(a) => active.push(a),
+                None => {
+                    metrics.inflight.fetch_sub(1, Ordering::Relaxed);
+                }
+            }
+        }
+        // Drop sequences whose client went away.
+        active.retain(|a| {
+            let gone = a.events.is_closed();
+            if gone {
+                batch.remove(a.seq);
+                metrics.inflight.fetch_sub(1, Ordering::Relaxed);
+            }
+            !gone
+        });
+        metrics.active.store(active.len() as u64, Ordering::Relaxed);
+        if active.is_empty() {
+            continue;
+        }
+        // The step: every decoding sequence's token, then prompt chunks within the budget.
+        let mut work: Vec<(usize, usize)> = Vec::new(); // (active index, tokens taken)
+        let mut budget = opts.n_batch;
+        for (i, a) in active.iter().enumerate() {
+            if !a.prompting && budget > 0 {
+                work.push((i, 1));
+                budget -= 1;
+            }
+        }
+        for (i, a) in active.iter().enumerate() {
+            if a.prompting && budget > 0 {
+                let n = a.todo.len().min(budget);
+                work.push((i, n));
+                budget -= n;
+            }
+        }
+        // Room for the step: give back kept sequences, oldest first, until it fits.
+        let need: usize = work.iter().map(|&(_, n)| n.div_ceil(KV_BLOCK) * KV_BLOCK + KV_BLOCK).sum();
+        while batch.free_positions() < need {
+            match kept.pop_front() {
+                Some(s) => batch.remove(s),
+                None => break,
+            }
+        }
+        let items: Vec<(SeqId, &[u32])> =
+            work.iter().map(|&(i, n)| (active[i].seq, &active[i].todo[..n])).collect();
+        let t = Instant::now();
+        let out = batch.step(&items, Readback::LastLogits).await;
+        metrics.step_seconds_micros.fetch_add(t.elapsed().as_micros() as u64, Ordering::Relaxed);
+        metrics.steps.fetch_add(1, Ordering::Relaxed);
+        let out = match out {
+            Ok(o) => o,
+            Err(e) => {
+                // The cache is full even with nothing kept: fail the longest sequence's request.
+                let fault = matches!(e, Error::ContextOverflow { .. });
+                let worst =
+                    (0..active.len()).max_by_key(|&i| batch.tokens(active[i].seq).map_or(0, |t| t.len()));
+                if let Some(i) = worst {
+                    let a = active.remove(i);
+                    let _ = a.events.send(Event::Error {
+                        message: format!("the step failed: {e}"),
+                        bad_request: false,
+                        code: fault.then_some("kv_cache_full"),
+                    });
+                    batch.remove(a.seq);
+                    metrics.inflight.fetch_sub(1, Ordering::Relaxed);
+                }
+                continue;
+            }
+        };
+        let n_vocab = model.n_vocab();
+        let mut finished: Vec<usize> = Vec::new();
+        for (row, &(i, n)) in work.iter().enumerate() {
+            let a = &mut active[i];
+            a.todo.drain(..n);
+            if !a.todo.is_empty() {
+                continue; // mid-prompt: no token yet
+            }
+            a.prompting = false;
+            let mut logits = out.logits[row * n_vocab..(row + 1) * n_vocab].to_vec();
+            if let Some(finish) = next_token(&model, a, &mut logits, &metrics) {
+                finish_job(a, finish);
+                finished.push(i);
+            }
+        }
+        for &i in finished.iter().rev() {
+            let a = active.remove(i);
+            kept.push_back(a.seq);
+            metrics.inflight.fetch_sub(1, Ordering::Relaxed);
+        }
+    }
+}
+
+/// Sample, report and queue the next token of `a`; `Some(finish reason)` when it ends.
+fn next_token(model: &Model, a: &mut Active, logits: &mut [f32], metrics: &Metrics) -> Option<&'static str> {
+    let raw = a.logprobs.map(|_| logits.to_vec());
+    for &(t, b) in &a.logit_bias {
+        if let Some(l) = logits.get_mut(t as usize) {
+            *l += b;
+        }
+    }
+    let id = a.sampler.sample(logits, &a.history);
+    if let (Some(n), Some(raw)) = (a.logprobs, raw) {
+        a.pending.push(entry(model, &wick::logprobs(&raw, id, n)));
+    }
+    a.generated += 1;
+    metrics.generated_tokens.fetch_add(1, Ordering::Relaxed);
+    if model.tokenizer().is_eog(id) && !a.ignore_eos {
+        return Some("stop");
+    }
+    a.history.push(id);
+    let piece = a.decoder.push(id);
+    let r = a.stop.push(&piece);
+    if !r.emit.is_empty() {
+        let _ = a.events.send(Event::Text(r.emit, std::mem::take(&mut a.pending)));
+    }
+    if r.stopped {
+        return Some("stop");
+    }
+    if a.generated >= a.max_tokens {
+        return Some("length");
+    }
+    a.todo = vec![id];
+    None
+}
+
+fn finish_job(a: &mut Active, finish: &'static str) {
+    if finish != "stop" || !a.stop.is_stopped() {
+        let tail = a.decoder.flush();
+        let text = a.stop.push(&tail).emit + &a.stop.flush();
+        if !text.is_empty() || !a.pending.is_empty() {
+            let _ = a.events.send(Event::Text(text, std::mem::take(&mut a.pending)));
+        }
+    }
+    let _ =
+        a.events.send(Event::Done { finish, prompt_tokens: a.prompt_tokens, completion_tokens: a.generated });
+}
+
+fn handle(model: &Model, c: Cmd, waiting: &mut VecDeque<Job>) {
+    match c {
+        Cmd::Generate(job) => waiting.push_back(job),
+        Cmd::Tokenize { text, add_special, reply } => {
+            let _ = reply.send(model.tokenizer().encode(&text, add_special, true).map_err(|e| e.to_string()));
+        }
+        Cmd::Detokenize { ids, reply } => {
+            let n = model.n_vocab();
+            let r = match ids.iter().find(|&&t| t as usize >= n) {
+                Some(t) => Err(format!("token id {t} is outside the vocabulary of {n}")),
+                None => Ok(model.tokenizer().decode(&ids)),
+            };
+            let _ = reply.send(r);
+        }
+    }
+}
+
+/// Tokenize a job, check it, and give it a sequence (forked from the kept sequence sharing the
+/// longest prefix, when that is at least a block).
+fn admit<'m>(
+    model: &'m Model,
+    batch: &mut Batch<'m>,
+    kept: &mut VecDeque<SeqId>,
+    job: Job,
+    opts: &EngineOptions,
+    metrics: &Metrics,
+) -> Option<Active<'m>> {
+    let bad = |events: &mpsc::UnboundedSender<Event>, message: String, code: Option<&'static str>| {
+        let _ = events.send(Event::Error { message, bad_request: true, code });
+        None
+    };
+    let ids = match &job.prompt {
+        Prompt::Text(t) => model.tokenizer().encode(t, true, true),
+        Prompt::Chat(msgs) => match model.chat_template() {
+            Some(tmpl) => {
+                tmpl.render(msgs, true).and_then(|text| model.tokenizer().encode(&text, false, true))
+            }
+            None => Err(Error::Template("this model has no chat template".into())),
+        },
+    };
+    let ids = match ids {
+        Ok(ids) if !ids.is_empty() => ids,
+        Ok(_) => return bad(&job.events, "the prompt is empty".into(), None),
+        Err(e) => return bad(&job.events, e.to_string(), None),
+    };
+    if ids.len() + 1 > opts.n_seq_max {
+        return bad(
+            &job.events,
+            format!(
+                "the prompt has {} tokens; this server takes at most {} per request",
+                ids.len(),
+                opts.n_seq_max - 1
+            ),
+            Some("context_length_exceeded"),
+        );
+    }
+    let sampler = match Sampler::new(job.sampling) {
+        Ok(s) => s,
+        Err(e) => return bad(&job.events, e.to_string(), None),
+    };
+    let n_vocab = model.n_vocab();
+    if let Some(&(t, b)) =
+        job.logit_bias.iter().find(|&&(t, b)| t as usize >= n_vocab || !(-100.0..=100.0).contains(&b))
+    {
+        return bad(
+            &job.events,
+            format!("logit_bias {{{t}: {b}}}: token ids below {n_vocab}, biases from -100 to 100"),
+            None,
+        );
+    }
+    // The kept sequence sharing the longest prefix (at least a whole block).
+    let mut best: Option<(usize, usize)> = None; // (index in kept, common length)
+    for (k, &s) in kept.iter().enumerate() {
+        let t = batch.tokens(s).unwrap_or(&[]);
+        let common = t.iter().zip(&ids).take_while(|(a, b)| a == b).count().min(ids.len() - 1);
+        if common >= KV_BLOCK && best.is_none_or(|b| common > b.1) {
+            best = Some((k, common));
+        }
+    }
+    let (seq, todo, cached) = match best {
+        Some((k, common)) => {
+            let from = kept[k];
+            let (seq, rest) = match batch.fork(from, common) {
+                Ok(f) => f,
+                Err(e) => return bad(&job.events, e.to_string(), None),
+            };
+            // Most recently used last.
+            kept.remove(k);
+            kept.push_back(from);
+            let held = common - rest.len();
+            (seq, [rest, ids[common..].to_vec()].concat(), held)
+        }
+        None => (batch.add(), ids.clone(), 0),
+    };
+    metrics.requests.fetch_add(1, Ordering::Relaxed);
+    metrics.prompt_tokens.fetch_add(ids.len() as u64, Ordering::Relaxed);
+    metrics.cached_tokens.fetch_add(cached as u64, Ordering::Relaxed);
+    let _ = job.events.send(Event::Started { prompt_tokens: ids.len(), cached });
+    let max_tokens = job.max_tokens.min(opts.n_seq_max - ids.len());
+    Some(Active {
+        seq,
+        todo,
+        prompting: true,
+        sampler,
+        decoder: StreamDecoder::new(model.tokenizer()),
+        stop: StopMatcher::new(job.stop),
+        history: ids.clone(),
+        generated: 0,
+        max_tokens,
+        prompt_tokens: ids.len(),
+        logit_bias: job.logit_bias,
+        ignore_eos: job.ignore_eos,
+        logprobs: job.logprobs,
+        pending: Vec::new(),
+        events: job.events,
+    })
+}
+
+/// One `logprobs.content` entry: the token, its log-probability and bytes, and the alternatives.
+fn entry(model: &Model, lp: &wick::Logprobs) -> serde_json::Value {
+    let one = |t: &wick::TokenLogprob| {
+        let bytes = model.tokenizer().token_bytes(t.id);
+        serde_json::json!({ "token": String::from_utf8_lossy(bytes), "logprob": t.logprob, "bytes": bytes })
+    };
+    let mut e = one(&lp.token);
+    e["top_logprobs"] = lp.top.iter().map(one).collect();
+    e
+}

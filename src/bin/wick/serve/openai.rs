@@ -1,0 +1,362 @@
+//! OpenAI's request and response shapes for the chat and text completion endpoints, and its
+//! error object.
+
+use serde_json::{json, Value};
+use tokio::sync::mpsc;
+use wick::chat::ChatMessage;
+use wick::sampling::SamplingParams;
+
+use super::engine::{Event, Job, Prompt};
+
+/// Which error status.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    BadRequest,
+    Unauthorized,
+    Busy,
+    Internal,
+}
+
+/// An error as OpenAI sends it: `{"error": {"message", "type", "param", "code"}}`.
+#[derive(Debug)]
+pub struct ApiError {
+    pub kind: Kind,
+    message: String,
+    code: Option<&'static str>,
+}
+
+impl ApiError {
+    pub fn new(kind: Kind, message: impl Into<String>) -> ApiError {
+        ApiError { kind, message: message.into(), code: None }
+    }
+    pub fn bad(message: impl Into<String>) -> ApiError {
+        ApiError::new(Kind::BadRequest, message)
+    }
+    pub fn internal(message: impl Into<String>) -> ApiError {
+        ApiError::new(Kind::Internal, message)
+    }
+    pub fn with_code(mut self, code: Option<&'static str>) -> ApiError {
+        self.code = code;
+        self
+    }
+    pub fn body(&self) -> Value {
+        let kind = match self.kind {
+            Kind::BadRequest => "invalid_request_error",
+            Kind::Unauthorized => "authentication_error",
+            Kind::Busy => "server_busy",
+            Kind::Internal => "server_error",
+        };
+        let code = self.code.or(match self.kind {
+            Kind::Unauthorized => Some("invalid_api_key"),
+            _ => None,
+        });
+        json!({ "error": { "message": self.message, "type": kind, "param": null, "code": code } })
+    }
+}
+
+/// A parsed completion request.
+pub struct Request {
+    prompt: Option<Prompt>,
+    max_tokens: usize,
+    sampling: SamplingParams,
+    stop: Vec<String>,
+    logit_bias: Vec<(u32, f32)>,
+    ignore_eos: bool,
+    logprobs: Option<usize>,
+    pub stream: bool,
+    pub include_usage: bool,
+}
+
+fn num(v: &Value, key: &str) -> Result<Option<f64>, ApiError> {
+    match v.get(key) {
+        None | Some(Value::Null) => Ok(None),
+        Some(x) => x
+            .as_f64()
+            .filter(|f| f.is_finite())
+            .map(Some)
+            .ok_or_else(|| ApiError::bad(format!("'{key}' must be a number"))),
+    }
+}
+
+fn count(v: &Value, key: &str, max: u64) -> Result<Option<usize>, ApiError> {
+    match v.get(key) {
+        None | Some(Value::Null) => Ok(None),
+        Some(x) => x
+            .as_u64()
+            .filter(|&n| n <= max)
+            .map(|n| Some(n as usize))
+            .ok_or_else(|| ApiError::bad(format!("'{key}' must be an integer from 0 to {max}"))),
+    }
+}
+
+fn flag(v: &Value, key: &str) -> Result<bool, ApiError> {
+    match v.get(key) {
+        None | Some(Value::Null) => Ok(false),
+        Some(Value::Bool(b)) => Ok(*b),
+        Some(_) => Err(ApiError::bad(format!("'{key}' must be a boolean"))),
+    }
+}
+
+/// A message's content: a string, or an array of `{type: "text", text}` parts.
+fn content(m: &Value, i: usize) -> Result<String, ApiError> {
+    match m.get("content") {
+        Some(Value::String(s)) => Ok(s.clone()),
+        None | Some(Value::Null) => Ok(String::new()),
+        Some(Value::Array(parts)) => {
+            let mut s = String::new();
+            for p in parts {
+                match (p.get("type").and_then(Value::as_str), p.get("text").and_then(Value::as_str)) {
+                    (Some("text"), Some(t)) => s.push_str(t),
+                    _ => {
+                        return Err(ApiError::bad(format!(
+                            "messages[{i}].content: only text parts are supported"
+                        )))
+                    }
+                }
+            }
+            Ok(s)
+        }
+        Some(_) => {
+            Err(ApiError::bad(format!("messages[{i}].content must be a string or an array of text parts")))
+        }
+    }
+}
+
+impl Request {
+    /// Whether log-probabilities were asked for.
+    pub fn wants_logprobs(&self) -> bool {
+        self.logprobs.is_some()
+    }
+
+    /// Parse a `/v1/chat/completions` (`chat`) or `/v1/completions` body.
+    pub fn parse(v: &Value, chat: bool) -> Result<Request, ApiError> {
+        let prompt = if chat {
+            let msgs = v
+                .get("messages")
+                .and_then(Value::as_array)
+                .ok_or_else(|| ApiError::bad("'messages' must be an array"))?;
+            if msgs.is_empty() {
+                return Err(ApiError::bad("'messages' is empty"));
+            }
+            let mut out = Vec::with_capacity(msgs.len());
+            for (i, m) in msgs.iter().enumerate() {
+                let role = m
+                    .get("role")
+                    .and_then(Value::as_str)
+                    .ok_or_else(|| ApiError::bad(format!("messages[{i}].role must be a string")))?;
+                out.push(ChatMessage::new(role, content(m, i)?));
+            }
+            Prompt::Chat(out)
+        } else {
+            match v.get("prompt") {
+                Some(Value::String(s)) => Prompt::Text(s.clone()),
+                Some(Value::Array(a)) if a.len() == 1 && a[0].is_string() => {
+                    Prompt::Text(a[0].as_str().unwrap_or_default().into())
+                }
+                _ => return Err(ApiError::bad("'prompt' must be a string")),
+            }
+        };
+        if count(v, "n", 1 << 20)?.is_some_and(|n| n != 1) {
+            return Err(ApiError::bad("'n': this server generates one choice per request"));
+        }
+        let max_tokens = count(v, "max_completion_tokens", 1 << 24)?
+            .or(count(v, "max_tokens", 1 << 24)?)
+            .unwrap_or(if chat { 1 << 24 } else { 16 });
+        let mut s = SamplingParams::default();
+        if let Some(t) = num(v, "temperature")? {
+            s.temperature = t as f32;
+        }
+        if let Some(x) = num(v, "top_p")? {
+            s.top_p = x as f32;
+        }
+        if let Some(k) = count(v, "top_k", 1 << 24)? {
+            s.top_k = k;
+        }
+        if let Some(x) = num(v, "min_p")? {
+            s.min_p = x as f32;
+        }
+        if let Some(x) = num(v, "presence_penalty")? {
+            s.presence_penalty = x as f32;
+        }
+        if let Some(x) = num(v, "frequency_penalty")? {
+            s.frequency_penalty = x as f32;
+        }
+        if let Some(x) = num(v, "repeat_penalty")? {
+            s.repeat_penalty = x as f32;
+        }
+        if let Some(seed) = count(v, "seed", u64::MAX >> 11)? {
+            s.seed = seed as u64;
+        }
+        s.validate().map_err(|e| ApiError::bad(e.to_string()))?;
+        let stop = match v.get("stop") {
+            None | Some(Value::Null) => Vec::new(),
+            Some(Value::String(x)) => vec![x.clone()],
+            Some(Value::Array(a)) => a
+                .iter()
+                .map(|x| x.as_str().map(String::from))
+                .collect::<Option<Vec<_>>>()
+                .ok_or_else(|| ApiError::bad("'stop' must be a string or an array of strings"))?,
+            Some(_) => return Err(ApiError::bad("'stop' must be a string or an array of strings")),
+        };
+        let mut logit_bias = Vec::new();
+        match v.get("logit_bias") {
+            None | Some(Value::Null) => {}
+            Some(Value::Object(m)) => {
+                for (k, b) in m {
+                    let id: u32 = k
+                        .parse()
+                        .map_err(|_| ApiError::bad(format!("logit_bias: key '{k}' is not a token id")))?;
+                    let b = b.as_f64().ok_or_else(|| ApiError::bad("logit_bias values must be numbers"))?;
+                    logit_bias.push((id, b as f32));
+                }
+            }
+            Some(_) => return Err(ApiError::bad("'logit_bias' must be an object of {token id: bias}")),
+        }
+        let include_usage = match v.get("stream_options") {
+            None | Some(Value::Null) => false,
+            Some(o) => flag(o, "include_usage")?,
+        };
+        let top = count(v, "top_logprobs", 20)?;
+        let logprobs = match (flag(v, "logprobs"), chat) {
+            (Ok(true), true) => Some(top.unwrap_or(0)),
+            (Ok(false), _) if top.is_some_and(|n| n > 0) => {
+                return Err(ApiError::bad("'top_logprobs' needs 'logprobs': true"))
+            }
+            (Ok(false), _) => None,
+            (Ok(true), false) | (Err(_), false) => {
+                return Err(ApiError::bad("'logprobs' is supported on /v1/chat/completions only"));
+            }
+            (Err(e), true) => return Err(e),
+        };
+        for unsupported in ["tools", "response_format", "tool_choice"] {
+            if v.get(unsupported).is_some_and(|x| !x.is_null()) {
+                return Err(ApiError::bad(format!("'{unsupported}' is not supported by this server yet")));
+            }
+        }
+        Ok(Request {
+            prompt: Some(prompt),
+            max_tokens,
+            sampling: s,
+            stop,
+            logit_bias,
+            ignore_eos: flag(v, "ignore_eos")?,
+            logprobs,
+            stream: flag(v, "stream")?,
+            include_usage,
+        })
+    }
+
+    /// The engine's job for this request, reporting to `events`.
+    pub fn job(&self, events: mpsc::UnboundedSender<Event>) -> Job {
+        let prompt = match &self.prompt {
+            Some(Prompt::Text(t)) => Prompt::Text(t.clone()),
+            Some(Prompt::Chat(m)) => Prompt::Chat(m.clone()),
+            None => Prompt::Text(String::new()),
+        };
+        Job {
+            prompt,
+            max_tokens: self.max_tokens,
+            sampling: self.sampling.clone(),
+            stop: self.stop.clone(),
+            logit_bias: self.logit_bias.clone(),
+            ignore_eos: self.ignore_eos,
+            logprobs: self.logprobs,
+            events,
+        }
+    }
+}
+
+/// `usage`, with the prompt tokens reused from the prefix cache.
+pub fn usage(prompt: usize, completion: usize, cached: usize) -> Value {
+    json!({
+        "prompt_tokens": prompt,
+        "completion_tokens": completion,
+        "total_tokens": prompt + completion,
+        "prompt_tokens_details": { "cached_tokens": cached },
+    })
+}
+
+/// The response shapes of one request.
+pub struct Shape {
+    chat: bool,
+    id: String,
+    created: u64,
+    model: String,
+}
+
+impl Shape {
+    pub fn new(chat: bool, model: &str) -> Shape {
+        use std::sync::atomic::{AtomicU64, Ordering};
+        static N: AtomicU64 = AtomicU64::new(0);
+        let created =
+            std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
+        let n = N.fetch_add(1, Ordering::Relaxed);
+        let id = format!("{}-wick-{created:x}{n:x}", if chat { "chatcmpl" } else { "cmpl" });
+        Shape { chat, id, created, model: model.to_string() }
+    }
+
+    /// A streamed chunk: a piece of text (the role with the first) with its tokens'
+    /// log-probability entries (when asked), or the finish.
+    pub fn chunk(
+        &self,
+        text: Option<&str>,
+        first: bool,
+        finish: Option<&str>,
+        logprobs: Option<Vec<Value>>,
+    ) -> Value {
+        let lp = logprobs.map_or(Value::Null, |c| json!({ "content": c }));
+        if self.chat {
+            let mut delta = json!({});
+            if first {
+                delta["role"] = json!("assistant");
+            }
+            if let Some(t) = text {
+                delta["content"] = json!(t);
+            } else if first {
+                delta["content"] = json!("");
+            }
+            json!({
+                "id": self.id, "object": "chat.completion.chunk", "created": self.created, "model": self.model,
+                "choices": [{ "index": 0, "delta": delta, "finish_reason": finish, "logprobs": lp }],
+            })
+        } else {
+            json!({
+                "id": self.id, "object": "text_completion", "created": self.created, "model": self.model,
+                "choices": [{ "index": 0, "text": text.unwrap_or(""), "finish_reason": finish, "logprobs": null }],
+            })
+        }
+    }
+
+    /// The last chunk of `stream_options.include_usage`: no choices, the usage.
+    pub fn usage_chunk(&self, usage: Value) -> Value {
+        let object = if self.chat { "chat.completion.chunk" } else { "text_completion" };
+        json!({ "id": self.id, "object": object, "created": self.created, "model": self.model, "choices": [], "usage": usage })
+    }
+
+    /// A whole (non-streamed) response.
+    pub fn whole(
+        &self,
+        text: &str,
+        finish: &str,
+        prompt: usize,
+        completion: usize,
+        cached: usize,
+        logprobs: Option<Vec<Value>>,
+    ) -> Value {
+        let usage = usage(prompt, completion, cached);
+        let lp = logprobs.map_or(Value::Null, |c| json!({ "content": c }));
+        if self.chat {
+            json!({
+                "id": self.id, "object": "chat.completion", "created": self.created, "model": self.model,
+                "choices": [{ "index": 0, "message": { "role": "assistant", "content": text }, "finish_reason": finish, "logprobs": lp }],
+                "usage": usage,
+            })
+        } else {
+            json!({
+                "id": self.id, "object": "text_completion", "created": self.created, "model": self.model,
+                "choices": [{ "index": 0, "text": text, "finish_reason": finish, "logprobs": null }],
+                "usage": usage,
+            })
+        }
+    }
+}
