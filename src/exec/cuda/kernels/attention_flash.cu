@@ -157,7 +157,9 @@ __device__ __forceinline__ void attention_flash_t(const AttentionFlashParams& p)
     last = jend;
     const u16* kb = p.kc + kvh * HD;
     const u16* vb = p.vc + kvh * HD;
-    fa_load_tile<HD, BK, STRIDE>(ks, kb, p.k_dim, kv_row(table, jt), jt, last);
+    // The cache row of key jt (a tile lies in one block): one table look-up a tile.
+    long long row = kv_row(table, jt);
+    fa_load_tile<HD, BK, STRIDE>(ks, kb, p.k_dim, row, jt, last);
     // Query A-fragments: a0 (row gi, dims 2ti..), a1 (row gi + 8), a2 / a3 the same 8 dims on.
     u32 qa[KS][4];
 #pragma unroll
@@ -178,9 +180,10 @@ __device__ __forceinline__ void attention_flash_t(const AttentionFlashParams& p)
     float mx[2] = {-INFINITY, -INFINITY}, sum[2] = {0.0f, 0.0f};
     const float scale2 = p.scale * FA_LOG2E;
     for (; jt <= last; jt += BK) {
+        const long long row_next = jt + BK <= last ? kv_row(table, jt + BK) : 0;
         fa_cp_wait();
         __syncthreads();  // the key tile is in; every warp is done with the value tile
-        fa_load_tile<HD, BK, STRIDE>(vs, vb, p.v_dim, kv_row(table, jt), jt, last);
+        fa_load_tile<HD, BK, STRIDE>(vs, vb, p.v_dim, row, jt, last);
         // S = Q·Kᵀ: n-tile n holds keys jt + 8n ..; c0, c1 row gi, keys 2ti, 2ti + 1; c2, c3 row gi + 8.
         float s[ST][4];
 #pragma unroll
@@ -250,7 +253,7 @@ __device__ __forceinline__ void attention_flash_t(const AttentionFlashParams& p)
         }
         fa_cp_wait();
         __syncthreads();  // the value tile is in; every warp is done with the key tile
-        if (jt + BK <= last) fa_load_tile<HD, BK, STRIDE>(ks, kb, p.k_dim, kv_row(table, jt + BK), jt + BK, last);
+        if (jt + BK <= last) fa_load_tile<HD, BK, STRIDE>(ks, kb, p.k_dim, row_next, jt + BK, last);
         // O += P·V: the value tile read transposed (rows are keys, the k of this product).
 #pragma unroll
         for (int c = 0; c < BK / 16; c++) {
@@ -262,6 +265,7 @@ __device__ __forceinline__ void attention_flash_t(const AttentionFlashParams& p)
                 fa_mma(o[n + 1], pa[c], b[2], b[3]);
             }
         }
+        row = row_next;
     }
     // The row sums of the quad; then the outputs, c0 c1 of row gi and c2 c3 of row gi + 8.
 #pragma unroll

@@ -111,10 +111,12 @@ __device__ __forceinline__ void attention_split_t(const AttentionSplitParams& p)
 #pragma unroll
         for (int e = 0; e < 8; e++) o[g][e] = 0.0f;
     }
-    for (int jt = j0 + warp * 32; jt < j1; jt += 128) {
-        // The cache row of key jt (jt is a multiple of 32: keys jt .. jt + 31 are rows
-        // krow .. krow + 31 of one block).
-        const long long krow = kv_row(table, jt);
+    // The cache row of key jt (jt is a multiple of 32: keys jt .. jt + 31 are rows krow ..
+    // krow + 31 of one block), its table entry loaded a group ahead so that the key loads do
+    // not wait for it.
+    long long krow = j0 + warp * 32 < j1 ? kv_row(table, j0 + warp * 32) : 0, krow_next = 0;
+    for (int jt = j0 + warp * 32; jt < j1; jt += 128, krow = krow_next) {
+        krow_next = jt + 128 < j1 ? kv_row(table, jt + 128) : 0;
         // Scores: lane = key, all GB heads from one read of the key row.
         const int j = jt + lane;
         const bool valid = j >= start && j < j1;
