@@ -20,10 +20,14 @@
 //!   products, so both executors compute the same integers per block.
 //! - One stream, no per-buffer event tracking: every op is ordered on it. Buffers are raw
 //!   device pointers inside the executor; nothing device-side escapes it.
-//! - Activation slots, the q8 scratch and the token buffer are allocated once per compiled
-//!   graph; a step uploads only its position and token ids (one copy) and reads back a token
-//!   id or logits. Kernels read the position from device memory, so a one-token step is
-//!   captured once as a CUDA graph (per KV cache) and replayed: one launch per token.
+//! - Activation slots, the q8 scratch and the input buffer are allocated once per compiled
+//!   graph (the inputs grown to the largest KV cache's block tables); a step uploads only its
+//!   packed inputs (`StepLayout`: token ids, each token's position and sequence, the
+//!   sequences' extents and block tables; one copy) and reads back a token id per sequence or
+//!   logits. Kernels read positions and block tables from device memory (a KV row through its
+//!   sequence's table, `kv_row` in common.cuh), so a one-token step is captured once as a
+//!   CUDA graph (per KV cache) and replayed: one launch per token. Kernels whose blocks take
+//!   several query rows take rows of one sequence only (`seq_tile` in common.cuh).
 //!   `WICK_CUDA_GRAPHS=0` turns the capture off.
 //! - One-token steps are fused by the planner shared with WebGPU (`exec/fuse.rs`; RMSNorm
 //!   with the q8 conversion, one conversion for Q, K and V, Q/K/V in one launch, gate and up

@@ -95,10 +95,11 @@ params! {
         dst: u64 = "float*",
         n: i64 = "long long",
     }
-    /// `copy`: n values from src to dst.
+    /// `copy`: dst row i (n values) = src row rows[i], a block row per row of dst.
     [Elementwise] struct CopyParams {
         src: u64 = "const float*",
         dst: u64 = "float*",
+        rows: u64 = "const u32*",
         n: i64 = "long long",
     }
     /// `rms_norm`: RMSNorm of x into dst over groups of `group` values, times the weight w.
@@ -123,10 +124,10 @@ params! {
         eps: f32 = "float",
         kind: i32 = "int",
     }
-    /// `rope`: RoPE in place on rows of n_heads heads, at positions *posp + row.
+    /// `rope`: RoPE in place on rows of n_heads heads, row r at position pos[r].
     [Rope] struct RopeParams {
         x: u64 = "float*",
-        posp: u64 = "const int*",
+        pos: u64 = "const int*",
         freqs: u64 = "const float*",
         n_heads: i32 = "int",
         head_dim: i32 = "int",
@@ -146,7 +147,9 @@ params! {
         v: u64 = "const float*",
         kc: u64 = "u16*",
         vc: u64 = "u16*",
-        posp: u64 = "const int*",
+        pos: u64 = "const int*",
+        seq: u64 = "const int*",
+        tables: u64 = "const u32*",
         freqs: u64 = "const float*",
         n_heads: i32 = "int",
         n_kv_heads: i32 = "int",
@@ -161,14 +164,19 @@ params! {
         neox: i32 = "int",
         k_dim: i32 = "int",
         v_dim: i32 = "int",
+        tstride: i32 = "int",
     }
-    /// `kv_store`: n values of src into an f16 cache of rows of `dim`, from row *posp.
+    /// `kv_store`: n values of src (rows of `dim`) into an f16 cache of rows of `dim`, row r at
+    /// position pos[r] of sequence seq[r], through its block table (`tables`, rows of tstride).
     [Rope] struct KvStoreParams {
         src: u64 = "const float*",
         cache: u64 = "u16*",
-        posp: u64 = "const int*",
+        pos: u64 = "const int*",
+        seq: u64 = "const int*",
+        tables: u64 = "const u32*",
         n: i64 = "long long",
         dim: i32 = "int",
+        tstride: i32 = "int",
     }
     /// `attention` and `attention_rows_*` (which alone read n_rows, the query rows).
     [Attention] struct AttentionParams {
@@ -177,7 +185,10 @@ params! {
         kc: u64 = "const u16*",
         vc: u64 = "const u16*",
         scores: u64 = "float*",
-        posp: u64 = "const int*",
+        pos: u64 = "const int*",
+        seq: u64 = "const int*",
+        seq_start: u64 = "const int*",
+        tables: u64 = "const u32*",
         n_ctx: i32 = "int",
         n_heads: i32 = "int",
         n_kv_heads: i32 = "int",
@@ -188,6 +199,8 @@ params! {
         window: i32 = "int",
         softcap: f32 = "float",
         n_rows: i32 = "int",
+        tstride: i32 = "int",
+        n_seqs: i32 = "int",
     }
     /// `attention_split_*` (attention_split.cu): decode attention in `n_split` chunks of the keys;
     /// `part` holds part_rows rows of head_dim outputs, then part_rows (max, sum) pairs;
@@ -199,7 +212,9 @@ params! {
         vc: u64 = "const u16*",
         part: u64 = "float*",
         counters: u64 = "int*",
-        posp: u64 = "const int*",
+        pos: u64 = "const int*",
+        seq: u64 = "const int*",
+        tables: u64 = "const u32*",
         n_heads: i32 = "int",
         n_kv_heads: i32 = "int",
         k_dim: i32 = "int",
@@ -209,6 +224,7 @@ params! {
         softcap: f32 = "float",
         n_split: i32 = "int",
         part_rows: i32 = "int",
+        tstride: i32 = "int",
     }
     /// `attention_flash_*` (attention_flash.cu): prefill attention on the tensor cores, `gb`
     /// query heads sharing a KV head a block, the keys in up to `n_split` chunks; `part` and
@@ -220,7 +236,9 @@ params! {
         vc: u64 = "const u16*",
         part: u64 = "float*",
         counters: u64 = "int*",
-        posp: u64 = "const int*",
+        pos: u64 = "const int*",
+        seq_start: u64 = "const int*",
+        tables: u64 = "const u32*",
         n_heads: i32 = "int",
         n_kv_heads: i32 = "int",
         k_dim: i32 = "int",
@@ -232,8 +250,10 @@ params! {
         gb: i32 = "int",
         n_split: i32 = "int",
         part_rows: i32 = "int",
+        tstride: i32 = "int",
+        n_seqs: i32 = "int",
     }
-    /// `argmax`: the index of the largest of n values into out[0].
+    /// `argmax`: per block b, the index of the largest of the n values of row b of x into out[b].
     [Sampling] struct ArgmaxParams {
         x: u64 = "const float*",
         out: u64 = "u32*",
@@ -388,12 +408,13 @@ mod tests {
         declare(&mut h, &l);
         assert_eq!(
             h,
-            "\nstruct CopyParams {\n    const float* src;\n    float* dst;\n    long long n;\n};\n\
-             static_assert(sizeof(CopyParams) == 24, \"CopyParams: size differs from Rust's\");\n\
+            "\nstruct CopyParams {\n    const float* src;\n    float* dst;\n    const u32* rows;\n    long long n;\n};\n\
+             static_assert(sizeof(CopyParams) == 32, \"CopyParams: size differs from Rust's\");\n\
              static_assert(alignof(CopyParams) == 8, \"CopyParams: alignment differs from Rust's\");\n\
              static_assert(offsetof(CopyParams, src) == 0, \"CopyParams.src: offset differs from Rust's\");\n\
              static_assert(offsetof(CopyParams, dst) == 8, \"CopyParams.dst: offset differs from Rust's\");\n\
-             static_assert(offsetof(CopyParams, n) == 16, \"CopyParams.n: offset differs from Rust's\");\n"
+             static_assert(offsetof(CopyParams, rows) == 16, \"CopyParams.rows: offset differs from Rust's\");\n\
+             static_assert(offsetof(CopyParams, n) == 24, \"CopyParams.n: offset differs from Rust's\");\n"
         );
         assert!(header(Module::Elementwise).contains("struct CopyParams {"));
         assert!(!header(Module::Norm).contains("CopyParams"));

@@ -3,8 +3,12 @@
 //! replaying it, launching a kernel (with programmatic dependent launch where it can), and
 //! reading the result back.
 
+use std::sync::Arc;
+
 use cudarc::driver::sys::{CUgraphInstantiate_flags, CUstreamCaptureMode};
-use cudarc::driver::{CudaFunction, CudaGraph, CudaSlice, DevicePtr, LaunchConfig, PushKernelArg};
+use cudarc::driver::{
+    CudaFunction, CudaGraph, CudaSlice, CudaStream, DevicePtr, LaunchConfig, PushKernelArg,
+};
 
 use super::device::Buf;
 use super::kernels::Kernel;
@@ -13,7 +17,7 @@ use super::params::KernelParams;
 use super::{drv, err, ops, CudaExecutor};
 use crate::exec::fuse::{self, Step};
 use crate::exec::{
-    check_step, contiguous_one, ActId, Graph, GraphId, KvId, Op, Readback, SeqStep, StepOutput, WeightId,
+    check_step, ActId, Graph, GraphId, KvId, Op, Readback, Rows, SeqStep, StepLayout, StepOutput, WeightId,
 };
 use crate::Result;
 
@@ -23,28 +27,56 @@ pub(super) struct Compiled {
     acts: Vec<Buf<f32>>,
     /// Activations converted for the matrix products (largest need of the graph).
     pub(super) qact: Buf<u8>,
-    /// Owns the step's inputs on the device: [first position, token ids...] (at `io_ptr`).
-    _io: CudaSlice<u32>,
-    io_ptr: u64,
-    /// Page-locked copies of the step's inputs and of the fused argmax: a captured step
-    /// starts by copying `io_host` to `io` and ends by copying `best` to `best_host`, so a
-    /// token costs one graph launch and one wait, no separate copies.
-    _io_host: cudarc::driver::PinnedHostSlice<u32>,
+    /// The step's inputs on the device and their page-locked host copy (the packed
+    /// [`StepLayout`]), sized for the largest cache this graph has run on.
+    io: StepIo,
+    /// The layout of the step being run (its table stride: the blocks of the step's cache).
+    pub(super) layout: StepLayout,
+    /// Page-locked copy of the fused argmax: a captured step starts by copying the inputs to
+    /// the device and ends by copying `best` to `best_host`, so a token costs one graph launch
+    /// and one wait, no separate copies.
     _best_host: cudarc::driver::PinnedHostSlice<u64>,
-    /// Their addresses, taken once: cudarc's accessors wait on an event, which a stream
-    /// being captured does not allow.
-    io_host: *mut u32,
-    io_len: usize,
+    /// Its address, taken once: cudarc's accessors wait on an event, which a stream being
+    /// captured does not allow.
     best_host: *mut u64,
+    /// The plain argmax kernel's tokens, one per sequence of the graph.
     argmax: CudaSlice<u32>,
     argmax_ptr: u64,
     /// The argmax the logits' decode kernel keeps (see `argmax_update` in matmul.cuh).
     _best: CudaSlice<u64>,
     pub(super) best_ptr: u64,
-    /// The captured step, valid for one KV cache and one attention scratch buffer.
+    /// The captured step, valid for one KV cache (its table stride), one attention scratch
+    /// buffer and one input buffer (dropped when `io` grows).
     captured: Option<(KvId, u64, CudaGraph)>,
     /// One-token graphs: the fused launches (`exec/fuse.rs`); empty: op by op.
     plan: Vec<Step>,
+}
+
+/// The step's inputs: a device buffer and its page-locked host copy of `len` words.
+struct StepIo {
+    _dev: CudaSlice<u32>,
+    ptr: u64,
+    _host: cudarc::driver::PinnedHostSlice<u32>,
+    /// The host copy's address, taken once (cudarc's accessor waits on an event, which a
+    /// stream being captured does not allow).
+    host: *mut u32,
+    len: usize,
+}
+
+impl StepIo {
+    /// Zeroed buffers of `len` words.
+    fn new(stream: &Arc<CudaStream>, len: usize) -> Result<StepIo> {
+        let len = len.max(1);
+        let dev = stream.alloc_zeros::<u32>(len).map_err(drv("device allocation"))?;
+        let ptr = dev.device_ptr(stream).0;
+        // SAFETY: page-locked host memory, zeroed below before any use.
+        let mut host = unsafe { stream.context().alloc_pinned_with_flags::<u32>(len, 0) }
+            .map_err(drv("allocating pinned memory"))?;
+        let host_ptr = host.as_mut_ptr().map_err(drv("pinned memory"))?;
+        // SAFETY: a fresh page-locked buffer of `len` u32, not yet used by any copy.
+        unsafe { std::ptr::write_bytes(host_ptr, 0, len) };
+        Ok(StepIo { _dev: dev, ptr, _host: host, host: host_ptr, len })
+    }
 }
 
 impl Compiled {
@@ -52,13 +84,41 @@ impl Compiled {
     pub(super) fn act(&self, a: ActId) -> u64 {
         self.acts[a.0 as usize].ptr
     }
-    /// The device address of the step's first position (an i32; the token ids follow).
-    pub(super) fn pos(&self) -> u64 {
-        self.io_ptr
+    /// The device address of word `w` of the step's inputs.
+    fn word(&self, w: usize) -> u64 {
+        self.io.ptr + 4 * w as u64
     }
     /// The device address of the step's token ids.
     pub(super) fn tokens(&self) -> u64 {
-        self.io_ptr + 4
+        self.word(self.layout.tokens())
+    }
+    /// The device address of each token's position (i32).
+    pub(super) fn positions(&self) -> u64 {
+        self.word(self.layout.positions())
+    }
+    /// The device address of each token's sequence (i32).
+    pub(super) fn seq_of(&self) -> u64 {
+        self.word(self.layout.seq_of())
+    }
+    /// The device address of each sequence's first token (i32, n_seqs + 1 of them).
+    pub(super) fn seq_start(&self) -> u64 {
+        self.word(self.layout.seq_start())
+    }
+    /// The device address of each sequence's last token (u32).
+    pub(super) fn last_rows(&self) -> u64 {
+        self.word(self.layout.last())
+    }
+    /// The device address of the block tables (u32, rows of [`Compiled::table_stride`]).
+    pub(super) fn tables(&self) -> u64 {
+        self.word(self.layout.tables())
+    }
+    /// Entries of a block-table row, as the kernels take it.
+    pub(super) fn table_stride(&self) -> Result<i32> {
+        i32::try_from(self.layout.table_stride).map_err(|_| err("KV cache of too many blocks"))
+    }
+    /// Most sequences of a step of this graph, as the kernels take it.
+    pub(super) fn n_seqs(&self) -> i32 {
+        self.g.n_seqs as i32
     }
     /// Where the block scales of a row of `k` values start in the split q8 scratch: after k
     /// bytes of quants, from a 16-byte boundary.
@@ -159,6 +219,12 @@ impl CudaExecutor {
                         return Err(err(format!("'{}': row length {} is not whole blocks", wt.name, wt.k())));
                     }
                 }
+                // TakeLast reads row last[s] (a token) of x for each sequence s.
+                Op::TakeLast { x, dst }
+                    if g.rows(*x) != g.n_tokens || g.cols(*x) != g.cols(*dst) || g.rows(*dst) == 0 =>
+                {
+                    return Err(err(format!("take-last op {op:?} does not fit its slots")));
+                }
                 // The attention kernel keeps the query head in 512 floats of shared memory.
                 Op::Attention { head_dim, n_heads, n_kv_heads, .. }
                     if *head_dim > 512 || *n_kv_heads == 0 || n_heads % n_kv_heads != 0 =>
@@ -186,24 +252,18 @@ impl CudaExecutor {
             }
         }
         let qact = Buf::zeros(&self.stream, qbytes)?;
-        let io = self.stream.alloc_zeros::<u32>(graph.n_tokens + 1).map_err(drv("device allocation"))?;
-        let io_ptr = io.device_ptr(&self.stream).0;
-        let argmax = self.stream.alloc_zeros::<u32>(1).map_err(drv("device allocation"))?;
+        // The inputs without block tables; the first step grows them for its cache.
+        let layout = StepLayout::new(graph, 0);
+        let io = StepIo::new(&self.stream, layout.len())?;
+        let argmax = self.stream.alloc_zeros::<u32>(graph.n_seqs.max(1)).map_err(drv("device allocation"))?;
         let argmax_ptr = argmax.device_ptr(&self.stream).0;
         let ctx = self.stream.context();
         // SAFETY: page-locked host memory, written before it is read.
-        let io_host = unsafe { ctx.alloc_pinned_with_flags::<u32>(graph.n_tokens + 1, 0) }
-            .map_err(drv("allocating pinned memory"))?;
         let mut best_host =
             unsafe { ctx.alloc_pinned_with_flags::<u64>(1, 0) }.map_err(drv("allocating pinned memory"))?;
-        let mut io_host = io_host;
-        let io_host_ptr = io_host.as_mut_ptr().map_err(drv("pinned memory"))?;
         let best_host_ptr = best_host.as_mut_ptr().map_err(drv("pinned memory"))?;
-        // SAFETY: fresh page-locked buffers of these lengths, not yet used by any copy.
-        unsafe {
-            std::ptr::write_bytes(io_host_ptr, 0, graph.n_tokens + 1);
-            best_host_ptr.write(0);
-        }
+        // SAFETY: a fresh page-locked buffer of one u64, not yet used by any copy.
+        unsafe { best_host_ptr.write(0) };
         let best = self.stream.alloc_zeros::<u64>(1).map_err(drv("device allocation"))?;
         let best_ptr = best.device_ptr(&self.stream).0;
         let plan = if graph.n_tokens == 1 && self.use_fusion {
@@ -217,16 +277,13 @@ impl CudaExecutor {
             g: graph.clone(),
             acts,
             qact,
-            _io: io,
-            io_ptr,
+            io,
+            layout,
             argmax,
             argmax_ptr,
             _best: best,
             best_ptr,
-            io_host: io_host_ptr,
-            io_len: graph.n_tokens + 1,
             best_host: best_host_ptr,
-            _io_host: io_host,
             _best_host: best_host,
             captured: None,
         }));
@@ -244,11 +301,13 @@ impl CudaExecutor {
     /// Enqueue a whole step: the copy of its inputs, the decode plan if there is one (else
     /// op by op), and the copy of the fused argmax.
     fn record_all(&self, c: &Compiled, kv: KvId) -> Result<()> {
-        // SAFETY: io_host points to io_len page-locked u32 owned by `c`.
-        let io = unsafe { std::slice::from_raw_parts(c.io_host, c.io_len) };
-        // SAFETY: io_ptr is the device buffer `io`, as long as `io_host`.
-        unsafe { cudarc::driver::result::memcpy_htod_async(c.io_ptr, io, self.stream.cu_stream()) }
-            .map_err(drv("uploading token ids"))?;
+        // The current layout's words (at most io.len: run_sync grows `io` first).
+        let n = c.layout.len().min(c.io.len);
+        // SAFETY: io.host points to io.len page-locked u32 owned by `c`.
+        let io = unsafe { std::slice::from_raw_parts(c.io.host, n) };
+        // SAFETY: io.ptr is the device buffer of io.len words, as long as the host copy.
+        unsafe { cudarc::driver::result::memcpy_htod_async(c.io.ptr, io, self.stream.cu_stream()) }
+            .map_err(drv("uploading the step's inputs"))?;
         if c.plan.is_empty() {
             if self.profile {
                 return self.record_profiled(c, kv);
@@ -355,8 +414,10 @@ impl CudaExecutor {
             None => 0,
         };
         check_step(&c.g, "cuda", seqs, n_blocks, n_vocab)?;
-        let (tokens, pos) = contiguous_one(seqs)
-            .ok_or_else(|| err("this executor runs one sequence whose blocks are in order"))?;
+        // The kernels take positions, rows and block numbers as 32-bit integers.
+        if i32::try_from(n_ctx).is_err() || i32::try_from(c.g.n_tokens).is_err() {
+            return Err(err("KV cache or step too large for 32-bit positions"));
+        }
         // Attention scratch: the split kernel's counters, then what the largest attention op
         // needs (ops/attention.rs).
         let need = SPLIT_COUNTERS
@@ -364,7 +425,7 @@ impl CudaExecutor {
                 .ops
                 .iter()
                 .map(|op| match op {
-                    Op::Attention { q, .. } => self.attention_scratch(c.g.rows(*q), op, n_ctx),
+                    Op::Attention { q, .. } => self.attention_scratch(c.g.rows(*q), c.g.n_seqs, op, n_ctx),
                     _ => 0,
                 })
                 .max()
@@ -372,18 +433,24 @@ impl CudaExecutor {
         if self.scores.as_ref().is_none_or(|(_, n)| *n < need) {
             self.scores = Some((Buf::zeros(&self.stream, need)?, need));
         }
-        let pos_i32 = i32::try_from(pos).map_err(|_| err("position out of range"))?;
-        let io: Vec<u32> = std::iter::once(pos_i32 as u32).chain(tokens.iter().copied()).collect();
+        let layout = StepLayout::new(&c.g, n_blocks);
+        let words = layout.pack(seqs);
         let scores = self.scores.as_ref().map_or(0, |s| s.0.ptr);
         let c = self.graphs[gi].as_mut().ok_or_else(|| err("unknown graph"))?;
-        if io.len() > c.io_len {
-            return Err(err("more tokens than the graph was compiled for"));
+        if words.len() > c.io.len {
+            // A larger cache's tables: new buffers, so a new capture. The stream is idle after
+            // every step; the synchronization covers a step that failed half recorded.
+            self.stream.synchronize().map_err(drv("growing the step's inputs"))?;
+            c.captured = None;
+            c.io = StepIo::new(&self.stream, words.len())?;
         }
-        // SAFETY: io_host points to io_len page-locked u32 owned by `c`; the stream is idle
+        c.layout = layout;
+        // SAFETY: io.host points to io.len page-locked u32 owned by `c`; the stream is idle
         // (every step ends with a synchronization), so no copy reads them now.
-        let host = unsafe { std::slice::from_raw_parts_mut(c.io_host, c.io_len) };
-        host[..io.len()].copy_from_slice(&io);
+        let host = unsafe { std::slice::from_raw_parts_mut(c.io.host, c.io.len) };
+        host[..words.len()].copy_from_slice(&words);
         if self.use_graphs && c.g.n_tokens == 1 {
+            // The captured graph's parameters hold the table stride: one capture per cache.
             let fresh = matches!(&c.captured, Some((k, s, _)) if *k == kv && *s == scores);
             if !fresh {
                 c.captured = None;
@@ -401,10 +468,23 @@ impl CudaExecutor {
         let g = &c.g;
         let n_vocab = g.cols(g.logits);
         let rows = g.rows(g.logits);
-        let last = c.act(g.logits) + 4 * ((rows - 1) * n_vocab) as u64;
+        // The logits rows of the step's sequences: each one's last token's row (a slot of all
+        // rows), or the first rows of a slot of a row per sequence (`Rows::Last`).
+        let n_step = seqs.len();
+        let per_token = g.acts[g.logits.0 as usize].rows == Rows::All;
+        let seq_rows: Vec<usize> = if per_token {
+            words[layout.last()..layout.last() + n_step].iter().map(|&r| r as usize).collect()
+        } else {
+            (0..n_step).collect()
+        };
+        if seq_rows.iter().any(|&r| r >= rows) {
+            return Err(err("the logits slot has fewer rows than the step's sequences"));
+        }
+        let row_ptr = |r: usize| c.act(g.logits) + 4 * (r * n_vocab) as u64;
         let fused_argmax = c.plan.iter().any(|s| matches!(s, Step::MatVec { argmax: true, .. }));
         let out = match readback {
-            Readback::Argmax if fused_argmax => {
+            // Decode plans are made for one-token graphs only: one sequence, one row.
+            Readback::Argmax if fused_argmax && n_step == 1 => {
                 self.stream.synchronize().map_err(drv("reading the token back"))?;
                 // SAFETY: page-locked u64 owned by `c`, written by the copy the stream finished.
                 let best = unsafe { c.best_host.read_volatile() };
@@ -413,20 +493,31 @@ impl CudaExecutor {
                 StepOutput { tokens: vec![token], logits: Vec::new() }
             }
             Readback::Argmax => {
-                self.argmax(last, n_vocab, c.argmax_ptr)?;
-                let t = self.stream.clone_dtoh(&c.argmax).map_err(drv("reading the token back"))?;
-                StepOutput { tokens: vec![t[0]], logits: Vec::new() }
+                if per_token {
+                    for (i, &r) in seq_rows.iter().enumerate() {
+                        self.argmax(row_ptr(r), n_vocab, 1, c.argmax_ptr + 4 * i as u64)?;
+                    }
+                } else {
+                    self.argmax(row_ptr(0), n_vocab, n_step, c.argmax_ptr)?;
+                }
+                let mut t = self.stream.clone_dtoh(&c.argmax).map_err(drv("reading the tokens back"))?;
+                t.truncate(n_step);
+                StepOutput { tokens: t, logits: Vec::new() }
             }
             Readback::LastLogits | Readback::AllLogits => {
                 let all = self
                     .stream
                     .clone_dtoh(&c.acts[g.logits.0 as usize].mem)
                     .map_err(drv("reading logits"))?;
-                let mut all = all[..rows * n_vocab].to_vec();
-                if readback == Readback::LastLogits {
-                    all.drain(..(rows - 1) * n_vocab);
-                }
-                StepOutput { tokens: Vec::new(), logits: all }
+                let logits = if readback == Readback::LastLogits {
+                    seq_rows
+                        .iter()
+                        .flat_map(|&r| all[r * n_vocab..(r + 1) * n_vocab].iter().copied())
+                        .collect()
+                } else {
+                    all[..rows * n_vocab].to_vec()
+                };
+                StepOutput { tokens: Vec::new(), logits }
             }
         };
         Ok(out)

@@ -1,9 +1,12 @@
 // Causal attention over the f16 KV cache: one block of 128 threads (4 warps) per (query row, head).
 // As ggml does: the query is rounded to f16 before the K·Q products, the softmax
 // probabilities are rounded to f16 before the product with V. Scores go through `scores`
-// (n_ctx floats per (row, head)) so the softmax sees them all, in the CPU's order.
+// (n_ctx floats per (row, head), indexed by position) so the softmax sees them all, in the
+// CPU's order. Row r is at position pos[r] of sequence seq[r], whose keys and values are read
+// through its block table (`tables`, rows of tstride entries).
 __device__ __forceinline__ void attention_one(const float* q, float* dst, const u16* kc, const u16* vc,
-                                              float* scores, const int* posp, int n_ctx, int n_heads, int n_kv_heads,
+                                              float* scores, const int* posv, const int* seqv, const u32* tables,
+                                              int tstride, int n_ctx, int n_heads, int n_kv_heads,
                                               int head_dim, int k_dim, int v_dim, float scale, int window,
                                               float softcap) {
     __shared__ float qh[512];
@@ -11,7 +14,8 @@ __device__ __forceinline__ void attention_one(const float* q, float* dst, const 
     pdl_wait();
     int r = blockIdx.x / n_heads, h = blockIdx.x % n_heads;
     int kvh = h / (n_heads / n_kv_heads);
-    int p = *posp + r;
+    const int p = posv[r];
+    const u32* table = tables + (long long)seqv[r] * tstride;
     int start = window > 0 ? max(p + 1 - window, 0) : 0;
     const float* qrow = q + ((long long)r * n_heads + h) * head_dim;
     for (int d = threadIdx.x; d < head_dim; d += blockDim.x) qh[d] = f16r(qrow[d]);
@@ -24,7 +28,7 @@ __device__ __forceinline__ void attention_one(const float* q, float* dst, const 
     bool vec = head_dim % 8 == 0 && k_dim % 8 == 0;
     float mx = -INFINITY;
     for (int j = start + threadIdx.x; j <= p; j += blockDim.x) {
-        const u16* kr = kc + (long long)j * k_dim + kvh * head_dim;
+        const u16* kr = kc + kv_row(table, j) * k_dim + kvh * head_dim;
         float s = 0.0f;
         if (vec) {
 #pragma unroll 8
@@ -65,7 +69,7 @@ __device__ __forceinline__ void attention_one(const float* q, float* dst, const 
 #pragma unroll 4
     for (int j = start + warp; j <= p; j += nw) {
         float pr = f16r(sc[j] * inv);
-        const u16* vr = vc + (long long)j * v_dim + kvh * head_dim;
+        const u16* vr = vc + kv_row(table, j) * v_dim + kvh * head_dim;
 #pragma unroll
         for (int m = 0; m < 16; m++) {
             int d = lane + 32 * m;
@@ -87,6 +91,6 @@ __device__ __forceinline__ void attention_one(const float* q, float* dst, const 
 }
 
 extern "C" __global__ void attention(const AttentionParams p) {
-    attention_one(p.q, p.dst, p.kc, p.vc, p.scores, p.posp, p.n_ctx, p.n_heads, p.n_kv_heads, p.head_dim, p.k_dim,
-                  p.v_dim, p.scale, p.window, p.softcap);
+    attention_one(p.q, p.dst, p.kc, p.vc, p.scores, p.pos, p.seq, p.tables, p.tstride, p.n_ctx, p.n_heads,
+                  p.n_kv_heads, p.head_dim, p.k_dim, p.v_dim, p.scale, p.window, p.softcap);
 }

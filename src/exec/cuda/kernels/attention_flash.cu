@@ -1,7 +1,7 @@
 // Prefill attention on the f16 tensor cores (flash attention; mma.sync m16n8k16, sm_80 and
 // later): no scores in memory, whatever the prompt and context lengths.
 //
-// A block of 4 warps takes 64 "M-rows": M-row m is query position r0 + m / gb of query head
+// A block of 4 warps takes 64 "M-rows": M-row m is query row r0 + m / gb of query head
 // h0 + m % gb, where the gb heads (at most 8) share one KV head, so one read of a key or value
 // tile serves them all. Each warp owns 16 M-rows: their queries sit in registers as mma
 // A-fragments (rounded to f16, as ggml converts them for the product with the f16 cache), and
@@ -20,8 +20,13 @@
 // attention_split.cu does. The chunk count is fixed at launch; each block derives its chunk
 // from the position in device memory, so a recorded graph serves every depth.
 //
-// Grid: (⌈n_rows / (64 / gb)⌉, n_kv_heads · ⌈G / gb⌉, n_split), G = n_heads / n_kv_heads; the
-// blocks of the last query positions (the most keys) are scheduled first.
+// Several sequences: a block's query positions are consecutive rows of ONE sequence, its key
+// and value tiles read through that sequence's block table (a tile of 64 or 32 keys lies in one
+// block of KV_BLOCK: one look-up a tile). Blocks are tiles of 64 / gb rows counted sequence by
+// sequence (seq_tile, common.cuh); the surplus of the grid returns at once.
+//
+// Grid: (⌈n_rows / (64 / gb)⌉ + n_seqs − 1, n_kv_heads · ⌈G / gb⌉, n_split), G = n_heads /
+// n_kv_heads; the blocks of the last query positions (the most keys) are scheduled first.
 
 #define FA_WARPS 4
 #define FA_M (16 * FA_WARPS)
@@ -92,13 +97,15 @@ __device__ __forceinline__ void fa_cp_wait() {
 #endif
 }
 
-// Rows j0 .. j0 + BK of one KV head into a shared tile; rows past `last` are zeros.
+// Keys j0 .. j0 + BK of one KV head (cache rows row0 .. row0 + BK: a tile lies in one block)
+// into a shared tile; keys past `last` (>= j0) are zeros.
 template <int HD, int BK, int STRIDE>
-__device__ __forceinline__ void fa_load_tile(u16* tile, const u16* cache, int row_len, int j0, int last) {
+__device__ __forceinline__ void fa_load_tile(u16* tile, const u16* cache, int row_len, long long row0, int j0,
+                                             int last) {
     for (int i = threadIdx.x; i < BK * HD / 8; i += 32 * FA_WARPS) {
         const int r = i / (HD / 8), c = i % (HD / 8), j = j0 + r;
         const bool valid = j <= last;
-        fa_cp16(tile + r * STRIDE + c * 8, cache + (long long)(valid ? j : last) * row_len + c * 8, valid);
+        fa_cp16(tile + r * STRIDE + c * 8, cache + (row0 + (valid ? r : last - j0)) * row_len + c * 8, valid);
     }
     fa_cp_commit();
 }
@@ -113,12 +120,17 @@ __device__ __forceinline__ void attention_flash_t(const AttentionFlashParams& p)
     constexpr int ST = BK / 8;      // n-tiles of the scores
     __shared__ __align__(16) u16 ks[BK * STRIDE];
     __shared__ __align__(16) u16 vs[BK * STRIDE];
+    static_assert(KV_BLOCK % BK == 0, "a key tile must lie in one block");
     const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, gi = lane / 4, ti = lane % 4;
     const int G = p.n_heads / p.n_kv_heads, n_groups = (G + p.gb - 1) / p.gb;
     const int kvh = blockIdx.y / n_groups, g0 = (blockIdx.y % n_groups) * p.gb;
     const int ng = min(p.gb, G - g0), q_pos = FA_M / p.gb;
-    const int r0 = (gridDim.x - 1 - blockIdx.x) * q_pos, nq = min(q_pos, p.n_rows - r0);
-    const int pos0 = *p.posp;
+    // The block's rows r0 .. r0 + nq of one sequence (the last tiles first), row r at
+    // position pos0 + r (consecutive in the sequence); surplus tiles return.
+    int r0, nq, seq;
+    if (!seq_tile(p.seq_start, p.n_seqs, gridDim.x - 1 - blockIdx.x, q_pos, &r0, &nq, &seq)) return;
+    const u32* table = p.tables + (long long)seq * p.tstride;
+    const int pos0 = p.pos[r0] - r0;
     // This thread's two M-rows (gi and gi + 8 of the warp): position, first key, query head.
     int pe[2], st[2];
     long long qrow[2];
@@ -145,7 +157,9 @@ __device__ __forceinline__ void attention_flash_t(const AttentionFlashParams& p)
     last = jend;
     const u16* kb = p.kc + kvh * HD;
     const u16* vb = p.vc + kvh * HD;
-    fa_load_tile<HD, BK, STRIDE>(ks, kb, p.k_dim, jt, last);
+    // The cache row of key jt (a tile lies in one block): one table look-up a tile.
+    long long row = kv_row(table, jt);
+    fa_load_tile<HD, BK, STRIDE>(ks, kb, p.k_dim, row, jt, last);
     // Query A-fragments: a0 (row gi, dims 2ti..), a1 (row gi + 8), a2 / a3 the same 8 dims on.
     u32 qa[KS][4];
 #pragma unroll
@@ -166,9 +180,10 @@ __device__ __forceinline__ void attention_flash_t(const AttentionFlashParams& p)
     float mx[2] = {-INFINITY, -INFINITY}, sum[2] = {0.0f, 0.0f};
     const float scale2 = p.scale * FA_LOG2E;
     for (; jt <= last; jt += BK) {
+        const long long row_next = jt + BK <= last ? kv_row(table, jt + BK) : 0;
         fa_cp_wait();
         __syncthreads();  // the key tile is in; every warp is done with the value tile
-        fa_load_tile<HD, BK, STRIDE>(vs, vb, p.v_dim, jt, last);
+        fa_load_tile<HD, BK, STRIDE>(vs, vb, p.v_dim, row, jt, last);
         // S = Q·Kᵀ: n-tile n holds keys jt + 8n ..; c0, c1 row gi, keys 2ti, 2ti + 1; c2, c3 row gi + 8.
         float s[ST][4];
 #pragma unroll
@@ -238,7 +253,7 @@ __device__ __forceinline__ void attention_flash_t(const AttentionFlashParams& p)
         }
         fa_cp_wait();
         __syncthreads();  // the value tile is in; every warp is done with the key tile
-        if (jt + BK <= last) fa_load_tile<HD, BK, STRIDE>(ks, kb, p.k_dim, jt + BK, last);
+        if (jt + BK <= last) fa_load_tile<HD, BK, STRIDE>(ks, kb, p.k_dim, row_next, jt + BK, last);
         // O += P·V: the value tile read transposed (rows are keys, the k of this product).
 #pragma unroll
         for (int c = 0; c < BK / 16; c++) {
@@ -250,6 +265,7 @@ __device__ __forceinline__ void attention_flash_t(const AttentionFlashParams& p)
                 fa_mma(o[n + 1], pa[c], b[2], b[3]);
             }
         }
+        row = row_next;
     }
     // The row sums of the quad; then the outputs, c0 c1 of row gi and c2 c3 of row gi + 8.
 #pragma unroll

@@ -6,14 +6,20 @@
 // probabilities rounded to f16 before the product with V, which is summed position by
 // position. Scores go through `scores` (n_ctx floats per (row, head), as attention.cu).
 // head_dim at most 256. Entry points attention_rows_HD for HD = 64, 128, 256 (the smallest at
-// least head_dim). Arguments: those of `attention`, then the number of query rows;
-// a grid of (⌈n_rows / ATR_Q⌉, n_heads) blocks.
+// least head_dim). Arguments: those of `attention`, then the number of query rows.
+//
+// Several sequences: a block's rows are consecutive rows of ONE sequence (consecutive
+// positions), its keys and values read through that sequence's block table, one look-up per
+// chunk (a chunk of KC keys never straddles a block of KV_BLOCK). Blocks are tiles counted
+// sequence by sequence (seq_tile, common.cuh): a grid of (⌈n_rows / ATR_Q⌉ + n_seqs − 1,
+// n_heads) blocks, the surplus returning at once.
 #define ATR_Q 16
 
 // HD: head_dim rounded up to 64, 128 or 256 (the loops over dimensions are unrolled to it).
 template <int HD>
 __device__ __forceinline__ void attention_rows_t(const float* q, float* dst, const u16* kc, const u16* vc,
-                                                 float* scores, const int* posp, int n_ctx, int n_heads,
+                                                 float* scores, const int* posv, const int* seq_start,
+                                                 const u32* tables, int tstride, int n_seqs, int n_ctx, int n_heads,
                                                  int n_kv_heads, int head_dim, int k_dim, int v_dim, float scale,
                                                  int window, float softcap, int n_rows) {
     constexpr int KC = HD > 128 ? 16 : 32;  // key positions a chunk
@@ -21,12 +27,16 @@ __device__ __forceinline__ void attention_rows_t(const float* q, float* dst, con
     __shared__ float ks[KC][HD + 1];
     __shared__ float ps[ATR_Q][KC + 1];
     __shared__ float inv[ATR_Q];
+    static_assert(KV_BLOCK % KC == 0, "a chunk of keys must lie in one block");
     int h = blockIdx.y, kvh = h / (n_heads / n_kv_heads);
-    int r0 = blockIdx.x * ATR_Q, nq = min(ATR_Q, n_rows - r0);
-    int pos0 = *posp, t = threadIdx.x, warp = t / 32, lane = t % 32;
-    // Row r (0..nq) sees positions start(r) ..= pos0 + r0 + r.
-    int last = pos0 + r0 + nq - 1;
-    int first = window > 0 ? max(pos0 + r0 + 1 - window, 0) : 0;
+    int r0, nq, seq;
+    if (!seq_tile(seq_start, n_seqs, blockIdx.x, ATR_Q, &r0, &nq, &seq)) return;
+    const u32* table = tables + (long long)seq * tstride;
+    // Row r0 + r (r < nq) is at position pos0 + r of the sequence.
+    int pos0 = posv[r0], t = threadIdx.x, warp = t / 32, lane = t % 32;
+    // Row r (0..nq) sees positions start(r) ..= pos0 + r.
+    int last = pos0 + nq - 1;
+    int first = window > 0 ? max(pos0 + 1 - window, 0) : 0;
     int j0 = first / KC * KC;
     for (int i = t; i < ATR_Q * HD; i += 128) {
         int r = i / HD, d = i % HD;
@@ -35,15 +45,16 @@ __device__ __forceinline__ void attention_rows_t(const float* q, float* dst, con
     // Scores: thread t takes query t / 8 and keys t % 8 + 8e of each chunk.
     {
         int qi = t / 8, k0 = t % 8;
-        int p = pos0 + r0 + qi;
+        int p = pos0 + qi;
         int start = window > 0 ? max(p + 1 - window, 0) : 0;
         float* sc = scores + ((long long)(r0 + qi) * n_heads + h) * n_ctx;
         for (int jc = j0; jc <= last; jc += KC) {
+            const long long krow = kv_row(table, jc);  // keys jc .. jc + KC - 1: rows krow ..
             __syncthreads();
             for (int i = t; i < KC * HD; i += 128) {
                 int j = i / HD, d = i % HD;
                 ks[j][d] = jc + j <= last && d < head_dim
-                               ? h2f(kc[(long long)(jc + j) * k_dim + kvh * head_dim + d])
+                               ? h2f(kc[(krow + j) * k_dim + kvh * head_dim + d])
                                : 0.0f;
             }
             __syncthreads();
@@ -68,7 +79,7 @@ __device__ __forceinline__ void attention_rows_t(const float* q, float* dst, con
     __syncthreads();
     // Softmax: warp w takes rows w, w + 4, ...; its lanes the positions.
     for (int qi = warp; qi < nq; qi += 4) {
-        int p = pos0 + r0 + qi;
+        int p = pos0 + qi;
         int start = window > 0 ? max(p + 1 - window, 0) : 0;
         float* sc = scores + ((long long)(r0 + qi) * n_heads + h) * n_ctx;
         float mx = -INFINITY;
@@ -90,16 +101,17 @@ __device__ __forceinline__ void attention_rows_t(const float* q, float* dst, con
 #pragma unroll
     for (int m = 0; m < HD / 8; m++) acc[m] = 0.0f;
     for (int jc = j0; jc <= last; jc += KC) {
+        const long long vrow = kv_row(table, jc);  // values jc .. jc + KC - 1: rows vrow ..
         __syncthreads();
         for (int i = t; i < KC * HD; i += 128) {
             int j = i / HD, d = i % HD;
             ks[j][d] = jc + j <= last && d < head_dim
-                           ? h2f(vc[(long long)(jc + j) * v_dim + kvh * head_dim + d])
+                           ? h2f(vc[(vrow + j) * v_dim + kvh * head_dim + d])
                            : 0.0f;
         }
         for (int i = t; i < ATR_Q * KC; i += 128) {
             int r = i / KC, jj = i % KC, j = jc + jj;
-            int pr = pos0 + r0 + r;
+            int pr = pos0 + r;
             int st = window > 0 ? max(pr + 1 - window, 0) : 0;
             const float* s = scores + ((long long)(r0 + r) * n_heads + h) * n_ctx;
             ps[r][jj] = r < nq && j >= st && j <= pr ? f16r(s[j] * inv[r]) : 0.0f;
@@ -107,7 +119,7 @@ __device__ __forceinline__ void attention_rows_t(const float* q, float* dst, con
         __syncthreads();
         // Masked positions have probability 0 and add nothing; they are skipped for the
         // CPU's order of sums (position by position over the row's own range).
-        int p = pos0 + r0 + qi;
+        int p = pos0 + qi;
         int start = window > 0 ? max(p + 1 - window, 0) : 0;
         int ja = max(start - jc, 0), jb = min(KC, p + 1 - jc);
         for (int jj = ja; jj < jb; jj++) {
@@ -126,7 +138,8 @@ __device__ __forceinline__ void attention_rows_t(const float* q, float* dst, con
 
 #define ATTENTION_ROWS(HD)                                                                                     \
     extern "C" __global__ void __launch_bounds__(128) attention_rows_##HD(const AttentionParams p) {           \
-        attention_rows_t<HD>(p.q, p.dst, p.kc, p.vc, p.scores, p.posp, p.n_ctx, p.n_heads, p.n_kv_heads,        \
+        attention_rows_t<HD>(p.q, p.dst, p.kc, p.vc, p.scores, p.pos, p.seq_start, p.tables, p.tstride, p.n_seqs, \
+                             p.n_ctx, p.n_heads, p.n_kv_heads,                                                 \
                              p.head_dim, p.k_dim, p.v_dim, p.scale, p.window, p.softcap, p.n_rows);            \
     }
 ATTENTION_ROWS(64)

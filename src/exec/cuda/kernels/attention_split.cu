@@ -9,9 +9,14 @@
 // zero again) combines the chunks.
 //
 // The CUDA graph of a decode step is recorded once for every position: the number of chunks
-// is fixed at launch (`n_split`, the grid's x), and each block derives its chunk from the
-// valid length it reads from device memory (*posp): a chunk is at least AS_MIN_CHUNK keys, so
-// a short context uses few chunks, and blocks past the last chunk return at once.
+// is fixed at launch (`n_split`, the grid's x), and each block derives its chunk from its
+// row's own valid length, read from device memory (pos[r]): a chunk is at least AS_MIN_CHUNK
+// keys, so a short context uses few chunks, and blocks past the last chunk return at once.
+//
+// Blocked KV cache: the row's keys are read through its sequence's block table (seq[r]). The
+// chunks are counted from the window's start rounded down to 32 keys (keys before the start
+// masked), so a warp's 32 keys always lie in one block of KV_BLOCK: one table look-up per
+// warp and 32 keys.
 //
 // Numerics: the query rounded to f16 (as ggml), scores, softmax and sums in f32.
 // Grid: (n_split, rows · n_kv_heads · ⌈G / GB⌉), G = n_heads / n_kv_heads.
@@ -79,14 +84,16 @@ __device__ __forceinline__ void attention_split_t(const AttentionSplitParams& p)
     const int y = blockIdx.y, per_row = p.n_kv_heads * n_groups;
     const int r = y / per_row, kvh = (y % per_row) / n_groups, g0 = (y % n_groups) * GB;
     const int ng = min(GB, G - g0), h0 = kvh * G + g0;
-    const int pos = *p.posp + r;
+    const int pos = p.pos[r];
+    const u32* table = p.tables + (long long)p.seq[r] * p.tstride;
     const int start = p.window > 0 ? max(pos + 1 - p.window, 0) : 0;
-    const int len = pos + 1 - start;
+    const int base = start & ~31;  // chunks from a 32-key boundary; keys before start masked
+    const int len = pos + 1 - base;
     int chunk = (len + p.n_split - 1) / p.n_split;
     chunk = max(AS_MIN_CHUNK, (chunk + 31) / 32 * 32);
     const int n_used = (len + chunk - 1) / chunk, s = blockIdx.x;
     if (s >= n_used) return;
-    const int j0 = start + s * chunk, j1 = min(j0 + chunk, pos + 1);
+    const int j0 = base + s * chunk, j1 = min(j0 + chunk, pos + 1);
     const int t = threadIdx.x, warp = t / 32, lane = t % 32;
     for (int i = t; i < GB * HD; i += 128) {
         int g = i / HD, d = i % HD;
@@ -95,6 +102,7 @@ __device__ __forceinline__ void attention_split_t(const AttentionSplitParams& p)
     __syncthreads();
     const u16* kb = p.kc + kvh * HD;
     const u16* vb = p.vc + kvh * HD + (lane % LPR) * 8;
+    static_assert(KV_BLOCK % 32 == 0, "a warp's 32 keys must lie in one block");
     float m[GB], l[GB], o[GB][8];
 #pragma unroll
     for (int g = 0; g < GB; g++) {
@@ -103,23 +111,28 @@ __device__ __forceinline__ void attention_split_t(const AttentionSplitParams& p)
 #pragma unroll
         for (int e = 0; e < 8; e++) o[g][e] = 0.0f;
     }
-    for (int jt = j0 + warp * 32; jt < j1; jt += 128) {
+    // The cache row of key jt (jt is a multiple of 32: keys jt .. jt + 31 are rows krow ..
+    // krow + 31 of one block), its table entry loaded a group ahead so that the key loads do
+    // not wait for it.
+    long long krow = j0 + warp * 32 < j1 ? kv_row(table, j0 + warp * 32) : 0, krow_next = 0;
+    for (int jt = j0 + warp * 32; jt < j1; jt += 128, krow = krow_next) {
+        krow_next = jt + 128 < j1 ? kv_row(table, jt + 128) : 0;
         // Scores: lane = key, all GB heads from one read of the key row.
         const int j = jt + lane;
-        const bool valid = j < j1;
+        const bool valid = j >= start && j < j1;
         uint4 vr[PREFETCH ? VN : 1];
         if (PREFETCH) {
 #pragma unroll
             for (int i = 0; i < VN; i++) {
-                const int jv = jt + lane / LPR + i * RPI;
-                vr[i] = jv < j1 ? *(const uint4*)(vb + (long long)jv * p.v_dim) : make_uint4(0, 0, 0, 0);
+                const int jj = lane / LPR + i * RPI, jv = jt + jj;
+                vr[i] = jv >= start && jv < j1 ? *(const uint4*)(vb + (krow + jj) * p.v_dim) : make_uint4(0, 0, 0, 0);
             }
         }
         float sc[GB];
 #pragma unroll
         for (int g = 0; g < GB; g++) sc[g] = 0.0f;
         if (valid) {
-            const uint4* kr = (const uint4*)(kb + (long long)j * p.k_dim);
+            const uint4* kr = (const uint4*)(kb + (krow + lane) * p.k_dim);
 #pragma unroll
             for (int c = 0; c < HD / 8; c++) {
                 float k[8];
@@ -139,7 +152,8 @@ __device__ __forceinline__ void attention_split_t(const AttentionSplitParams& p)
                 }
             }
         }
-        // Online softmax over the warp's 32 keys (lane jt's key is valid: jt < j1).
+        // Online softmax over the warp's 32 keys (one at least is valid: jt < j1, and the first
+        // group, the only one that starts before `start`, holds key start <= pos).
 #pragma unroll
         for (int g = 0; g < GB; g++) {
             float v = sc[g] * p.scale;
@@ -157,16 +171,19 @@ __device__ __forceinline__ void attention_split_t(const AttentionSplitParams& p)
         __syncwarp();
         // Values: RPI rows at once, LPR lanes a row, 8 dimensions a lane.
         if (PREFETCH) {
-            // Keys past j1 have probability 0 and value rows of zeros.
+            // Keys outside [start, j1) have probability 0 and value rows of zeros.
 #pragma unroll
             for (int i = 0; i < VN; i++) add_value_row<GB>(o, ps[warp], lane / LPR + i * RPI, vr[i]);
             __syncwarp();
             continue;
         }
         const int nk = min(32, j1 - jt);
+        // The first value row of this lane at or after `start` (keys before it are masked).
+        int jj0 = lane / LPR;
+        if (jt + jj0 < start) jj0 += (start - jt - jj0 + RPI - 1) / RPI * RPI;
 #pragma unroll 4
-        for (int jj = lane / LPR; jj < nk; jj += RPI)
-            add_value_row<GB>(o, ps[warp], jj, *(const uint4*)(vb + (long long)(jt + jj) * p.v_dim));
+        for (int jj = jj0; jj < nk; jj += RPI)
+            add_value_row<GB>(o, ps[warp], jj, *(const uint4*)(vb + (krow + jj) * p.v_dim));
         __syncwarp();
     }
     // The warp's lanes of one dimension group meet; then the four warps.

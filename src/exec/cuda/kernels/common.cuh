@@ -234,3 +234,32 @@ __device__ float deq(int t, const u8* base, long long n, long long i) {
     }
     return 0.0f;
 }
+
+// ---- The step's inputs (exec/step.rs StepLayout: token ids, positions, sequences, block tables)
+// and the blocked KV cache: position p of a sequence with block table `table` is cache row
+// table[p / KV_BLOCK] · KV_BLOCK + p % KV_BLOCK.
+#define KV_BLOCK 64
+
+__device__ __forceinline__ long long kv_row(const u32* table, int p) {
+    return (long long)table[p / KV_BLOCK] * KV_BLOCK + p % KV_BLOCK;
+}
+
+// Tile `t` of a kernel whose blocks take up to `per` consecutive query rows of ONE sequence:
+// the tiles are counted sequence by sequence (⌈rows / per⌉ each, from each sequence's first
+// row, seq_start[0..=n_seqs]), so a grid of ⌈n_tokens / per⌉ + n_seqs − 1 tiles covers every
+// step. Gives the tile's first row, its row count and its sequence; false for a surplus tile
+// (nothing to do). Block-uniform; n_seqs is small (the graph's sequences), so a scan.
+__device__ __forceinline__ bool seq_tile(const int* seq_start, int n_seqs, int t, int per, int* r0, int* nq,
+                                         int* seq) {
+    for (int s = 0; s < n_seqs; s++) {
+        const int a = seq_start[s], n = seq_start[s + 1] - a, tiles = (n + per - 1) / per;
+        if (t < tiles) {
+            *r0 = a + t * per;
+            *nq = min(per, n - t * per);
+            *seq = s;
+            return true;
+        }
+        t -= tiles;
+    }
+    return false;
+}

@@ -1,4 +1,4 @@
-// Elementwise ops: embedding rows, gated activations, addition, copy. Parameters: the structs
+// Elementwise ops: embedding rows, gated activations, addition, copy of rows. Parameters: the structs
 // of params.rs (generated header).
 
 // Embed: dst row r = row tokens[r] of the table (n_rows rows of k, any weight type, in the
@@ -27,7 +27,10 @@ extern "C" __global__ void add(const AddParams p) {
     if (i < p.n) p.dst[i] = p.a[i] + p.b[i];
 }
 
+// Row gather: dst row blockIdx.x = src row rows[blockIdx.x] (TakeLast: each sequence's last
+// row); blocks (r, c) take columns from c·blockDim.x on.
 extern "C" __global__ void copy(const CopyParams p) {
-    long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i < p.n) p.dst[i] = p.src[i];
+    const long long src = (long long)p.rows[blockIdx.x] * p.n, dst = (long long)blockIdx.x * p.n;
+    for (long long i = (long long)blockIdx.y * blockDim.x + threadIdx.x; i < p.n; i += (long long)gridDim.y * blockDim.x)
+        p.dst[dst + i] = p.src[src + i];
 }

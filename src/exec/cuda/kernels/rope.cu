@@ -1,5 +1,6 @@
-// Rotary embedding in place, and the appends to the KV cache (the step's first position read
-// from device memory, so that a captured CUDA graph replays at any position). Angles as ggml
+// Rotary embedding in place, and the stores to the blocked KV cache (each row's position,
+// sequence and block table read from the step's inputs in device memory, so that a captured
+// CUDA graph replays at any position). Angles as ggml
 // computes them (RopeConsts in graph.rs): position times theta_scale^i by repeated
 // multiplication, divided by the pair's frequency factor, YaRN's ramp between the
 // interpolated and the extrapolated angle, cos and sin scaled by mscale. Every operation is
@@ -49,32 +50,38 @@ __device__ __forceinline__ void rope_head(float* head, int pos, int n_rot, const
 // One block per (row, head).
 extern "C" __global__ void rope(const RopeParams p) {
     int r = blockIdx.x / p.n_heads, h = blockIdx.x % p.n_heads;
-    rope_head(p.x + ((long long)r * p.n_heads + h) * p.head_dim, *p.posp + r, p.n_rot, rope_angles(p), p.neox);
+    rope_head(p.x + ((long long)r * p.n_heads + h) * p.head_dim, p.pos[r], p.n_rot, rope_angles(p), p.neox);
 }
 
 // Decode (one row): RoPE on the query heads and the key heads, and the keys and values
-// appended to the f16 cache at the step's position, in one launch. Blocks 0..n_heads take
-// query heads, then n_kv_heads key heads, then one block copies the values.
+// stored in the f16 cache at the row's position (through its sequence's block table), in one
+// launch. Blocks 0..n_heads take query heads, then n_kv_heads key heads, then one block
+// copies the values.
 extern "C" __global__ void rope_kv(const RopeKvParams p) {
     pdl_trigger();
     pdl_wait();
     int n_heads = p.n_heads, head_dim = p.head_dim;
-    int b = blockIdx.x, pos = *p.posp;
+    const int b = blockIdx.x, pos = p.pos[0];
+    const long long row = kv_row(p.tables + (long long)p.seq[0] * p.tstride, pos);
     if (b < n_heads) {
         rope_head(p.q + (long long)b * head_dim, pos, p.n_rot, rope_angles(p), p.neox);
     } else if (b < n_heads + p.n_kv_heads) {
         float* head = p.k + (long long)(b - n_heads) * head_dim;
         rope_head(head, pos, p.n_rot, rope_angles(p), p.neox);
         __syncthreads();
-        u16* dst = p.kc + (long long)pos * p.k_dim + (b - n_heads) * head_dim;
+        u16* dst = p.kc + row * p.k_dim + (b - n_heads) * head_dim;
         for (int i = threadIdx.x; i < head_dim; i += blockDim.x) dst[i] = f2h(head[i]);
     } else {
-        for (int i = threadIdx.x; i < p.v_dim; i += blockDim.x) p.vc[(long long)pos * p.v_dim + i] = f2h(p.v[i]);
+        for (int i = threadIdx.x; i < p.v_dim; i += blockDim.x) p.vc[row * p.v_dim + i] = f2h(p.v[i]);
     }
 }
 
-// Append rows of k (or v) to an f16 cache at positions pos.. : one thread per element.
+// Store rows of k (or v) in an f16 cache, row r at its position in its sequence's blocks: one
+// thread per element.
 extern "C" __global__ void kv_store(const KvStoreParams p) {
-    long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i < p.n) p.cache[(long long)*p.posp * p.dim + i] = f2h(p.src[i]);
+    const long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= p.n) return;
+    const int r = (int)(i / p.dim), c = (int)(i % p.dim);
+    const long long row = kv_row(p.tables + (long long)p.seq[r] * p.tstride, p.pos[r]);
+    p.cache[row * p.dim + c] = f2h(p.src[i]);
 }

@@ -1,6 +1,7 @@
 // Sampling on the device: the argmax of a row of logits (greedy decoding).
 
-// Index of the largest of n values (the first on ties; NaN never wins), one block.
+// Index of the largest of n values (the first on ties; NaN never wins), one block a row:
+// block b takes row b of x (n values) and writes out[b].
 __device__ __forceinline__ bool better(float a, int ia, float b, int ib) {
     if (isnan(a)) return false;
     if (isnan(b)) return true;
@@ -10,7 +11,7 @@ __device__ __forceinline__ bool better(float a, int ia, float b, int ib) {
 extern "C" __global__ void argmax(const ArgmaxParams p) {
     __shared__ float sv[1024];
     __shared__ int si[1024];
-    const float* x = p.x;
+    const float* x = p.x + (long long)blockIdx.x * p.n;
     float bv = NAN;
     int bi = 0x7fffffff;
     for (int i = threadIdx.x; i < p.n; i += blockDim.x)
@@ -25,5 +26,5 @@ extern "C" __global__ void argmax(const ArgmaxParams p) {
         }
         __syncthreads();
     }
-    if (threadIdx.x == 0) p.out[0] = si[0] == 0x7fffffff ? 0u : (u32)si[0];
+    if (threadIdx.x == 0) p.out[blockIdx.x] = si[0] == 0x7fffffff ? 0u : (u32)si[0];
 }

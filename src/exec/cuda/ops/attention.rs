@@ -40,7 +40,9 @@ pub(in super::super) struct FlashPlan {
 }
 
 impl FlashPlan {
-    /// The flash kernel's plan for `rows` query rows: heads of 64, 128 or 256 values, whole
+    /// The flash kernel's plan for `rows` query rows of up to `seqs` sequences (a block takes
+    /// rows of one sequence: ⌈rows / positions a block⌉ + seqs − 1 block columns, the surplus
+    /// returning at once): heads of 64, 128 or 256 values, whole
     /// groups; the keys split so that a grid smaller than the device gets about a block a
     /// multiprocessor (`split` instead, if given; never where the grid has more blocks than
     /// there are counters). Measured on the H200 (8b, pp512, 256 blocks): splitting further
@@ -48,6 +50,7 @@ impl FlashPlan {
     /// deep in the cache would otherwise run on a handful of multiprocessors.
     pub(in super::super) fn new(
         rows: usize,
+        seqs: usize,
         op: &Op,
         n_sm: usize,
         split: Option<usize>,
@@ -65,7 +68,7 @@ impl FlashPlan {
         let group = n_heads / n_kv_heads;
         let n_groups = group.div_ceil(FLASH_MAX_HEADS);
         let heads = group.div_ceil(n_groups);
-        let grid = (rows.div_ceil(FLASH_M / heads), n_kv_heads * n_groups);
+        let grid = (rows.div_ceil(FLASH_M / heads) + seqs.clamp(1, rows) - 1, n_kv_heads * n_groups);
         let blocks = grid.0 * grid.1;
         let n_split = if blocks > SPLIT_COUNTERS {
             1
@@ -142,24 +145,33 @@ impl CudaExecutor {
         SplitPlan::new(rows, op, self.split_per_sm * self.n_sm)
     }
 
-    /// The flash kernel's plan for attention op `op` of `rows` rows (more than the split
-    /// kernel takes), on sm_80 and later unless switched off (`WICK_CUDA_FLASH=0`).
-    pub(in super::super) fn flash_plan(&self, rows: usize, op: &Op) -> Option<FlashPlan> {
+    /// The flash kernel's plan for attention op `op` of `rows` rows of up to `seqs` sequences
+    /// (more rows than the split kernel takes), on sm_80 and later unless switched off
+    /// (`WICK_CUDA_FLASH=0`).
+    pub(in super::super) fn flash_plan(&self, rows: usize, seqs: usize, op: &Op) -> Option<FlashPlan> {
         if !self.flash || rows <= 1 || self.split_plan(rows, op).is_some() {
             return None;
         }
-        FlashPlan::new(rows, op, self.n_sm, self.flash_split)
+        FlashPlan::new(rows, seqs, op, self.n_sm, self.flash_split)
     }
 
     /// Floats of attention scratch after the split counters that op `op` needs for `rows`
-    /// query rows over a cache of `n_ctx` positions: the split kernel's partials, nothing for
-    /// the flash kernel, n_ctx scores per (row, head) for the older kernels.
-    pub(in super::super) fn attention_scratch(&self, rows: usize, op: &Op, n_ctx: usize) -> usize {
+    /// query rows (of up to `seqs` sequences, every row its own) over a cache of `n_ctx`
+    /// positions: the split kernel's partials, the flash kernel's (when it splits the keys),
+    /// n_ctx scores per (row, head) for the older kernels. Partials and scores are indexed by
+    /// row, so several sequences need no more than one sequence of as many rows.
+    pub(in super::super) fn attention_scratch(
+        &self,
+        rows: usize,
+        seqs: usize,
+        op: &Op,
+        n_ctx: usize,
+    ) -> usize {
         let Op::Attention { n_heads, .. } = *op else { return 0 };
         if let Some(plan) = self.split_plan(rows, op) {
             return plan.scratch(rows, op);
         }
-        if let Some(plan) = self.flash_plan(rows, op) {
+        if let Some(plan) = self.flash_plan(rows, seqs, op) {
             return plan.scratch(rows, op);
         }
         n_heads * rows * n_ctx
@@ -176,6 +188,10 @@ impl CudaExecutor {
         let scratch = self.scores.as_ref().ok_or_else(|| err("no attention scratch"))?.0.ptr;
         let after_counters = scratch + 4 * SPLIT_COUNTERS as u64;
         let rows = c.g.rows(q);
+        if rows != c.g.n_tokens || c.g.rows(dst) != rows {
+            return Err(err("attention: queries and outputs must have a row per token"));
+        }
+        let tstride = c.table_stride()?;
         let window = window.map_or(0, |w| w.min(i32::MAX as usize) as i32);
         let softcap = softcap.unwrap_or(0.0);
         let int = |n: usize, what: &str| {
@@ -189,7 +205,9 @@ impl CudaExecutor {
                 vc: l.v.ptr,
                 part: after_counters,
                 counters: scratch,
-                posp: c.pos(),
+                pos: c.positions(),
+                seq: c.seq_of(),
+                tables: c.tables(),
                 n_heads: int(n_heads, "heads")?,
                 n_kv_heads: int(n_kv_heads, "KV heads")?,
                 k_dim: int(l.k_dim, "key width")?,
@@ -199,10 +217,11 @@ impl CudaExecutor {
                 softcap,
                 n_split: int(plan.n_split, "chunks")?,
                 part_rows: int(rows * n_heads * plan.n_split, "scratch rows")?,
+                tstride,
             };
             return self.launch(plan.kernel, (plan.n_split as u32, plan.blocks_y as u32), 128, &p);
         }
-        if let Some(plan) = self.flash_plan(rows, op) {
+        if let Some(plan) = self.flash_plan(rows, c.g.n_seqs, op) {
             let p = AttentionFlashParams {
                 q: c.act(q),
                 dst: c.act(dst),
@@ -210,7 +229,9 @@ impl CudaExecutor {
                 vc: l.v.ptr,
                 part: after_counters,
                 counters: scratch,
-                posp: c.pos(),
+                pos: c.positions(),
+                seq_start: c.seq_start(),
+                tables: c.tables(),
                 n_heads: int(n_heads, "heads")?,
                 n_kv_heads: int(n_kv_heads, "KV heads")?,
                 k_dim: int(l.k_dim, "key width")?,
@@ -222,6 +243,8 @@ impl CudaExecutor {
                 gb: int(plan.heads, "heads a block")?,
                 n_split: int(plan.n_split, "chunks")?,
                 part_rows: int(rows * n_heads * plan.n_split, "scratch rows")?,
+                tstride,
+                n_seqs: c.n_seqs(),
             };
             let (x, y) = plan.grid;
             return self.launch3(Kernel::AttentionFlash(plan.dims), (x, y, plan.n_split as u32), 128, &p);
@@ -232,7 +255,10 @@ impl CudaExecutor {
             kc: l.k.ptr,
             vc: l.v.ptr,
             scores: after_counters,
-            posp: c.pos(),
+            pos: c.positions(),
+            seq: c.seq_of(),
+            seq_start: c.seq_start(),
+            tables: c.tables(),
             n_ctx: int(cache.n_ctx, "context")?,
             n_heads: int(n_heads, "heads")?,
             n_kv_heads: int(n_kv_heads, "KV heads")?,
@@ -243,10 +269,14 @@ impl CudaExecutor {
             window,
             softcap,
             n_rows: int(rows, "rows")?,
+            tstride,
+            n_seqs: c.n_seqs(),
         };
         if rows > 1 && head_dim <= ATTENTION_ROWS_MAX_DIM {
-            // Each key and value row read once per ATTENTION_ROWS_Q queries.
-            let grid = (rows.div_ceil(ATTENTION_ROWS_Q) as u32, n_heads as u32);
+            // Each key and value row read once per ATTENTION_ROWS_Q queries; a block's rows of
+            // one sequence (tiles counted per sequence, the surplus returning at once).
+            let tiles = rows.div_ceil(ATTENTION_ROWS_Q) + c.g.n_seqs.clamp(1, rows) - 1;
+            let grid = (tiles as u32, n_heads as u32);
             return self.launch(Kernel::AttentionRows(HeadDims::fitting(head_dim)), grid, 128, &p);
         }
         self.launch(Kernel::Attention, ((rows * n_heads) as u32, 1), 128, &p)
@@ -304,7 +334,7 @@ mod tests {
     /// 64 M-rows a block, heads of 64 and 128 only.
     #[test]
     fn flash_plans() {
-        let plan = |rows, op: Op| FlashPlan::new(rows, &op, 132, None).map(|p| (p.dims, p.heads, p.grid));
+        let plan = |rows, op: Op| FlashPlan::new(rows, 1, &op, 132, None).map(|p| (p.dims, p.heads, p.grid));
         // The 8b shape, 512 rows: 4 heads a block, 16 positions, 32 × 8 blocks.
         assert_eq!(plan(512, op(32, 8, 128)), Some((HeadDims::D128, 4, (32, 8))));
         // SmolLM2 (9/3 heads of 64): 3 heads, 21 positions a block.
@@ -316,15 +346,24 @@ mod tests {
         assert_eq!(plan(65, op(4, 4, 64)).map(|p| (p.1, p.2)), Some((1, (2, 4))));
         // Chunks of the keys: about a block a multiprocessor, at most 16; none where the grid
         // has more blocks than counters.
-        let split = |rows, op: Op, force| FlashPlan::new(rows, &op, 132, force).map(|p| p.n_split);
+        let split = |rows, op: Op, force| FlashPlan::new(rows, 1, &op, 132, force).map(|p| p.n_split);
         assert_eq!(split(512, op(32, 8, 128), None), Some(1));
         assert_eq!(split(64, op(32, 8, 128), None), Some(5));
         assert_eq!(split(16, op(32, 8, 128), None), Some(16));
         assert_eq!(split(16, op(32, 8, 128), Some(2)), Some(2));
         assert_eq!(split(1 << 15, op(32, 8, 128), Some(4)), Some(1));
-        let p = FlashPlan::new(64, &op(32, 8, 128), 132, None).unwrap();
+        let p = FlashPlan::new(64, 1, &op(32, 8, 128), 132, None).unwrap();
         assert_eq!(p.scratch(64, &op(32, 8, 128)), 64 * 32 * 5 * 130);
-        assert_eq!(FlashPlan::new(512, &op(32, 8, 128), 132, None).unwrap().scratch(512, &op(32, 8, 128)), 0);
+        assert_eq!(
+            FlashPlan::new(512, 1, &op(32, 8, 128), 132, None).unwrap().scratch(512, &op(32, 8, 128)),
+            0
+        );
+        // Several sequences: a block column more per sequence after the first (a block's rows
+        // are one sequence's), never more sequences than rows.
+        let seqs = |rows, seqs| FlashPlan::new(rows, seqs, &op(32, 8, 128), 132, None).map(|p| p.grid);
+        assert_eq!(seqs(40, 3), Some((3 + 2, 8)));
+        assert_eq!(seqs(512, 4), Some((32 + 3, 8)));
+        assert_eq!(seqs(2, 5), Some((1 + 1, 8)));
         // Gemma 3 (4/1 heads of 256).
         assert_eq!(plan(64, op(4, 1, 256)), Some((HeadDims::D256, 4, (4, 1))));
         assert!(plan(64, op(8, 2, 80)).is_none());

@@ -13,7 +13,7 @@ pub(super) fn blocks_of_256(n: usize) -> u32 {
 }
 
 impl CudaExecutor {
-    /// dst row r = row (token r) of `table`, times `scale`.
+    /// dst row r = row (token r, word r of the step's inputs) of `table`, times `scale`.
     pub(in super::super) fn embed(
         &self,
         c: &Compiled,
@@ -50,11 +50,12 @@ impl CudaExecutor {
         self.launch(Kernel::Add, (blocks_of_256(n), 1), 256, &p)
     }
 
-    /// dst = the last row of x.
+    /// dst row s = the last row of sequence s in x (the step's `last` words; rows past the
+    /// step's sequences repeat its last token's row).
     pub(in super::super) fn take_last(&self, c: &Compiled, x: ActId, dst: ActId) -> Result<()> {
         let cols = c.g.cols(x);
-        let src = c.act(x) + 4 * ((c.g.rows(x) - 1) * cols) as u64;
-        let p = CopyParams { src, dst: c.act(dst), n: cols as i64 };
-        self.launch(Kernel::Copy, (blocks_of_256(cols), 1), 256, &p)
+        let rows = c.g.rows(dst).min(c.g.n_seqs);
+        let p = CopyParams { src: c.act(x), dst: c.act(dst), rows: c.last_rows(), n: cols as i64 };
+        self.launch(Kernel::Copy, (rows as u32, blocks_of_256(cols)), 256, &p)
     }
 }

@@ -41,7 +41,7 @@ impl CudaExecutor {
         let (k, freqs) = self.rope_consts(op)?;
         let p = RopeParams {
             x: c.act(x),
-            posp: c.pos(),
+            pos: c.positions(),
             n_heads: n_heads as i32,
             head_dim: head_dim as i32,
             n_rot: n_rot as i32,
@@ -57,7 +57,8 @@ impl CudaExecutor {
         self.launch(Kernel::Rope, ((c.g.rows(x) * n_heads) as u32, 1), rope_threads(n_rot), &p)
     }
 
-    /// Append the rows of k and v to layer `layer` of cache `kv` at the step's positions.
+    /// Store the rows of k and v in layer `layer` of cache `kv`, each at its token's position
+    /// through its sequence's block table.
     pub(in super::super) fn kv_store(
         &self,
         c: &Compiled,
@@ -70,9 +71,22 @@ impl CudaExecutor {
         if c.g.cols(k) != l.k_dim || c.g.cols(v) != l.v_dim {
             return Err(err(format!("KV store of layer {layer}: rows do not match the cache")));
         }
+        if c.g.rows(k) != c.g.n_tokens || c.g.rows(v) != c.g.n_tokens {
+            return Err(err(format!("KV store of layer {layer}: not a row per token")));
+        }
+        let tstride = c.table_stride()?;
         for (src, cache, dim) in [(k, l.k.ptr, l.k_dim), (v, l.v.ptr, l.v_dim)] {
             let n = c.g.rows(src) * dim;
-            let p = KvStoreParams { src: c.act(src), cache, posp: c.pos(), n: n as i64, dim: dim as i32 };
+            let p = KvStoreParams {
+                src: c.act(src),
+                cache,
+                pos: c.positions(),
+                seq: c.seq_of(),
+                tables: c.tables(),
+                n: n as i64,
+                dim: dim as i32,
+                tstride,
+            };
             self.launch(Kernel::KvStore, (blocks_of_256(n), 1), 256, &p)?;
         }
         Ok(())
@@ -100,7 +114,9 @@ impl CudaExecutor {
             v: c.act(v),
             kc: l.k.ptr,
             vc: l.v.ptr,
-            posp: c.pos(),
+            pos: c.positions(),
+            seq: c.seq_of(),
+            tables: c.tables(),
             n_heads: n_heads as i32,
             n_kv_heads: n_kv as i32,
             head_dim: head_dim as i32,
@@ -115,6 +131,7 @@ impl CudaExecutor {
             neox: (mode == RopeMode::Neox) as i32,
             k_dim: l.k_dim as i32,
             v_dim: l.v_dim as i32,
+            tstride: c.table_stride()?,
         };
         let blocks = (n_heads + n_kv + 1) as u32;
         self.launch(Kernel::RopeKv, (blocks, 1), rope_threads(n_rot).max(128), &p)

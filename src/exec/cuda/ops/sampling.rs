@@ -1,4 +1,4 @@
-//! Launcher of kernels/sampling.cu: the argmax of a row of logits (when the logits' product
+//! Launcher of kernels/sampling.cu: the argmax of rows of logits (when the logits' product
 //! did not keep it, see `Step::MatVec::argmax`).
 
 use super::super::params::ArgmaxParams;
@@ -6,9 +6,10 @@ use super::super::{kernels::Kernel, CudaExecutor};
 use crate::Result;
 
 impl CudaExecutor {
-    /// out[0] = the index of the largest of the `n` floats at device address `x` (one block).
-    pub(in super::super) fn argmax(&self, x: u64, n: usize, out: u64) -> Result<()> {
+    /// out[i] = the index of the largest of the `n` floats of row i at device address `x`,
+    /// for `rows` consecutive rows (a block each).
+    pub(in super::super) fn argmax(&self, x: u64, n: usize, rows: usize, out: u64) -> Result<()> {
         let p = ArgmaxParams { x, out, n: n as i32 };
-        self.launch(Kernel::Argmax, (1, 1), 1024, &p)
+        self.launch(Kernel::Argmax, (rows.max(1) as u32, 1), 1024, &p)
     }
 }
