@@ -194,7 +194,7 @@ fn template_variables_reach_the_template() {
 /// tests/scripts/make_llamacpp_template_refs.py): a chat with and without the generation
 /// prompt, with and without tools, and a conversation where the assistant calls a tool and
 /// gets its result. Renders jinja2 itself cannot do (the template raises, or fails in Python)
-/// are recorded as such and skipped.
+/// are recorded as such and skipped; where the template raised, wick must raise the same.
 #[test]
 fn llamacpp_templates_match_jinja2_with_and_without_tools() {
     let path = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/llamacpp_template_refs.json");
@@ -208,7 +208,7 @@ fn llamacpp_templates_match_jinja2_with_and_without_tools() {
         serde_json::from_value(convs[name].clone()).unwrap_or_else(|e| panic!("conversation {name}: {e}"))
     };
     let templates = refs["templates"].as_array().unwrap();
-    let (mut renders, mut with_tools, mut skipped, mut matched_templates) = (0, 0, 0, 0);
+    let (mut renders, mut with_tools, mut skipped, mut raised, mut matched_templates) = (0, 0, 0, 0, 0);
     let mut failures = Vec::new();
     for t in templates {
         let name = t["name"].as_str().unwrap();
@@ -219,15 +219,28 @@ fn llamacpp_templates_match_jinja2_with_and_without_tools() {
         let tmpl = template(t, fixed_time);
         let mut ok = true;
         for case in t["cases"].as_array().unwrap() {
-            let Some(want) = case["expected"].as_str() else {
-                skipped += 1;
-                continue;
-            };
             let conv = case["conversation"].as_str().unwrap();
             let agp = case["add_generation_prompt"].as_bool().unwrap();
             let case_tools = case["tools"].as_bool().unwrap().then_some(tools);
             let what =
                 format!("{name} / {conv}, tools={}, add_generation_prompt={agp}", case_tools.is_some());
+            let Some(want) = case["expected"].as_str() else {
+                skipped += 1;
+                // The template rejected the conversation through raise_exception: so must wick.
+                let err = case["error"].as_str().unwrap();
+                if let Some(msg) = err.strip_prefix("TemplateError: ") {
+                    match tmpl.render_with_tools(
+                        &conversation(conv),
+                        agp,
+                        case_tools,
+                        &serde_json::Map::new(),
+                    ) {
+                        Err(Error::Template(e)) if e.contains(msg) => raised += 1,
+                        other => failures.push(format!("{what}: jinja2 raised {msg:?}, wick gave {other:?}")),
+                    }
+                }
+                continue;
+            };
             match tmpl.render_with_tools(&conversation(conv), agp, case_tools, &serde_json::Map::new()) {
                 Ok(got) if got == want => {
                     renders += 1;
@@ -255,7 +268,8 @@ fn llamacpp_templates_match_jinja2_with_and_without_tools() {
     }
     println!(
         "{matched_templates} of {} templates (those jinja2 renders at least once) match jinja2: {renders} renders \
-         ({with_tools} with tools), {skipped} renders that jinja2 cannot do skipped",
+         ({with_tools} with tools); {skipped} renders that jinja2 cannot do skipped, {raised} of them \
+         raise_exception that wick raises too",
         templates.len() - templates.iter().filter(|t| t["cases"].as_array().unwrap().iter().all(|c| c.get("expected").is_none())).count()
     );
     assert!(failures.is_empty(), "{} renders differ from jinja2:\n{}", failures.len(), failures.join("\n"));

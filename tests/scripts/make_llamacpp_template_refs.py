@@ -2,17 +2,18 @@
 """Reference renders of llama.cpp's chat templates (models/templates/) for tests/chat_templates.rs.
 
 Renders every `*.jinja` in llama.cpp's `models/templates/` with jinja2 set up exactly as
-Hugging Face transformers sets it up (the same environment as tests/scripts/make_chat_refs.py:
+Hugging Face transformers sets it up (the environment of tests/scripts/make_chat_refs.py:
 ImmutableSandboxedEnvironment, trim_blocks, lstrip_blocks, loopcontrols, `raise_exception`,
-`strftime_now` pinned to FIXED_TIME, json.dumps-based `tojson`, and transformers'
-`{% generation %}` tag), for a few conversations with
-and without tools. `tools` is passed as transformers' `apply_chat_template` passes it: the list
-of tool dicts, or None when there are none; `documents` is None.
+`strftime_now` pinned to FIXED_TIME, json.dumps-based `tojson`; plus transformers'
+`{% generation %}` tag), for a few conversations with and without tools. `tools` is passed as
+transformers' `apply_chat_template` passes it: the list of tool dicts, or None when there are
+none; `documents` is None.
 
 Writes tests/data/llamacpp_template_refs.json: the template sources, bos/eos texts, the
 conversations and the expected renders, so the Rust test needs neither llama.cpp nor Python.
 A render jinja2 itself fails (`raise_exception`, or an error in the template) is recorded with
-its error instead of an expected text; the test skips and counts those.
+its error instead of an expected text; the test counts those, and checks that wick fails too
+where the template raised (`TemplateError: ...`).
 
     python3 tests/scripts/make_llamacpp_template_refs.py --templates DIR [--out FILE]
 
@@ -89,6 +90,11 @@ CONVERSATIONS = {
         {"role": "assistant", "content": "2+2 is 4."},
         {"role": "user", "content": "And \"3+3\"? Answer in 日本語 ✓"},
     ],
+    "chat_no_system": [
+        {"role": "user", "content": "Hi there! What is 2+2?"},
+        {"role": "assistant", "content": "2+2 is 4."},
+        {"role": "user", "content": "Thanks."},
+    ],
     "tool_call": [
         {"role": "system", "content": "You are a helpful assistant."},
         {"role": "user", "content": "What is the weather in Paris?"},
@@ -115,6 +121,7 @@ CASES = [
     ("chat", False, False),
     ("chat", False, True),
     ("chat", True, True),
+    ("chat_no_system", False, True),
     ("tool_call", True, True),
     ("tool_call_answered", True, False),
 ]
