@@ -7,6 +7,10 @@
 //! `raise_exception(msg)` and `strftime_now(fmt)`, a `tojson` filter that writes what
 //! Python's `json.dumps(ensure_ascii=False)` writes, and Python's string and dict methods
 //! (`.strip()`, `.startswith()`, `.split()`, `.items()`, ...) from `minijinja-contrib`'s pycompat.
+//! Maps keep their insertion order as Python's dicts do (minijinja's `preserve_order`), and
+//! vendor/minijinja prints lists and dicts as Python does and follows Jinja2 where it differed
+//! (`none is iterable`, a safe string `+` a plain one). transformers' `{% generation %}` tag
+//! renders its body.
 //! The render context is `messages` (each a map with the keys of OpenAI's message: `role`,
 //! `content`, and `tool_calls`, `tool_call_id`, `name` where present), `add_generation_prompt`,
 //! `bos_token`, `eos_token`, `tools` (the caller's list, or `none` as transformers passes it
