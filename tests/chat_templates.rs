@@ -151,15 +151,10 @@ fn tojson_like_python_json_dumps() {
     .unwrap();
     let out = tmpl.render(&[], false).unwrap();
     // Python: json.dumps({'b': 1, 'a': [1.5, True, None, 'x"\n\x01é']}, ensure_ascii=False) etc.
-    // (minijinja map literals keep insertion order only with preserve_order; compare loosely there.)
+    // Map literals keep their insertion order, as Python's dicts (minijinja's preserve_order).
     let parts: Vec<&str> = out.split('|').collect();
     assert_eq!(parts.len(), 4, "{out}");
-    assert!(
-        parts[0] == r#"{"b": 1, "a": [1.5, true, null, "x\"\n\u0001é"]}"#
-            || parts[0] == r#"{"a": [1.5, true, null, "x\"\n\u0001é"], "b": 1}"#,
-        "{}",
-        parts[0]
-    );
+    assert_eq!(parts[0], r#"{"b": 1, "a": [1.5, true, null, "x\"\n\u0001é"]}"#);
     assert_eq!(parts[1], "[]");
     assert_eq!(parts[2], "{\n \"k\": [\n  1,\n  {}\n ]\n}");
     assert_eq!(parts[3], r#"{"a":2,"b":1}"#);
@@ -187,4 +182,137 @@ fn template_variables_reach_the_template() {
     let sneaky =
         vars(serde_json::json!({ "messages": [], "bos_token": "X", "add_generation_prompt": false }));
     assert_eq!(t.render_with_vars(&msgs, true, &sneaky).unwrap(), "user: hi\n<s>assistant:");
+}
+
+/// Every chat template in llama.cpp's models/templates, rendered by wick to the same text as
+/// jinja2 renders it (tests/data/llamacpp_template_refs.json, written by
+/// tests/scripts/make_llamacpp_template_refs.py): a chat with and without the generation
+/// prompt, with and without tools, and a conversation where the assistant calls a tool and
+/// gets its result. Renders jinja2 itself cannot do (the template raises, or fails in Python)
+/// are recorded as such and skipped; where the template raised, wick must raise the same.
+#[test]
+fn llamacpp_templates_match_jinja2_with_and_without_tools() {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/llamacpp_template_refs.json");
+    let refs: Json =
+        serde_json::from_str(&std::fs::read_to_string(path).expect("read llamacpp_template_refs.json"))
+            .expect("parse llamacpp_template_refs.json");
+    let fixed_time = refs["fixed_time"].as_i64().unwrap();
+    let tools = &refs["tools"];
+    let convs = refs["conversations"].as_object().unwrap();
+    let conversation = |name: &str| -> Vec<ChatMessage> {
+        serde_json::from_value(convs[name].clone()).unwrap_or_else(|e| panic!("conversation {name}: {e}"))
+    };
+    let templates = refs["templates"].as_array().unwrap();
+    let (mut renders, mut with_tools, mut skipped, mut raised, mut matched_templates) = (0, 0, 0, 0, 0);
+    let mut failures = Vec::new();
+    for t in templates {
+        let name = t["name"].as_str().unwrap();
+        if t.get("compile_error").is_some() {
+            skipped += 1;
+            continue;
+        }
+        let tmpl = template(t, fixed_time);
+        let mut ok = true;
+        for case in t["cases"].as_array().unwrap() {
+            let conv = case["conversation"].as_str().unwrap();
+            let agp = case["add_generation_prompt"].as_bool().unwrap();
+            let case_tools = case["tools"].as_bool().unwrap().then_some(tools);
+            let what =
+                format!("{name} / {conv}, tools={}, add_generation_prompt={agp}", case_tools.is_some());
+            let Some(want) = case["expected"].as_str() else {
+                skipped += 1;
+                // The template rejected the conversation through raise_exception: so must wick.
+                let err = case["error"].as_str().unwrap();
+                if let Some(msg) = err.strip_prefix("TemplateError: ") {
+                    match tmpl.render_with_tools(
+                        &conversation(conv),
+                        agp,
+                        case_tools,
+                        &serde_json::Map::new(),
+                    ) {
+                        Err(Error::Template(e)) if e.contains(msg) => raised += 1,
+                        other => failures.push(format!("{what}: jinja2 raised {msg:?}, wick gave {other:?}")),
+                    }
+                }
+                continue;
+            };
+            match tmpl.render_with_tools(&conversation(conv), agp, case_tools, &serde_json::Map::new()) {
+                Ok(got) if got == want => {
+                    renders += 1;
+                    with_tools += usize::from(case_tools.is_some());
+                }
+                Ok(got) => {
+                    let at = got.bytes().zip(want.bytes()).take_while(|(a, b)| a == b).count();
+                    let lo = at.saturating_sub(60);
+                    let snip = |s: &str| s.get(lo..(at + 60).min(s.len())).unwrap_or("").to_string();
+                    failures.push(format!(
+                        "{what}: differs at byte {at}:\n  wick:   {:?}\n  jinja2: {:?}",
+                        snip(&got),
+                        snip(want)
+                    ));
+                    ok = false;
+                }
+                Err(e) => {
+                    failures.push(format!("{what}: {e}"));
+                    ok = false;
+                }
+            }
+        }
+        matched_templates +=
+            usize::from(ok && t["cases"].as_array().unwrap().iter().any(|c| c.get("expected").is_some()));
+    }
+    println!(
+        "{matched_templates} of {} templates (those jinja2 renders at least once) match jinja2: {renders} renders \
+         ({with_tools} with tools); {skipped} renders that jinja2 cannot do skipped, {raised} of them \
+         raise_exception that wick raises too",
+        templates.len() - templates.iter().filter(|t| t["cases"].as_array().unwrap().iter().all(|c| c.get("expected").is_none())).count()
+    );
+    assert!(failures.is_empty(), "{} renders differ from jinja2:\n{}", failures.len(), failures.join("\n"));
+    assert!(templates.len() >= 60 && renders >= 250, "only {} templates, {renders} renders", templates.len());
+}
+
+/// Tool-call arguments given as OpenAI's JSON string reach the template as a mapping; a
+/// message deserializes from OpenAI's JSON, and the template sees only the keys it has.
+#[test]
+fn tool_call_arguments_string_becomes_a_mapping() {
+    let msgs: Vec<ChatMessage> = serde_json::from_value(serde_json::json!([
+        {"role": "user", "content": "weather?"},
+        {"role": "assistant", "content": null, "tool_calls": [
+            {"id": "c1", "type": "function", "function": {"name": "get_weather", "arguments": "{\"city\": \"Paris\"}"}},
+            {"id": "c2", "type": "function", "function": {"name": "f", "arguments": "not json"}}
+        ]},
+        {"role": "tool", "tool_call_id": "c1", "name": "get_weather", "content": "21"}
+    ]))
+    .unwrap();
+    assert_eq!(msgs[0], ChatMessage::new("user", "weather?"));
+    assert_eq!(msgs[1].content, "");
+    assert_eq!(msgs[2], ChatMessage::tool_result("c1", "get_weather", "21"));
+    // The expected text is jinja2's (transformers' environment) for the same template and
+    // messages, arguments given as a mapping; it also checks Python's repr for a printed list
+    // and markupsafe's `+` of a safe string and a plain one.
+    let src = "{% for m in messages %}{{ m | tojson }}|{{ m.tool_calls is defined }}|\
+               {% for c in m.tool_calls or [] %}{{ c.function.arguments is mapping }}{{ c.function.arguments.city }};{% endfor %}\n{% endfor %}\
+               {{ tools is iterable }}|{{ ['a\\'b', \"it's\", 'x\\n\u{e9}\u{a0}', none, true, 1.5] }}|\
+               {{ 'a<'|safe + '<b>' }}|{{ '<c>' + 'd'|safe }}|{{ '<e>' ~ 'f'|safe }}";
+    let t = ChatTemplate::new(src, "", "").unwrap();
+    let out = t.render_with_tools(&msgs, false, None, &serde_json::Map::new()).unwrap();
+    let want = r#"{"role": "user", "content": "weather?"}|False|{"role": "assistant", "content": "", "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "get_weather", "arguments": {"city": "Paris"}}}, {"id": "c2", "type": "function", "function": {"name": "f", "arguments": "not json"}}]}|True|TrueParis;False;{"role": "tool", "content": "21", "tool_call_id": "c1", "name": "get_weather"}|False|False|["a'b", "it's", 'x\né\xa0', None, True, 1.5]|a<&lt;b&gt;|&lt;c&gt;d|<e>f"#;
+    assert_eq!(out, want);
+    let tools = serde_json::json!([{"type": "function", "function": {"name": "f"}}]);
+    let t = ChatTemplate::new("{{ tools is iterable }}", "", "").unwrap();
+    let out = t.render_with_tools(&[], false, Some(&tools), &serde_json::Map::new()).unwrap();
+    assert_eq!(out, "True");
+    // Round trip through OpenAI's JSON.
+    let back: Vec<ChatMessage> = serde_json::from_value(serde_json::to_value(&msgs).unwrap()).unwrap();
+    assert_eq!(back, msgs);
+}
+
+/// transformers' `{% generation %}` tag renders its body (LFM2.5's and Laguna's templates use it).
+#[test]
+fn generation_tag_renders_its_body() {
+    let src = "{% for m in messages %}<{{ m.role }}>\n  {%- generation -%}\n  {{ m.content }}\n  {%- endgeneration %}\n</>\n{% endfor %}{{ '{%' }}";
+    let t = ChatTemplate::new(src, "", "").unwrap();
+    let out = t.render(&[ChatMessage::new("assistant", "hi")], false).unwrap();
+    // jinja2 (transformers' environment) renders "<assistant>hi</>\n{%".
+    assert_eq!(out, "<assistant>hi</>\n{%");
 }

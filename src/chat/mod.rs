@@ -7,8 +7,14 @@
 //! `raise_exception(msg)` and `strftime_now(fmt)`, a `tojson` filter that writes what
 //! Python's `json.dumps(ensure_ascii=False)` writes, and Python's string and dict methods
 //! (`.strip()`, `.startswith()`, `.split()`, `.items()`, ...) from `minijinja-contrib`'s pycompat.
-//! The render context is `messages`, `add_generation_prompt`, `bos_token`, `eos_token`, and
-//! `tools` / `documents` set to `none`, as transformers passes them when there are none.
+//! Maps keep their insertion order as Python's dicts do (minijinja's `preserve_order`), and
+//! vendor/minijinja prints lists and dicts as Python does and follows Jinja2 where it differed
+//! (`none is iterable`, a safe string `+` a plain one). transformers' `{% generation %}` tag
+//! renders its body.
+//! The render context is `messages` (each a map with the keys of OpenAI's message: `role`,
+//! `content`, and `tool_calls`, `tool_call_id`, `name` where present), `add_generation_prompt`,
+//! `bos_token`, `eos_token`, `tools` (the caller's list, or `none` as transformers passes it
+//! when there are none; [`ChatTemplate::render_with_tools`]) and `documents` set to `none`.
 //!
 //! A template comes from the file, so it is untrusted code: every render runs with
 //! [`RenderLimits`] scaled to the conversation, fuel (instructions, and the bytes they read)
@@ -56,38 +62,249 @@ pub const BYTES_PER_INPUT_BYTE: u64 = 64;
 /// The longest string `tojson` accepts as `indent` (a number is clamped to this many spaces).
 const MAX_JSON_INDENT: usize = 64;
 
-/// One turn of a conversation.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+/// One turn of a conversation, with the fields of OpenAI's chat messages that chat templates
+/// read: an assistant's `tool_calls`, and a tool result's `tool_call_id` and `name`. It
+/// (de)serializes as OpenAI's JSON message (a `null` content reads as empty).
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct ChatMessage {
-    /// "system", "user", "assistant", ...
+    /// "system", "user", "assistant", "tool", ...
     pub role: String,
     /// The text of the turn.
+    #[serde(default, deserialize_with = "null_as_empty")]
     pub content: String,
+    /// The tools an assistant turn calls (empty: none, and the template sees no `tool_calls`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty", deserialize_with = "null_as_empty")]
+    pub tool_calls: Vec<ToolCall>,
+    /// On a tool result: the id of the call it answers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_call_id: Option<String>,
+    /// On a tool result: the name of the tool.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
 }
 
 impl ChatMessage {
     /// A message with the given role and content.
     pub fn new(role: impl Into<String>, content: impl Into<String>) -> ChatMessage {
-        ChatMessage { role: role.into(), content: content.into() }
+        ChatMessage {
+            role: role.into(),
+            content: content.into(),
+            tool_calls: Vec::new(),
+            tool_call_id: None,
+            name: None,
+        }
+    }
+
+    /// An assistant turn that calls tools (`content` may be empty).
+    pub fn assistant_tool_calls(content: impl Into<String>, tool_calls: Vec<ToolCall>) -> ChatMessage {
+        ChatMessage { tool_calls, ..ChatMessage::new("assistant", content) }
+    }
+
+    /// A tool's result: role `tool`, answering the call `tool_call_id` to the tool `name`.
+    pub fn tool_result(
+        tool_call_id: impl Into<String>,
+        name: impl Into<String>,
+        content: impl Into<String>,
+    ) -> ChatMessage {
+        ChatMessage {
+            tool_call_id: Some(tool_call_id.into()),
+            name: Some(name.into()),
+            ..ChatMessage::new("tool", content)
+        }
+    }
+
+    /// The bytes of text this message gives the template (for [`RenderLimits`]).
+    fn text_len(&self) -> usize {
+        let calls: usize =
+            self.tool_calls.iter().map(|c| c.id.len() + c.name.len() + json_len(&c.arguments)).sum();
+        self.role.len()
+            + self.content.len()
+            + calls
+            + self.tool_call_id.as_ref().map_or(0, String::len)
+            + self.name.as_ref().map_or(0, String::len)
     }
 }
 
-/// A message as the template sees it: a map whose keys iterate in the order Python's dict
-/// would give (`role`, then `content`), so `tojson` and `.items()` match transformers.
+/// One call of a function tool in an assistant turn. It (de)serializes as OpenAI's
+/// `{"id", "type": "function", "function": {"name", "arguments"}}`.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(from = "OpenAiToolCall", into = "OpenAiToolCall")]
+pub struct ToolCall {
+    /// The call's id, which the tool result's `tool_call_id` repeats.
+    pub id: String,
+    /// The function's name.
+    pub name: String,
+    /// The arguments: a JSON object, or the JSON text of one as OpenAI sends it. Templates get
+    /// a mapping: a string that parses as a JSON object is parsed before rendering (as
+    /// llama.cpp does); any other string is passed as it is.
+    pub arguments: serde_json::Value,
+}
+
+impl ToolCall {
+    /// A call with the given id, function name and arguments.
+    pub fn new(id: impl Into<String>, name: impl Into<String>, arguments: serde_json::Value) -> ToolCall {
+        ToolCall { id: id.into(), name: name.into(), arguments }
+    }
+
+    /// The arguments as the template sees them.
+    fn template_arguments(&self) -> Value {
+        if let serde_json::Value::String(s) = &self.arguments {
+            if let Ok(parsed @ serde_json::Value::Object(_)) = serde_json::from_str::<serde_json::Value>(s) {
+                return Value::from_serialize(&parsed);
+            }
+        }
+        Value::from_serialize(&self.arguments)
+    }
+}
+
+#[derive(serde::Serialize, serde::Deserialize)]
+struct OpenAiToolCall {
+    #[serde(default)]
+    id: String,
+    #[serde(rename = "type", default = "function_type")]
+    kind: String,
+    function: OpenAiFunction,
+}
+
+#[derive(serde::Serialize, serde::Deserialize)]
+struct OpenAiFunction {
+    name: String,
+    #[serde(default)]
+    arguments: serde_json::Value,
+}
+
+fn function_type() -> String {
+    "function".to_string()
+}
+
+impl From<OpenAiToolCall> for ToolCall {
+    fn from(c: OpenAiToolCall) -> ToolCall {
+        ToolCall { id: c.id, name: c.function.name, arguments: c.function.arguments }
+    }
+}
+
+impl From<ToolCall> for OpenAiToolCall {
+    fn from(c: ToolCall) -> OpenAiToolCall {
+        OpenAiToolCall {
+            id: c.id,
+            kind: function_type(),
+            function: OpenAiFunction { name: c.name, arguments: c.arguments },
+        }
+    }
+}
+
+/// `null` (or a missing field) as the type's default.
+fn null_as_empty<'de, D, T>(d: D) -> std::result::Result<T, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: Default + serde::Deserialize<'de>,
+{
+    use serde::Deserialize;
+    Ok(Option::<T>::deserialize(d)?.unwrap_or_default())
+}
+
+/// The length of a JSON value's text.
+fn json_len(v: &serde_json::Value) -> usize {
+    serde_json::to_string(v).map_or(0, |s| s.len())
+}
+
+/// A message as the template sees it: a map with exactly the keys Python's dict of the OpenAI
+/// message would have, in its order (`role`, `content`, then `tool_calls`, `tool_call_id`,
+/// `name` only when present, so `message.tool_calls is defined` means what it means in
+/// transformers), so `tojson` and `.items()` match transformers.
 #[derive(Debug)]
-struct MessageValue(ChatMessage);
+struct MessageValue {
+    msg: ChatMessage,
+    keys: Vec<&'static str>,
+    tool_calls: Value,
+}
+
+impl MessageValue {
+    fn new(msg: &ChatMessage) -> MessageValue {
+        let mut keys = vec!["role", "content"];
+        if !msg.tool_calls.is_empty() {
+            keys.push("tool_calls");
+        }
+        if msg.tool_call_id.is_some() {
+            keys.push("tool_call_id");
+        }
+        if msg.name.is_some() {
+            keys.push("name");
+        }
+        let tool_calls = Value::from(
+            msg.tool_calls.iter().map(|c| Value::from_object(ToolCallValue::new(c))).collect::<Vec<_>>(),
+        );
+        MessageValue { msg: msg.clone(), keys, tool_calls }
+    }
+}
 
 impl Object for MessageValue {
     fn get_value(self: &Arc<Self>, key: &Value) -> Option<Value> {
         match key.as_str()? {
-            "role" => Some(Value::from(self.0.role.as_str())),
-            "content" => Some(Value::from(self.0.content.as_str())),
+            "role" => Some(Value::from(self.msg.role.as_str())),
+            "content" => Some(Value::from(self.msg.content.as_str())),
+            "tool_calls" if !self.msg.tool_calls.is_empty() => Some(self.tool_calls.clone()),
+            "tool_call_id" => self.msg.tool_call_id.as_deref().map(Value::from),
+            "name" => self.msg.name.as_deref().map(Value::from),
             _ => None,
         }
     }
 
     fn enumerate(self: &Arc<Self>) -> Enumerator {
-        Enumerator::Str(&["role", "content"])
+        Enumerator::Values(self.keys.iter().map(|k| Value::from(*k)).collect())
+    }
+}
+
+/// A tool call as the template sees it: `{"id", "type", "function": {"name", "arguments"}}`
+/// in that order, `arguments` a mapping.
+#[derive(Debug)]
+struct ToolCallValue {
+    id: Value,
+    function: Value,
+}
+
+impl ToolCallValue {
+    fn new(c: &ToolCall) -> ToolCallValue {
+        let function = Value::from_object(FunctionValue {
+            name: Value::from(c.name.as_str()),
+            arguments: c.template_arguments(),
+        });
+        ToolCallValue { id: Value::from(c.id.as_str()), function }
+    }
+}
+
+impl Object for ToolCallValue {
+    fn get_value(self: &Arc<Self>, key: &Value) -> Option<Value> {
+        match key.as_str()? {
+            "id" => Some(self.id.clone()),
+            "type" => Some(Value::from("function")),
+            "function" => Some(self.function.clone()),
+            _ => None,
+        }
+    }
+
+    fn enumerate(self: &Arc<Self>) -> Enumerator {
+        Enumerator::Str(&["id", "type", "function"])
+    }
+}
+
+#[derive(Debug)]
+struct FunctionValue {
+    name: Value,
+    arguments: Value,
+}
+
+impl Object for FunctionValue {
+    fn get_value(self: &Arc<Self>, key: &Value) -> Option<Value> {
+        match key.as_str()? {
+            "name" => Some(self.name.clone()),
+            "arguments" => Some(self.arguments.clone()),
+            _ => None,
+        }
+    }
+
+    fn enumerate(self: &Arc<Self>) -> Enumerator {
+        Enumerator::Str(&["name", "arguments"])
     }
 }
 
@@ -109,7 +326,7 @@ impl RenderLimits {
     /// wick's default for `messages`: [`BASE_FUEL`] plus [`FUEL_PER_MESSAGE`] per message and
     /// per KiB of text; [`BASE_BYTES`] plus [`BYTES_PER_INPUT_BYTE`] per byte of text.
     pub fn for_conversation(messages: &[ChatMessage]) -> RenderLimits {
-        let text: u64 = messages.iter().map(|m| (m.role.len() + m.content.len()) as u64).sum();
+        let text: u64 = messages.iter().map(|m| m.text_len() as u64).sum();
         let units = messages.len() as u64 + text / 1024;
         RenderLimits {
             fuel: BASE_FUEL.saturating_add(FUEL_PER_MESSAGE.saturating_mul(units)),
@@ -156,7 +373,7 @@ impl ChatTemplate {
             Ok(strftime::format(fmt, current_time(&now_fn)))
         });
         env.add_filter("tojson", tojson);
-        env.add_template_owned(NAME, source.to_string())
+        env.add_template_owned(NAME, generation_tags_as_if(source))
             .map_err(|e| Error::Template(format!("cannot compile: {}", describe(&e))))?;
         Ok(ChatTemplate { env, bos_token: bos_token.to_string(), eos_token: eos_token.to_string(), now })
     }
@@ -184,7 +401,33 @@ impl ChatTemplate {
         add_generation_prompt: bool,
         vars: &serde_json::Map<String, serde_json::Value>,
     ) -> Result<String> {
-        self.render_inner(messages, add_generation_prompt, RenderLimits::for_conversation(messages), vars)
+        self.render_inner(
+            messages,
+            add_generation_prompt,
+            RenderLimits::for_conversation(messages),
+            None,
+            vars,
+        )
+    }
+
+    /// [`ChatTemplate::render_with_vars`] with tools: `tools` is what the template sees as
+    /// `tools`, as transformers' `apply_chat_template(tools=...)` passes it (OpenAI's list of
+    /// `{"type": "function", "function": {"name", "description", "parameters"}}`); `None` passes
+    /// `none`, as with no tools. The limits grow with the tools' JSON text as with message text.
+    pub fn render_with_tools(
+        &self,
+        messages: &[ChatMessage],
+        add_generation_prompt: bool,
+        tools: Option<&serde_json::Value>,
+        vars: &serde_json::Map<String, serde_json::Value>,
+    ) -> Result<String> {
+        let mut limits = RenderLimits::for_conversation(messages);
+        if let Some(t) = tools {
+            let text = json_len(t) as u64;
+            limits.fuel = limits.fuel.saturating_add(FUEL_PER_MESSAGE.saturating_mul(text / 1024));
+            limits.bytes = limits.bytes.saturating_add(BYTES_PER_INPUT_BYTE.saturating_mul(text));
+        }
+        self.render_inner(messages, add_generation_prompt, limits, tools, vars)
     }
 
     /// [`ChatTemplate::render`] within the given limits; a template that passes one gets
@@ -195,7 +438,7 @@ impl ChatTemplate {
         add_generation_prompt: bool,
         limits: RenderLimits,
     ) -> Result<String> {
-        self.render_inner(messages, add_generation_prompt, limits, &serde_json::Map::new())
+        self.render_inner(messages, add_generation_prompt, limits, None, &serde_json::Map::new())
     }
 
     fn render_inner(
@@ -203,6 +446,7 @@ impl ChatTemplate {
         messages: &[ChatMessage],
         add_generation_prompt: bool,
         limits: RenderLimits,
+        tools: Option<&serde_json::Value>,
         vars: &serde_json::Map<String, serde_json::Value>,
     ) -> Result<String> {
         // minijinja reads the limits from the environment when a render starts; a clone shares
@@ -211,13 +455,14 @@ impl ChatTemplate {
         env.set_fuel(Some(limits.fuel));
         env.set_size_budget(Some(limits.bytes));
         let tmpl = env.get_template(NAME).map_err(|e| Error::Template(describe(&e)))?;
-        let msgs: Vec<Value> = messages.iter().map(|m| Value::from_object(MessageValue(m.clone()))).collect();
+        let msgs: Vec<Value> = messages.iter().map(|m| Value::from_object(MessageValue::new(m))).collect();
+        let tools = tools.map_or(Value::from(()), Value::from_serialize);
         let ctx = minijinja::context! {
             messages => msgs,
             add_generation_prompt => add_generation_prompt,
             bos_token => self.bos_token.as_str(),
             eos_token => self.eos_token.as_str(),
-            tools => (),
+            tools => tools,
             documents => (),
         };
         // The first value of a key wins: the variables above before the caller's.
@@ -239,6 +484,46 @@ impl ChatTemplate {
             })
         })
     }
+}
+
+/// transformers' `{% generation %}...{% endgeneration %}` (its AssistantTracker extension:
+/// it marks the assistant's tokens for training masks and renders its body unchanged) as
+/// `{% if true %}...{% endif %}`, keeping the tags' whitespace control, since minijinja has no
+/// such tag. (jinja2 renders the body as a call block, a scope of its own; no template in
+/// llama.cpp's set sets a variable there that it reads after the block.)
+fn generation_tags_as_if(source: &str) -> String {
+    let mut out = String::with_capacity(source.len());
+    let mut rest = source;
+    while let Some(at) = rest.find("{%") {
+        out.push_str(&rest[..at]);
+        let tag = &rest[at..];
+        let Some(end) = tag.find("%}") else {
+            rest = tag;
+            break;
+        };
+        let inner = &tag[2..end];
+        let (open, body) = match inner.strip_prefix(['-', '+']) {
+            Some(b) => (&inner[..1], b),
+            None => ("", inner),
+        };
+        let (body, close) = match body.strip_suffix(['-', '+']) {
+            Some(b) => (b, &body[b.len()..]),
+            None => (body, ""),
+        };
+        let replacement = match body.trim() {
+            "generation" => "if true",
+            "endgeneration" => "endif",
+            _ => {
+                out.push_str("{%");
+                rest = &tag[2..];
+                continue;
+            }
+        };
+        out.push_str(&format!("{{%{open} {replacement} {close}%}}"));
+        rest = &tag[end + 2..];
+    }
+    out.push_str(rest);
+    out
 }
 
 /// The error text with its causes, e.g. "invalid operation: roles must alternate (in chat_template:3)".
@@ -311,7 +596,7 @@ fn tojson(
     kwargs.assert_all_used()?;
     let mut out = String::new();
     pyjson::write(&mut out, value, &opts, 0)?;
-    Ok(Value::from_safe_string(out))
+    Ok(Value::from(out))
 }
 
 /// The bytes left in the render's size budget.

@@ -126,9 +126,9 @@ pub async fn generate(a: GenerateArgs) -> Result<()> {
     let text = if a.chat {
         let mut msgs = Vec::new();
         if let Some(s) = &a.system {
-            msgs.push(ChatMessage { role: "system".into(), content: s.clone() });
+            msgs.push(ChatMessage::new("system", s.clone()));
         }
-        msgs.push(ChatMessage { role: "user".into(), content: a.prompt.clone() });
+        msgs.push(ChatMessage::new("user", a.prompt.clone()));
         render(&model, &msgs)?
     } else {
         a.prompt.clone()
@@ -159,7 +159,7 @@ pub async fn chat(a: ChatArgs) -> Result<()> {
     let mut session = model.session(SessionOptions { n_ctx: a.model.n_ctx, ..Default::default() })?;
     let mut msgs = Vec::new();
     if let Some(s) = &a.system {
-        msgs.push(ChatMessage { role: "system".into(), content: s.clone() });
+        msgs.push(ChatMessage::new("system", s.clone()));
     }
     eprintln!(
         "wick chat with {} on {} — empty line or Ctrl-D to quit",
@@ -177,7 +177,7 @@ pub async fn chat(a: ChatArgs) -> Result<()> {
         if line.is_empty() {
             break;
         }
-        msgs.push(ChatMessage { role: "user".into(), content: line.to_string() });
+        msgs.push(ChatMessage::new("user", line.to_string()));
         let ids = model.tokenizer().encode(&render(&model, &msgs)?, false, true)?;
         let opts = GenerateOptions {
             max_tokens: a.n_predict,
@@ -189,7 +189,7 @@ pub async fn chat(a: ChatArgs) -> Result<()> {
             logit_bias: a.sampling.logit_bias.clone(),
         };
         match run(&mut session, &ids, opts, false).await {
-            Ok(reply) => msgs.push(ChatMessage { role: "assistant".into(), content: reply }),
+            Ok(reply) => msgs.push(ChatMessage::new("assistant", reply)),
             Err(e @ Error::ContextOverflow { .. }) => {
                 eprintln!("error: {e}; starting a new conversation");
                 msgs.retain(|m| m.role == "system");

@@ -221,7 +221,9 @@ mod builtins {
     /// ```
     #[cfg_attr(docsrs, doc(cfg(feature = "builtins")))]
     pub fn is_iterable(v: &Value) -> bool {
-        v.try_iter().is_ok()
+        // wick: `none` is not iterable, as in Jinja2 (`None is iterable` is false there; an
+        // undefined value stays iterable in both).
+        !v.is_none() && v.try_iter().is_ok()
     }
 
     /// Checks if this value is a mapping

@@ -485,8 +485,8 @@ impl fmt::Debug for ValueRepr {
             ValueRepr::Invalid(ref val) => write!(f, "<invalid value: {val}>"),
             ValueRepr::U128(val) => fmt::Debug::fmt(&{ val.0 }, f),
             ValueRepr::I128(val) => fmt::Debug::fmt(&{ val.0 }, f),
-            ValueRepr::String(ref val, _) => fmt::Debug::fmt(val, f),
-            ValueRepr::SmallStr(ref val) => fmt::Debug::fmt(val.as_str(), f),
+            ValueRepr::String(ref val, _) => python_str_repr(val, f),
+            ValueRepr::SmallStr(ref val) => python_str_repr(val.as_str(), f),
             ValueRepr::Bytes(ref val) => {
                 write!(f, "b'")?;
                 for &b in val.iter() {
@@ -501,6 +501,38 @@ impl fmt::Debug for ValueRepr {
             ValueRepr::Object(ref val) => val.render(f),
         }
     }
+}
+
+/// wick: a string as Python's `repr` writes it, so a list or dict printed in a template reads
+/// as in Jinja2 (`{'a': 'b'}`): single quotes unless the string has a `'` and no `"`,
+/// backslash escapes for the quote, `\\`, `\n`, `\r`, `\t`, and `\xNN` / `\uNNNN` for other
+/// characters Python does not print (controls, separators, format characters).
+fn python_str_repr(s: &str, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+    let quote = if s.contains('\'') && !s.contains('"') { '"' } else { '\'' };
+    let mut out = String::with_capacity(s.len() + 2);
+    out.push(quote);
+    for c in s.chars() {
+        match c {
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            c if c == quote => {
+                out.push('\\');
+                out.push(c);
+            }
+            c if (c as u32) < 0x20 || (0x7f..=0xa0).contains(&(c as u32)) || c == '\u{ad}' => {
+                out.push_str(&format!("\\x{:02x}", c as u32));
+            }
+            '\u{1680}' | '\u{2000}'..='\u{200f}' | '\u{2028}'..='\u{202f}' | '\u{205f}'..='\u{2064}'
+            | '\u{3000}' | '\u{feff}' => {
+                out.push_str(&format!("\\u{:04x}", c as u32));
+            }
+            c => out.push(c),
+        }
+    }
+    out.push(quote);
+    f.write_str(&out)
 }
 
 impl Hash for Value {

@@ -311,6 +311,20 @@ pub fn add(lhs: &Value, rhs: &Value) -> Result<Value, Error> {
             .ok_or_else(|| failed_op("+", lhs, rhs))
             .map(int_as_value),
         Some(CoerceResult::F64(a, b)) => Ok((a + b).into()),
+        // wick: as Jinja2's Markup (markupsafe), a safe string plus a plain one escapes the
+        // plain one, and a sum with a safe string is safe; `'...'|safe + x` in a template
+        // escapes `x` in Jinja2.
+        Some(CoerceResult::Str(a, b)) if lhs.is_safe() || rhs.is_safe() => {
+            let mut out = String::with_capacity(a.len() + b.len());
+            for (part, safe) in [(a, lhs.is_safe()), (b, rhs.is_safe())] {
+                if safe {
+                    out.push_str(part);
+                } else {
+                    markupsafe_escape(part, &mut out);
+                }
+            }
+            Ok(Value::from_safe_string(out))
+        }
         Some(CoerceResult::Str(a, b)) => Ok(Value::from([a, b].concat())),
         _ => Err(impossible_op("+", lhs, rhs)),
     }
@@ -460,6 +474,21 @@ pub fn neg(val: &Value) -> Result<Value, Error> {
 }
 
 /// Attempts a string concatenation.
+/// wick: markupsafe's `escape`: `&`, `<`, `>`, `'` and `"` as `&amp;`, `&lt;`, `&gt;`, `&#39;`
+/// and `&#34;`.
+fn markupsafe_escape(s: &str, out: &mut String) {
+    for c in s.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '\'' => out.push_str("&#39;"),
+            '"' => out.push_str("&#34;"),
+            c => out.push(c),
+        }
+    }
+}
+
 pub fn string_concat(left: Value, right: &Value) -> Value {
     Value::from(format!("{left}{right}"))
 }
