@@ -118,7 +118,9 @@ impl<'m> Batch<'m> {
             }
         }
         let n_tokens: usize = work.iter().map(|(_, t)| t.len()).sum();
-        let graph = self.model.graph(n_tokens, work.len(), Logits::Last)?;
+        // Graphs take up to n_seqs sequences: a power of two keeps the compiled shapes few.
+        let n_seqs = work.len().next_power_of_two().min(n_tokens);
+        let graph = self.model.graph(n_tokens, n_seqs, Logits::Last)?;
         let steps: Vec<SeqStep> = work
             .iter()
             .map(|(id, toks)| {
