@@ -103,7 +103,9 @@ use kernels::Pipelines;
 use ops::MatVecMode;
 use record::Plan;
 
-use super::{Executor, Graph, GraphId, KvId, KvSpec, LocalFuture, Readback, SeqStep, StepOutput, WeightId};
+use super::{
+    Executor, Graph, GraphId, KvId, KvSpec, LocalFuture, Readback, Rows, SeqStep, StepOutput, WeightId,
+};
 use crate::quant::GgmlType;
 use crate::{Error, Result};
 
@@ -393,19 +395,33 @@ impl Executor for WebGpuExecutor {
             let plan = self.plans[gi].as_ref().ok_or_else(|| err("unknown graph"))?;
             let out = match readback {
                 Readback::Argmax => {
-                    let b = buffers::read(&self.gpu.device, &plan.argmax_read, 4).await?;
-                    StepOutput {
-                        tokens: vec![u32::from_le_bytes([b[0], b[1], b[2], b[3]])],
-                        logits: Vec::new(),
-                    }
+                    // One id per sequence of the graph (argmax.wgsl); those of the step's.
+                    let b = buffers::read(&self.gpu.device, &plan.argmax_read, 4 * seqs.len() as u64).await?;
+                    let tokens =
+                        b.chunks_exact(4).map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect();
+                    StepOutput { tokens, logits: Vec::new() }
                 }
                 Readback::LastLogits | Readback::AllLogits => {
                     let b = buffers::read(&self.gpu.device, &plan.logits_read, plan.logits_bytes).await?;
                     let mut logits: Vec<f32> =
                         b.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect();
                     if readback == Readback::LastLogits {
-                        let n_vocab = plan.graph.cols(plan.graph.logits);
-                        logits.drain(..logits.len() - n_vocab);
+                        // A row per sequence of the step: its last token's row where the logits
+                        // have a row per token, else its own row (Rows::Last).
+                        let g = &plan.graph;
+                        let n_vocab = g.cols(g.logits);
+                        logits = if g.acts[g.logits.0 as usize].rows == Rows::All {
+                            let mut end = 0;
+                            let mut rows = Vec::with_capacity(seqs.len() * n_vocab);
+                            for s in seqs {
+                                end += s.tokens.len();
+                                rows.extend_from_slice(&logits[(end - 1) * n_vocab..end * n_vocab]);
+                            }
+                            rows
+                        } else {
+                            logits.truncate(seqs.len() * n_vocab);
+                            logits
+                        };
                     }
                     StepOutput { tokens: Vec::new(), logits }
                 }
