@@ -91,7 +91,7 @@ impl SeqBlocks {
     pub fn truncate(&mut self, pool: &mut BlockPool, n_positions: usize) -> usize {
         let mut keep = blocks_for(n_positions).min(self.blocks.len());
         let mut kept = n_positions.min(keep * KV_BLOCK);
-        if keep > 0 && n_positions % KV_BLOCK != 0 && pool.refs(self.blocks[keep - 1]) > 1 {
+        if keep > 0 && !n_positions.is_multiple_of(KV_BLOCK) && pool.refs(self.blocks[keep - 1]) > 1 {
             keep -= 1;
             kept = keep * KV_BLOCK;
         }
