@@ -10,14 +10,16 @@ use wick::quant::GgmlType;
 use super::{graph, row, tol, Case, Expect, Row};
 
 /// (query heads, KV heads, head size, window, soft-cap): GQA 3 and 7 as the real models, a
-/// window with a soft-cap, and head size 256.
+/// window with a soft-cap, head size 256, and head size 6 with a window (not a multiple of 4:
+/// the WebGPU executor's per-row attention kernel).
 type Shape = (usize, usize, usize, Option<usize>, Option<f32>);
-const SHAPES: [Shape; 5] = [
+const SHAPES: [Shape; 6] = [
     (4, 2, 64, None, None),
     (3, 1, 128, None, None),
     (7, 1, 128, None, None),
     (8, 2, 128, Some(40), Some(50.0)),
     (2, 1, 256, None, Some(30.0)),
+    (4, 2, 6, Some(40), None),
 ];
 
 /// A graph of `n_tok` tokens of up to `n_seqs` sequences: (RoPE of q and k when `rope`), the

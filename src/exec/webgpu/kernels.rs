@@ -43,6 +43,8 @@ const ATTENTION_TILED: &str = include_str!("shaders/attention_tiled.wgsl");
 const GATED_ACT: &str = include_str!("shaders/gated_act.wgsl");
 const ADD: &str = include_str!("shaders/add.wgsl");
 const ARGMAX: &str = include_str!("shaders/argmax.wgsl");
+const STEP: &str = include_str!("shaders/step.wgsl");
+const TAKE_LAST: &str = include_str!("shaders/take_last.wgsl");
 
 /// Weight types the WebGPU executor runs (matrix products and embeddings): every weight type.
 pub const SUPPORTED: [GgmlType; 13] = GgmlType::WEIGHT_TYPES;
@@ -152,8 +154,10 @@ pub enum Kernel {
     GatedGelu,
     /// Elementwise sum in place (add.wgsl).
     Add,
-    /// Index of the largest logit of the last row (argmax.wgsl).
+    /// Index of the largest logit of each sequence's row (argmax.wgsl).
     Argmax,
+    /// Each sequence's last row (take_last.wgsl).
+    TakeLast,
 }
 
 /// The tiles of attention_tiled.wgsl: `pairs` (row, query head) pairs per workgroup (32 or
@@ -204,7 +208,7 @@ fn attention_source(f16: bool, tpl: Template) -> Result<String, String> {
     let (elem, read) = kv4(f16);
     let keys = Template::new(ATTENTION_KEYS).set("KV4", elem).set("KV4F", read).render()?;
     let body = tpl.set("PARAMS", params::AttentionParams::WGSL).set("KV4", elem).render()?;
-    Ok([COMMON, &body, &keys].concat())
+    Ok([COMMON, &body, &keys, STEP].concat())
 }
 
 /// The WGSL name of a weight type's functions (dequant.wgsl, matvec_*.wgsl).
@@ -410,11 +414,13 @@ impl Kernel {
                     .render()?;
                 ([COMMON, &src].concat(), "rms_norm")
             }
-            Kernel::Rope => ([COMMON, ROPE_MATH, &with_params::<RopeParams>(ROPE)?].concat(), "rope"),
+            Kernel::Rope => ([COMMON, ROPE_MATH, &with_params::<RopeParams>(ROPE)?, STEP].concat(), "rope"),
             Kernel::RopeKv => {
-                ([COMMON, ROPE_MATH, &with_params::<RopeKvParams>(ROPE_KV)?].concat(), "rope_kv")
+                ([COMMON, ROPE_MATH, &with_params::<RopeKvParams>(ROPE_KV)?, STEP].concat(), "rope_kv")
             }
-            Kernel::KvStore => ([COMMON, &with_params::<KvStoreParams>(KV_STORE)?].concat(), "kv_store"),
+            Kernel::KvStore => {
+                ([COMMON, &with_params::<KvStoreParams>(KV_STORE)?, STEP].concat(), "kv_store")
+            }
             Kernel::Attention => {
                 // The cache's element (two f16) and its conversion to vec2<f32>.
                 let (elem, read) = if f16 { ("vec2<f16>", "vec2<f32>") } else { ("u32", "half2") };
@@ -423,7 +429,7 @@ impl Kernel {
                     .set("KV2", elem)
                     .set("KVF", read)
                     .render()?;
-                ([COMMON, &src].concat(), "attention")
+                ([COMMON, &src, STEP].concat(), "attention")
             }
             Kernel::AttentionSplit { heads } => {
                 let h = heads as usize;
@@ -437,7 +443,7 @@ impl Kernel {
                 let (elem, read) = kv4(f16);
                 let keys = Template::new(ATTENTION_KEYS).set("KV4", elem).set("KV4F", read).render()?;
                 let body = with_params::<AttentionParams>(ATTENTION_COMBINE)?;
-                ([COMMON, &body, &keys].concat(), "attention_combine")
+                ([COMMON, &body, &keys, STEP].concat(), "attention_combine")
             }
             Kernel::AttentionTiled(t) => {
                 let (ti, tj) = t.grid();
@@ -460,7 +466,10 @@ impl Kernel {
             Kernel::GatedSilu => ([COMMON, &with_params::<CountParams>(GATED_ACT)?].concat(), "gated_silu"),
             Kernel::GatedGelu => ([COMMON, &with_params::<CountParams>(GATED_ACT)?].concat(), "gated_gelu"),
             Kernel::Add => ([COMMON, &with_params::<CountParams>(ADD)?].concat(), "add"),
-            Kernel::Argmax => ([COMMON, &with_params::<ArgmaxParams>(ARGMAX)?].concat(), "argmax"),
+            Kernel::Argmax => ([COMMON, &with_params::<ArgmaxParams>(ARGMAX)?, STEP].concat(), "argmax"),
+            Kernel::TakeLast => {
+                ([COMMON, &with_params::<TakeLastParams>(TAKE_LAST)?, STEP].concat(), "take_last")
+            }
         })
     }
 }

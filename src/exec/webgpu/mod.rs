@@ -44,12 +44,19 @@
 //!   keys across workgroups (attention_split.wgsl: a split of at least 64 keys, one KV head
 //!   and up to 8 of its query heads per workgroup, so K and V are read once per KV head; up
 //!   to 128 splits fixed when the graph is compiled, each split's range computed from the
-//!   step's position at run time, empty splits exiting) and merge the splits in a second
-//!   dispatch (attention_combine.wgsl). Longer steps use tiled flash attention
-//!   (attention_tiled.wgsl: 32 or 16 (row, query head) pairs of one KV head per workgroup, key
-//!   tiles of 64 or 32 staged through workgroup memory, sized from
-//!   `max_compute_workgroup_storage_size`; causally masked tiles are skipped). Head sizes
-//!   that are not a multiple of 4 keep attention.wgsl (a workgroup per row and head).
+//!   row's own position at run time, from a multiple of 64 so that key tiles lie in one
+//!   block, empty splits exiting) and merge the splits in a second dispatch
+//!   (attention_combine.wgsl). Longer steps use tiled flash attention (attention_tiled.wgsl:
+//!   32 or 16 (row, query head) pairs of one KV head and one sequence per workgroup, each
+//!   sequence's pairs tiled on their own, key tiles of 64 or 32 staged through workgroup
+//!   memory, sized from `max_compute_workgroup_storage_size`; causally masked tiles are
+//!   skipped). Head sizes that are not a multiple of 4 keep attention.wgsl (a workgroup per
+//!   row and head).
+//! - Steps of several sequences over the blocked KV cache (exec/step.rs): every kernel that
+//!   reads the step takes each row's token, position and sequence from the packed
+//!   `StepLayout` (shaders/step.wgsl), and reads or writes cache rows through the row's
+//!   sequence's block table, looked up once per key tile in attention (a tile of 64 or 32
+//!   keys from a multiple of its size lies in one block of 64).
 //! - Two precision paths: with `Features::SHADER_F16` (unless `WICK_WEBGPU_F16=0`) kernels
 //!   read bulk f16 data through f16-typed bindings and hardware conversion: the f16 KV cache
 //!   in attention, F16 weights, and the f16 block scales (the weight buffer is bound a second
@@ -60,10 +67,12 @@
 //!   everything a step needs once: activation buffers, one uniform buffer holding every
 //!   dispatch's parameters, pipelines (cached per kernel), bind groups. Bind
 //!   groups that name a KV cache are made at the first step with that cache and kept.
-//! - `run` writes the position and token ids into a small storage buffer, submits the step's
-//!   commands (recorded ahead during the previous step of the same graph, cache and readback,
-//!   else now) in one submission, records the next step's, and reads back the argmax id
-//!   (computed on the device) or the logits.
+//! - `run` writes the packed step (`StepLayout`: tokens, positions, sequences, block tables)
+//!   into the plan's step buffer for the cache (one per (plan, cache): the tables' stride is
+//!   the cache's block count; record.rs), submits the step's commands (recorded ahead during
+//!   the previous step of the same graph, cache and readback, else now) in one submission,
+//!   records the next step's, and reads back an argmax id per sequence (computed on the
+//!   device) or the logits (LastLogits: each sequence's row).
 //! - Activations are f32; the KV cache is f16, two per 32-bit word (read as `vec2<f16>` with
 //!   `shader-f16`, by hand without).
 //! - Layout: device.rs acquires the device; ops/ turns each launch unit of a graph (one op,
@@ -103,7 +112,9 @@ use kernels::Pipelines;
 use ops::MatVecMode;
 use record::Plan;
 
-use super::{Executor, Graph, GraphId, KvId, KvSpec, LocalFuture, Readback, SeqStep, StepOutput, WeightId};
+use super::{
+    Executor, Graph, GraphId, KvId, KvSpec, LocalFuture, Readback, Rows, SeqStep, StepOutput, WeightId,
+};
 use crate::quant::GgmlType;
 use crate::{Error, Result};
 
@@ -393,19 +404,33 @@ impl Executor for WebGpuExecutor {
             let plan = self.plans[gi].as_ref().ok_or_else(|| err("unknown graph"))?;
             let out = match readback {
                 Readback::Argmax => {
-                    let b = buffers::read(&self.gpu.device, &plan.argmax_read, 4).await?;
-                    StepOutput {
-                        tokens: vec![u32::from_le_bytes([b[0], b[1], b[2], b[3]])],
-                        logits: Vec::new(),
-                    }
+                    // One id per sequence of the graph (argmax.wgsl); those of the step's.
+                    let b = buffers::read(&self.gpu.device, &plan.argmax_read, 4 * seqs.len() as u64).await?;
+                    let tokens =
+                        b.chunks_exact(4).map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect();
+                    StepOutput { tokens, logits: Vec::new() }
                 }
                 Readback::LastLogits | Readback::AllLogits => {
                     let b = buffers::read(&self.gpu.device, &plan.logits_read, plan.logits_bytes).await?;
                     let mut logits: Vec<f32> =
                         b.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect();
                     if readback == Readback::LastLogits {
-                        let n_vocab = plan.graph.cols(plan.graph.logits);
-                        logits.drain(..logits.len() - n_vocab);
+                        // A row per sequence of the step: its last token's row where the logits
+                        // have a row per token, else its own row (Rows::Last).
+                        let g = &plan.graph;
+                        let n_vocab = g.cols(g.logits);
+                        logits = if g.acts[g.logits.0 as usize].rows == Rows::All {
+                            let mut end = 0;
+                            let mut rows = Vec::with_capacity(seqs.len() * n_vocab);
+                            for s in seqs {
+                                end += s.tokens.len();
+                                rows.extend_from_slice(&logits[(end - 1) * n_vocab..end * n_vocab]);
+                            }
+                            rows
+                        } else {
+                            logits.truncate(seqs.len() * n_vocab);
+                            logits
+                        };
                     }
                     StepOutput { tokens: Vec::new(), logits }
                 }

@@ -149,6 +149,9 @@ params!(
         neox: u32,
         /// Row length of the slot.
         width: u32,
+        /// The graph's tokens and most sequences: the step buffer's layout (step.wgsl).
+        n_tok: u32,
+        n_seq: u32,
     }
 );
 
@@ -172,6 +175,9 @@ params!(
         q_width: u32,
         k_dim: u32,
         v_dim: u32,
+        /// The graph's tokens and most sequences: the step buffer's layout (step.wgsl).
+        n_tok: u32,
+        n_seq: u32,
     }
 );
 
@@ -180,6 +186,9 @@ params!(
     KvStoreParams {
         dim: u32,
         rows: u32,
+        /// The graph's tokens and most sequences: the step buffer's layout (step.wgsl).
+        n_tok: u32,
+        n_seq: u32,
     }
 );
 
@@ -203,6 +212,9 @@ params!(
         splits: u32,
         /// Workgroups per KV head, each taking some of its query heads (attention_split.wgsl).
         blocks: u32,
+        /// The graph's tokens and most sequences: the step buffer's layout (step.wgsl).
+        n_tok: u32,
+        n_seq: u32,
     }
 );
 
@@ -216,9 +228,25 @@ params!(
 params!(
     /// argmax.wgsl.
     ArgmaxParams {
+        /// Logits per row.
         n: u32,
-        /// Index of the first logit of the last row.
-        offset: u32,
+        /// The logits have a row per token (take each sequence's last token's row), not per
+        /// sequence.
+        all: u32,
+        /// The graph's tokens and most sequences: the step buffer's layout (step.wgsl).
+        n_tok: u32,
+        n_seq: u32,
+    }
+);
+
+params!(
+    /// take_last.wgsl.
+    TakeLastParams {
+        /// Row length.
+        cols: u32,
+        /// The graph's tokens and most sequences: the step buffer's layout (step.wgsl).
+        n_tok: u32,
+        n_seq: u32,
     }
 );
 
@@ -291,7 +319,9 @@ mod tests {
             mscale,
             has_freqs,
             neox,
-            width
+            width,
+            n_tok,
+            n_seq
         });
         check_layout!(RopeKvParams {
             n_heads,
@@ -308,9 +338,11 @@ mod tests {
             neox,
             q_width,
             k_dim,
-            v_dim
+            v_dim,
+            n_tok,
+            n_seq
         });
-        check_layout!(KvStoreParams { dim, rows });
+        check_layout!(KvStoreParams { dim, rows, n_tok, n_seq });
         check_layout!(AttentionParams {
             n_heads,
             group,
@@ -323,17 +355,20 @@ mod tests {
             scale,
             softcap,
             splits,
-            blocks
+            blocks,
+            n_tok,
+            n_seq
         });
         check_layout!(CountParams { n });
-        check_layout!(ArgmaxParams { n, offset });
+        check_layout!(ArgmaxParams { n, all, n_tok, n_seq });
+        check_layout!(TakeLastParams { cols, n_tok, n_seq });
     }
 
     /// Words are the fields' bits in order (f32 as its bit pattern).
     #[test]
     fn words_in_declaration_order() {
-        let p = ArgmaxParams { n: 7, offset: 9 };
-        assert_eq!(p.words(), vec![7, 9]);
+        let p = ArgmaxParams { n: 7, all: 9, n_tok: 3, n_seq: 1 };
+        assert_eq!(p.words(), vec![7, 9, 3, 1]);
         let e = EmbedParams { k: 1, scale: 2.0, ..Default::default() };
         assert_eq!(e.words(), vec![1, 0, 0, 0, 0, 2.0f32.to_bits()]);
     }

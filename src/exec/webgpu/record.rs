@@ -1,6 +1,14 @@
 //! The compiled plan of a graph: its buffers, the uniform buffer of every dispatch's
 //! parameters, the command list, the bind groups of KV caches (made at a cache's first step),
 //! and the recording of a step into one command encoder.
+//!
+//! The step buffer holds the step's inputs as [`StepLayout`] packs them, block tables
+//! included; their stride is the cache's block count, so a plan has one step buffer per cache
+//! it has run with, made with the cache's bind groups, and every dispatch that reads the step
+//! (not only those naming the cache: embedding, RoPE, the attention merge, TakeLast, argmax)
+//! is bound per cache. The step is bound with exactly the pack's size: kernels derive the
+//! table stride from its length (step.wgsl). Commands recorded for a (plan, cache) are
+//! replayed step after step; only the step buffer's contents change.
 
 use std::collections::HashMap;
 use std::num::NonZeroU64;
@@ -9,7 +17,7 @@ use super::buffers::{err, GpuKv, GpuWeight};
 use super::device::{check_size, scoped, Gpu};
 use super::kernels::{ActQuant, Kernel, Pipelines};
 use super::profile::StepQueries;
-use crate::exec::{check_step, contiguous_one, ActId, Graph, SeqStep};
+use crate::exec::{check_step, ActId, Graph, SeqStep, StepLayout};
 use crate::Result;
 
 /// Bytes of a dispatch's parameter binding (its slot in the uniform buffer is at least 256).
@@ -22,7 +30,8 @@ pub enum Res {
     Act(ActId),
     /// Part `.1` of weight `.0`.
     Weight(usize, usize),
-    /// The step buffer: [pos, token ids...].
+    /// The step buffer of the cache the step runs with (`StepLayout`): a dispatch binding it
+    /// is bound per cache.
     Step,
     /// The executor's small buffer for unused read-only bindings.
     Dummy,
@@ -71,6 +80,19 @@ pub enum KvUse {
     Attend { q: ActId, dst: ActId, layer: usize, k_dim: usize },
     /// attention_split.wgsl: the splits' partial results into the plan's scratch buffer.
     AttendSplit { q: ActId, layer: usize, k_dim: usize },
+    /// A dispatch that reads the step but not the cache (record.rs makes these from the
+    /// dispatches whose buffers include `Res::Step`): its bindings 1, 2, ...
+    Plain(Vec<Slot>),
+}
+
+/// A binding of a [`KvUse::Plain`] dispatch.
+pub enum Slot {
+    /// The cache's step buffer.
+    Step,
+    /// This buffer.
+    Buf(wgpu::Buffer),
+    /// None (the kernel does not use it).
+    Unused,
 }
 
 /// What compiling a graph's ops produced (ops/mod.rs), before any buffer exists.
@@ -121,22 +143,33 @@ struct KvBind {
     extra: Option<wgpu::Buffer>,
 }
 
+/// What a plan binds for one KV cache.
+struct CacheBinds {
+    /// The bind groups of the plan's `kv_binds`, in order.
+    groups: Vec<wgpu::BindGroup>,
+    /// The argmax's bind group.
+    argmax: wgpu::BindGroup,
+    /// The step's inputs for this cache's table stride, written by `submit`.
+    step: wgpu::Buffer,
+    layout: StepLayout,
+}
+
 /// A compiled graph.
 pub struct Plan {
     /// The graph it runs.
     pub graph: Graph,
     acts: Vec<wgpu::Buffer>,
-    /// [pos, token ids...] for the step, written by `run`.
-    pub step: wgpu::Buffer,
+    /// The device's limits (step buffers are made per cache).
+    limits: wgpu::Limits,
     /// The attention splits' partial results.
     attn_scratch: wgpu::Buffer,
     params: wgpu::Buffer,
     cmds: Vec<Cmd>,
     kv_binds: Vec<KvBind>,
-    bound: HashMap<u32, Vec<wgpu::BindGroup>>,
-    argmax: (wgpu::ComputePipeline, wgpu::BindGroup),
+    bound: HashMap<u32, CacheBinds>,
+    argmax: (wgpu::ComputePipeline, KvBind),
     argmax_out: wgpu::Buffer,
-    /// Where the argmax's token id is read back.
+    /// Where the argmax's token ids (one per sequence of the graph) are read back.
     pub argmax_read: wgpu::Buffer,
     /// Where the logits are read back.
     pub logits_read: wgpu::Buffer,
@@ -149,8 +182,39 @@ pub struct Plan {
     /// Timestamp queries, when profiling on an adapter that has them.
     pub queries: Option<StepQueries>,
     /// The next step, recorded while the GPU ran the last one: (cache, argmax, commands).
-    /// Steps differ only in the contents of `step`, so their commands are the same.
+    /// Steps differ only in the contents of the cache's step buffer, so their commands are
+    /// the same.
     pub ahead: Option<(u32, bool, wgpu::CommandBuffer)>,
+}
+
+/// The first `bytes` of step buffer `step`.
+fn step_binding(step: &wgpu::Buffer, bytes: u64) -> wgpu::BindingResource<'_> {
+    wgpu::BindingResource::Buffer(wgpu::BufferBinding {
+        buffer: step,
+        offset: 0,
+        size: NonZeroU64::new(bytes),
+    })
+}
+
+/// The whole of `buf`, bound.
+fn whole(buf: &wgpu::Buffer) -> Option<wgpu::BindingResource<'_>> {
+    Some(buf.as_entire_binding())
+}
+
+/// The bindings of a plain dispatch with the step buffer `step` (its first `bytes`).
+fn plain<'a>(
+    slots: &'a [Slot],
+    step: &'a wgpu::Buffer,
+    bytes: u64,
+) -> Vec<Option<wgpu::BindingResource<'a>>> {
+    slots
+        .iter()
+        .map(|s| match s {
+            Slot::Step => Some(step_binding(step, bytes)),
+            Slot::Buf(b) => Some(b.as_entire_binding()),
+            Slot::Unused => None,
+        })
+        .collect()
 }
 
 /// The parameter binding (binding 0) of a dispatch whose parameters are at `offset`.
@@ -203,21 +267,16 @@ impl Plan {
             let size = 4 * n(ActId(i as u32)) as u64;
             acts.push(buffer(&format!("activation {i}"), size, usage)?);
         }
-        let step = buffer(
-            "step",
-            4 * (1 + g.n_tokens as u64),
-            wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_DST,
-        )?;
         let quant: HashMap<ActQuant, wgpu::Buffer> = built
             .qsize
             .iter()
             .map(|(&q, &size)| Ok((q, buffer("quantized activations", size, usage)?)))
             .collect::<Result<_>>()?;
         let attn_scratch = buffer("attention splits", built.attn_scratch, wgpu::BufferUsages::STORAGE)?;
-        let argmax_out = buffer("argmax", 16, usage)?;
+        let argmax_out = buffer("argmax", 4 * g.n_seqs as u64, usage)?;
         let dummy_rw = buffer("dummy", 16, wgpu::BufferUsages::STORAGE)?;
         let map = wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST;
-        let argmax_read = buffer("argmax readback", 16, map)?;
+        let argmax_read = buffer("argmax readback", 4 * g.n_seqs as u64, map)?;
         let logits_read = buffer("logits readback", 4 * n(g.logits) as u64, map)?;
         let params_buf = buffer(
             "params",
@@ -240,11 +299,12 @@ impl Plan {
             });
             Ok::<_, crate::Error>((pipe, bg))
         };
+        // Res::Step is bound per cache (`plain`), never resolved here.
         let resolve = |r: Res| -> Option<&wgpu::Buffer> {
             Some(match r {
                 Res::Act(a) => &acts[a.0 as usize],
                 Res::Weight(w, p) => &weights[w].parts[p],
-                Res::Step => &step,
+                Res::Step => return None,
                 Res::Dummy => dummy,
                 Res::DummyRw => &dummy_rw,
                 Res::Quant(q) => &quant[&q],
@@ -252,10 +312,42 @@ impl Plan {
                 Res::Unused => return None,
             })
         };
+        // The bindings of a dispatch bound per cache because it reads the step.
+        let plain = |bufs: &[Res]| {
+            KvUse::Plain(
+                bufs.iter()
+                    .map(|&r| match (r, resolve(r)) {
+                        (Res::Step, _) => Slot::Step,
+                        (_, Some(b)) => Slot::Buf(b.clone()),
+                        (_, None) => Slot::Unused,
+                    })
+                    .collect(),
+            )
+        };
+        let mut kv_binds = Vec::new();
+        for (what, kernel, params) in built.kv_uses {
+            let extra = match what {
+                KvUse::RopeStore { freqs, .. } => resolve(freqs).cloned(),
+                _ => None,
+            };
+            kv_binds.push(KvBind {
+                what,
+                layout: pipes.get(device, kernel)?.get_bind_group_layout(0),
+                params,
+                extra,
+            });
+        }
         let mut cmds = Vec::new();
         let mut labels = Vec::new();
         for item in built.items {
             cmds.push(match item {
+                Item::Run(p) if p.bufs.iter().any(|r| matches!(r, Res::Step)) => {
+                    labels.push(p.label);
+                    let pipe = pipes.get(device, p.kernel)?;
+                    let layout = pipe.get_bind_group_layout(0);
+                    kv_binds.push(KvBind { what: plain(&p.bufs), layout, params: p.params, extra: None });
+                    Cmd::KvDispatch { pipe, bind: kv_binds.len() - 1, groups: p.groups }
+                }
                 Item::Run(p) => {
                     labels.push(p.label);
                     let bufs: Vec<Option<&wgpu::Buffer>> = p.bufs.iter().map(|&r| resolve(r)).collect();
@@ -272,31 +364,27 @@ impl Plan {
                 }
             });
         }
-        let argmax =
-            bind(pipes, Kernel::Argmax, built.argmax, &[resolve(Res::Act(g.logits)), Some(&argmax_out)])?;
-        let mut kv_binds = Vec::new();
-        for (what, kernel, params) in built.kv_uses {
-            let extra = match what {
-                KvUse::RopeStore { freqs, .. } => resolve(freqs).cloned(),
-                _ => None,
-            };
-            kv_binds.push(KvBind {
-                what,
-                layout: pipes.get(device, kernel)?.get_bind_group_layout(0),
-                params,
-                extra,
-            });
-        }
+        let argmax_pipe = pipes.get(device, Kernel::Argmax)?;
+        let argmax = KvBind {
+            what: KvUse::Plain(vec![
+                Slot::Buf(acts[g.logits.0 as usize].clone()),
+                Slot::Buf(argmax_out.clone()),
+                Slot::Step,
+            ]),
+            layout: argmax_pipe.get_bind_group_layout(0),
+            params: built.argmax,
+            extra: None,
+        };
         Ok(Plan {
             graph: g.clone(),
             acts,
-            step,
+            limits: limits.clone(),
             attn_scratch,
             params: params_buf,
             cmds,
             kv_binds,
             bound: HashMap::new(),
-            argmax,
+            argmax: (argmax_pipe, argmax),
             argmax_out,
             argmax_read,
             logits_read,
@@ -324,13 +412,11 @@ impl Plan {
     ) -> Result<()> {
         let n_vocab = self.embed_rows.map_or(0, |r| r as usize);
         check_step(&self.graph, "webgpu", seqs, cache.n_blocks, n_vocab)?;
-        let (tokens, pos) = contiguous_one(seqs)
-            .ok_or_else(|| err("this executor runs one sequence whose blocks are in order"))?;
         self.bind_kv(&gpu.device, kv, cache)?;
-        let mut step = Vec::with_capacity(4 * (1 + tokens.len()));
-        step.extend_from_slice(&(pos as u32).to_le_bytes());
-        tokens.iter().for_each(|t| step.extend_from_slice(&t.to_le_bytes()));
-        gpu.queue.write_buffer(&self.step, 0, &step);
+        let cb = &self.bound[&kv];
+        let words = cb.layout.pack(seqs);
+        let bytes: Vec<u8> = words.iter().flat_map(|w| w.to_le_bytes()).collect();
+        gpu.queue.write_buffer(&cb.step, 0, &bytes);
         let record = |plan: &Plan| {
             let mut enc =
                 gpu.device.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some("step") });
@@ -350,11 +436,43 @@ impl Plan {
         Ok(())
     }
 
-    /// Make (once per cache) the bind groups of the ops that read or write cache `kv`.
+    /// Make (once per cache) the step buffer for the cache's table stride and the bind
+    /// groups of the dispatches that read it or the cache `kv`.
     fn bind_kv(&mut self, device: &wgpu::Device, id: u32, kv: &GpuKv) -> Result<()> {
         if self.bound.contains_key(&id) {
             return Ok(());
         }
+        let layout = StepLayout::new(&self.graph, kv.n_blocks);
+        let step_bytes = 4 * layout.len() as u64;
+        let what = format!(
+            "the step buffer of a {}-token graph of {} sequences over {} blocks",
+            self.graph.n_tokens, self.graph.n_seqs, kv.n_blocks
+        );
+        let size = step_bytes.div_ceil(16) * 16;
+        check_size(&self.limits, &what, size, true)?;
+        let step = scoped(device, &format!("allocating {what} ({size} bytes)"), || {
+            device.create_buffer(&wgpu::BufferDescriptor {
+                label: Some("step"),
+                size,
+                usage: wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_DST,
+                mapped_at_creation: false,
+            })
+        })?;
+        // Exactly the pack's words: kernels derive the table stride from the binding's length.
+        let step_res = || step_binding(&step, step_bytes);
+        let make = |b: &KvBind, res: Vec<Option<wgpu::BindingResource>>| {
+            let mut entries = vec![params_entry(&self.params, b.params)];
+            for (i, r) in res.into_iter().enumerate() {
+                if let Some(resource) = r {
+                    entries.push(wgpu::BindGroupEntry { binding: i as u32 + 1, resource });
+                }
+            }
+            device.create_bind_group(&wgpu::BindGroupDescriptor {
+                label: None,
+                layout: &b.layout,
+                entries: &entries,
+            })
+        };
         let mut groups = Vec::new();
         for b in &self.kv_binds {
             let layer = match b.what {
@@ -362,17 +480,21 @@ impl Plan {
                 | KvUse::Attend { layer, .. }
                 | KvUse::AttendSplit { layer, .. }
                 | KvUse::RopeStore { layer, .. } => layer,
+                KvUse::Plain(ref slots) => {
+                    groups.push(make(b, plain(slots, &step, step_bytes)));
+                    continue;
+                }
             };
             let l = kv.layers.get(layer).ok_or_else(|| err(format!("KV layer {layer} out of range")))?;
-            let act = |a: ActId| &self.acts[a.0 as usize];
+            let act = |a: ActId| Some(self.acts[a.0 as usize].as_entire_binding());
             // Bindings 1, 2, ... in order (binding 0: the parameters).
-            let bufs: Vec<&wgpu::Buffer> = match b.what {
+            let bufs: Vec<Option<wgpu::BindingResource>> = match b.what {
                 KvUse::Store { src, value, .. } => {
                     let (buf, dim) = if value { (&l.v, l.v_dim) } else { (&l.k, l.k_dim) };
                     if self.graph.cols(src) != dim {
                         return Err(err(format!("KV store of layer {layer}: rows do not match the cache")));
                     }
-                    vec![&self.step, act(src), buf]
+                    vec![Some(step_res()), act(src), whole(buf)]
                 }
                 KvUse::RopeStore { q, k, v, .. } => {
                     if self.graph.cols(k) != l.k_dim || self.graph.cols(v) != l.v_dim {
@@ -380,33 +502,29 @@ impl Plan {
                     }
                     let freqs =
                         b.extra.as_ref().ok_or_else(|| err("RoPE store without its factors' buffer"))?;
-                    vec![&self.step, act(q), act(k), act(v), &l.k, &l.v, freqs]
+                    vec![Some(step_res()), act(q), act(k), act(v), whole(&l.k), whole(&l.v), whole(freqs)]
                 }
                 KvUse::Attend { q, dst, k_dim, .. } => {
                     if l.k_dim != k_dim || l.v_dim != k_dim {
                         return Err(err(format!("attention of layer {layer}: heads do not match the cache")));
                     }
-                    vec![&self.step, act(q), &l.k, &l.v, act(dst)]
+                    vec![Some(step_res()), act(q), whole(&l.k), whole(&l.v), act(dst)]
                 }
                 KvUse::AttendSplit { q, k_dim, .. } => {
                     if l.k_dim != k_dim || l.v_dim != k_dim {
                         return Err(err(format!("attention of layer {layer}: heads do not match the cache")));
                     }
-                    vec![&self.step, act(q), &l.k, &l.v, &self.attn_scratch]
+                    vec![Some(step_res()), act(q), whole(&l.k), whole(&l.v), whole(&self.attn_scratch)]
                 }
+                KvUse::Plain(_) => unreachable!("plain dispatches are bound above"),
             };
-            let mut entries = vec![params_entry(&self.params, b.params)];
-            for (i, buf) in bufs.into_iter().enumerate() {
-                entries
-                    .push(wgpu::BindGroupEntry { binding: i as u32 + 1, resource: buf.as_entire_binding() });
-            }
-            groups.push(device.create_bind_group(&wgpu::BindGroupDescriptor {
-                label: None,
-                layout: &b.layout,
-                entries: &entries,
-            }));
+            groups.push(make(b, bufs));
         }
-        self.bound.insert(id, groups);
+        let KvUse::Plain(ref slots) = self.argmax.1.what else {
+            unreachable!("the argmax is a plain dispatch")
+        };
+        let argmax = make(&self.argmax.1, plain(slots, &step, step_bytes));
+        self.bound.insert(id, CacheBinds { groups, argmax, step, layout });
         Ok(())
     }
 
@@ -421,7 +539,8 @@ impl Plan {
     /// Record the step (for cache `kv`, already bound) and the readback copy into `enc`;
     /// with timestamp queries, one before the first command and one after each.
     pub fn record(&self, enc: &mut wgpu::CommandEncoder, kv: u32, argmax: bool) {
-        let kvb = &self.bound[&kv];
+        let cb = &self.bound[&kv];
+        let kvb = &cb.groups;
         let qs = self.queries.as_ref().map(|q| &q.set);
         if let Some(qs) = qs {
             enc.write_timestamp(qs, 0);
@@ -462,10 +581,11 @@ impl Plan {
         if argmax {
             let mut pass = enc.begin_compute_pass(&wgpu::ComputePassDescriptor::default());
             pass.set_pipeline(&self.argmax.0);
-            pass.set_bind_group(0, &self.argmax.1, &[]);
-            pass.dispatch_workgroups(1, 1, 1);
+            pass.set_bind_group(0, &cb.argmax, &[]);
+            pass.dispatch_workgroups(self.graph.n_seqs as u32, 1, 1);
             drop(pass);
-            enc.copy_buffer_to_buffer(&self.argmax_out, 0, &self.argmax_read, 0, 4);
+            let bytes = 4 * self.graph.n_seqs as u64;
+            enc.copy_buffer_to_buffer(&self.argmax_out, 0, &self.argmax_read, 0, bytes);
         } else {
             enc.copy_buffer_to_buffer(logits, 0, &self.logits_read, 0, self.logits_bytes);
         }

@@ -177,6 +177,7 @@ fn all_kernels() -> Vec<Kernel> {
         Kernel::GatedGelu,
         Kernel::Add,
         Kernel::Argmax,
+        Kernel::TakeLast,
     ]);
     for heads in [1, 2, 4, 8] {
         ks.push(Kernel::AttentionSplit { heads });

@@ -53,6 +53,8 @@ pub fn attention(b: &mut Builder, i: usize) -> Result<()> {
         softcap: softcap.unwrap_or(0.0),
         splits: 0,
         blocks: 0,
+        n_tok: g.n_tokens as u32,
+        n_seq: g.n_seqs as u32,
     };
     let wg_bytes = b.limits.max_compute_workgroup_storage_size as usize;
     if head_dim % 4 == 0 && rows <= SPLIT_ROWS {
@@ -88,7 +90,9 @@ pub fn attention(b: &mut Builder, i: usize) -> Result<()> {
     if head_dim % 4 == 0 {
         if let Some(t) = tiles(head_dim, wg_bytes) {
             let what = KvUse::Attend { q, dst, layer, k_dim: kv_dim };
-            let n = (rows * group).div_ceil(t.pairs as usize) * n_kv_heads;
+            // Each sequence's pairs are tiled on their own (attention_tiled.wgsl): at most
+            // ceil(rows · group / pairs) + n_seqs - 1 tiles per KV head; the rest exit.
+            let n = ((rows * group).div_ceil(t.pairs as usize) + g.n_seqs - 1) * n_kv_heads;
             b.kv("attention tiled", Kernel::AttentionTiled(t), &p, what, groups(n));
             b.wrote(dst);
             return Ok(());

@@ -2,7 +2,7 @@
 
 use super::{check, groups, reads_f16, Builder};
 use crate::exec::webgpu::kernels::Kernel;
-use crate::exec::webgpu::params::{CountParams, EmbedParams};
+use crate::exec::webgpu::params::{CountParams, EmbedParams, TakeLastParams};
 use crate::exec::webgpu::record::Res;
 use crate::exec::{Gate, Op};
 use crate::quant::GgmlType;
@@ -76,13 +76,19 @@ pub fn add(b: &mut Builder, i: usize) -> Result<()> {
     Ok(())
 }
 
-/// `Op::TakeLast`: a copy of the last row.
+/// `Op::TakeLast` (take_last.wgsl): each sequence's last row (the rows differ from step to
+/// step, so a kernel reading them from the step buffer rather than a recorded copy).
 pub fn take_last(b: &mut Builder, i: usize) -> Result<()> {
     let op = &b.g.ops[i];
     let Op::TakeLast { x, dst } = *op else { unreachable!("take_last launch for {op:?}") };
-    check(b.g.cols(x) == b.g.cols(dst) && b.g.rows(dst) == 1, || format!("{op:?}: bad slots"))?;
-    let cols = b.g.cols(x) as u64;
-    b.copy(x, 4 * cols * (b.g.rows(x) as u64 - 1), dst, 4 * cols);
+    let g = b.g;
+    check(g.cols(x) == g.cols(dst) && g.rows(dst) == g.n_seqs && g.rows(x) == g.n_tokens, || {
+        format!("{op:?}: bad slots")
+    })?;
+    let cols = g.cols(x);
+    let p = TakeLastParams { cols: cols as u32, n_tok: g.n_tokens as u32, n_seq: g.n_seqs as u32 };
+    let bufs = vec![Res::Step, Res::Act(x), Res::Act(dst)];
+    b.run("take_last".into(), Kernel::TakeLast, &p, bufs, groups((g.n_seqs * cols).div_ceil(64)));
     b.wrote(dst);
     Ok(())
 }

@@ -44,6 +44,8 @@ fn checked(b: &Builder, i: usize) -> Result<(ActId, RopeParams, Res)> {
         has_freqs: freqs.is_some() as u32,
         neox: (mode == RopeMode::Neox) as u32,
         width: b.g.cols(x) as u32,
+        n_tok: b.g.n_tokens as u32,
+        n_seq: b.g.n_seqs as u32,
     };
     Ok((x, p, res))
 }
@@ -82,6 +84,8 @@ pub fn rope_kv(b: &mut Builder, i: usize) -> Result<()> {
         q_width: p.width,
         k_dim: kd as u32,
         v_dim: vd as u32,
+        n_tok: p.n_tok,
+        n_seq: p.n_seq,
     };
     let rows = p.rows as usize;
     let work = rows * (p.n_heads as usize * p.n_rot as usize / 2 + kd / 2 + vd / 2);
@@ -99,7 +103,12 @@ pub fn kv_store(b: &mut Builder, i: usize) -> Result<()> {
         let dim = b.g.cols(src);
         check(dim.is_multiple_of(2), || format!("{op:?}: odd row width {dim}"))?;
         let rows = b.g.rows(src);
-        let p = KvStoreParams { dim: dim as u32, rows: rows as u32 };
+        let p = KvStoreParams {
+            dim: dim as u32,
+            rows: rows as u32,
+            n_tok: b.g.n_tokens as u32,
+            n_seq: b.g.n_seqs as u32,
+        };
         b.kv(
             "kv_store",
             Kernel::KvStore,

@@ -1,5 +1,6 @@
-// Index of the largest of n values starting at `offset` (the first on ties), in one
-// workgroup; the result goes to out[0].
+// Index of the largest of a row's n values (the first on ties), one workgroup per sequence s
+// of the graph: the row is s where the logits have a row per sequence, else (`p.all`: a row
+// per token) sequence s's last token's row (step.wgsl); the result goes to out[s].
 
 // The parameters: `ArgmaxParams` (params.rs), declared once for Rust and WGSL.
 {{PARAMS}}
@@ -7,17 +8,21 @@
 @group(0) @binding(0) var<uniform> p: Params;
 @group(0) @binding(1) var<storage, read> x: array<f32>;
 @group(0) @binding(2) var<storage, read_write> out: array<u32>;
+@group(0) @binding(3) var<storage, read> step: array<u32>;
 
 const NONE: u32 = 0xffffffffu;
 var<workgroup> bv: array<f32, 256>;
 var<workgroup> bi: array<u32, 256>;
 
 @compute @workgroup_size(256)
-fn argmax(@builtin(local_invocation_index) lid: u32) {
+fn argmax(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
+    let s = wid.x;
+    let row = select(s, step_last(s), p.all != 0u);
+    let offset = row * p.n;
     var best = 0.0;
     var idx = NONE;
     for (var i = lid; i < p.n; i += 256u) {
-        let v = x[p.offset + i];
+        let v = x[offset + i];
         if (idx == NONE || v > best) {
             best = v;
             idx = i;
@@ -39,6 +44,6 @@ fn argmax(@builtin(local_invocation_index) lid: u32) {
         workgroupBarrier();
     }
     if (lid == 0u) {
-        out[0] = select(bi[0], 0u, bi[0] == NONE);
+        out[s] = select(bi[0], 0u, bi[0] == NONE);
     }
 }

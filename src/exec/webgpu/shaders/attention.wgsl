@@ -1,4 +1,5 @@
 // Causal attention of one query row and head over the f16 KV cache (one workgroup each),
+// reading the keys and values of the row's sequence through its block table (step.wgsl),
 // with ggml's numerics: the query rounded to f16, max-subtracted softmax, probabilities
 // rounded to f16 before the product with the values. Scores are kept in workgroup memory up
 // to 2048 keys and recomputed beyond, so any context length fits. KV2/KVF: the cache's element
@@ -21,7 +22,10 @@ var<workgroup> qh: array<f32, 256>;
 var<workgroup> kept: array<f32, 2048>;
 var<workgroup> red: array<f32, 64>;
 var<workgroup> pw: array<f32, 64>;
+// The cache rows of the value tile's keys.
+var<workgroup> prow: array<u32, 64>;
 
+// The score of the key in cache row `j`.
 fn score(j: u32, kvh: u32) -> f32 {
     let kb = (j * p.k_dim + kvh * p.head_dim) / 2u;
     let n2 = p.head_dim / 2u;
@@ -60,12 +64,12 @@ fn value(vi: u32) -> f32 {
     return select(pair.x, pair.y, (vi & 1u) == 1u);
 }
 
-// The score of key j: kept from the first pass, or recomputed.
-fn score_of(j: u32, start: u32, kvh: u32, keep: bool) -> f32 {
+// The score of key j (position j of sequence seq): kept from the first pass, or recomputed.
+fn score_of(j: u32, start: u32, kvh: u32, keep: bool, seq: u32) -> f32 {
     if (keep) {
         return kept[j - start];
     }
-    return score(j, kvh);
+    return score(kv_row(seq, j), kvh);
 }
 
 @compute @workgroup_size(64)
@@ -77,7 +81,8 @@ fn attention(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_in
     let r = idx / p.n_heads;
     let h = idx % p.n_heads;
     let kvh = h / p.group;
-    let pos = step[0] + r;
+    let pos = step_pos(r);
+    let seq = step_seq(r);
     var start = 0u;
     if (p.window > 0u && pos + 1u > p.window) {
         start = pos + 1u - p.window;
@@ -95,7 +100,7 @@ fn attention(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_in
     let keep = pos + 1u - start <= KEPT;
     var m = -3.40282346e38;
     for (var j = start + lid; j <= pos; j += WG) {
-        let sj = score(j, kvh);
+        let sj = score(kv_row(seq, j), kvh);
         if (keep) {
             kept[j - start] = sj;
         }
@@ -114,7 +119,7 @@ fn attention(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_in
 
     var s = 0.0;
     for (var j = start + lid; j <= pos; j += WG) {
-        s += exp(score_of(j, start, kvh, keep) - mx);
+        s += exp(score_of(j, start, kvh, keep, seq) - mx);
     }
     red[lid] = s;
     workgroupBarrier();
@@ -132,9 +137,10 @@ fn attention(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_in
         let j = t0 + lid;
         var pr = 0.0;
         if (j <= pos) {
-            pr = f16_round(exp(score_of(j, start, kvh, keep) - mx) * inv);
+            pr = f16_round(exp(score_of(j, start, kvh, keep, seq) - mx) * inv);
         }
         pw[lid] = pr;
+        prow[lid] = kv_row(seq, min(j, pos));
         workgroupBarrier();
         let cnt = min(WG, pos + 1u - t0);
         for (var c = 0u; c < 4u; c++) {
@@ -145,15 +151,14 @@ fn attention(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_in
                 // Eight loads issued before their sums (in the same order as one at a time).
                 var jj = 0u;
                 for (; jj + 8u <= cnt; jj += 8u) {
-                    let row = (t0 + jj) * p.v_dim + col;
-                    let v0 = value(row);
-                    let v1 = value(row + p.v_dim);
-                    let v2 = value(row + 2u * p.v_dim);
-                    let v3 = value(row + 3u * p.v_dim);
-                    let v4 = value(row + 4u * p.v_dim);
-                    let v5 = value(row + 5u * p.v_dim);
-                    let v6 = value(row + 6u * p.v_dim);
-                    let v7 = value(row + 7u * p.v_dim);
+                    let v0 = value(prow[jj] * p.v_dim + col);
+                    let v1 = value(prow[jj + 1u] * p.v_dim + col);
+                    let v2 = value(prow[jj + 2u] * p.v_dim + col);
+                    let v3 = value(prow[jj + 3u] * p.v_dim + col);
+                    let v4 = value(prow[jj + 4u] * p.v_dim + col);
+                    let v5 = value(prow[jj + 5u] * p.v_dim + col);
+                    let v6 = value(prow[jj + 6u] * p.v_dim + col);
+                    let v7 = value(prow[jj + 7u] * p.v_dim + col);
                     av += pw[jj] * v0;
                     av += pw[jj + 1u] * v1;
                     av += pw[jj + 2u] * v2;
@@ -164,7 +169,7 @@ fn attention(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_in
                     av += pw[jj + 7u] * v7;
                 }
                 for (; jj < cnt; jj++) {
-                    av += pw[jj] * value((t0 + jj) * p.v_dim + col);
+                    av += pw[jj] * value(prow[jj] * p.v_dim + col);
                 }
                 acc[c] = av;
             }

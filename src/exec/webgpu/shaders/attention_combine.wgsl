@@ -21,8 +21,8 @@ fn attention_combine(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invoc
     }
     let r = idx / p.n_heads;
     let h = idx % p.n_heads;
-    let pos = step[0] + r;
-    let lo = keys_from(pos);
+    let pos = step_pos(r);
+    let lo = split_from(pos);
     let n = pos + 1u - lo;
     let used = (n + split_len(n) - 1u) / split_len(n);
     let base = idx * p.splits;

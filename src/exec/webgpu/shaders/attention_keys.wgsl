@@ -17,6 +17,13 @@ fn keys_from(pos: u32) -> u32 {
     return 0u;
 }
 
+// The first key of a decode row's splits (attention_split.wgsl, attention_combine.wgsl):
+// keys_from(pos) rounded down to a whole tile of 64 keys, so that every tile lies in one block
+// of the cache (KV_BLOCK = 64); the keys before keys_from(pos) are masked.
+fn split_from(pos: u32) -> u32 {
+    return keys_from(pos) / 64u * 64u;
+}
+
 // The score of a dot product of a query and a key: scaled, then soft-capped.
 fn score_of(d: f32) -> f32 {
     var v = d * p.scale;

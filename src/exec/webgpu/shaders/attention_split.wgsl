@@ -1,6 +1,7 @@
 // Decode attention, split along the cache (flash-decoding), first pass: a workgroup takes one
-// split of the keys a row sees (split_len keys, computed from the valid length at run time:
-// the command buffer is replayed for every token) for one KV head and HB of the query heads
+// split of the keys a row sees (split_len keys from split_from, computed from the row's own
+// position at run time: the command buffer is replayed for every token; each row may belong
+// to another sequence, whose block table maps its keys to cache rows: step.wgsl) for one KV head and HB of the query heads
 // that share it, so each key and value is read once for all of them. Keys are walked in tiles
 // of 64 with an online softmax; the split's running max, sum and unnormalized output per head
 // go to `part`, which attention_combine.wgsl merges. Workgroups past the last split exit.
@@ -44,11 +45,13 @@ fn attention_split(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocat
     idx /= p.blocks;
     let kvh = idx % n_kv;
     let r = idx / n_kv;
-    let pos = step[0] + r;
+    let pos = step_pos(r);
+    let seq = step_seq(r);
     let lo = keys_from(pos);
+    let lo_tile = split_from(pos);
     let hi = pos + 1u;
-    let len = split_len(hi - lo);
-    let c0 = lo + s * len;
+    let len = split_len(hi - lo_tile);
+    let c0 = lo_tile + s * len;
     if (c0 >= hi) {
         return;
     }
@@ -87,11 +90,13 @@ fn attention_split(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocat
     var d: array<f32, HB>;
     for (var t0 = c0; t0 < c1; t0 += WG) {
         let cnt = min(WG, c1 - t0);
+        // The tile's cache rows: t0 is a multiple of 64, so its keys lie in one block.
+        let pb = step_block(seq, t0 / 64u) * 64u;
         for (var h = 0u; h < HB; h++) {
             d[h] = 0.0;
         }
         if (lid < cnt) {
-            let row = (t0 + lid) * (p.k_dim / 4u) + kb;
+            let row = (pb + lid) * (p.k_dim / 4u) + kb;
             // Four loads issued before their products.
             var t = 0u;
             for (; t + 4u <= d4; t += 4u) {
@@ -112,7 +117,7 @@ fn attention_split(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocat
             }
         }
         for (var h = 0u; h < HB; h++) {
-            sc[h * WG + lid] = select(NEG, score_of(d[h]), lid < cnt);
+            sc[h * WG + lid] = select(NEG, score_of(d[h]), lid < cnt && t0 + lid >= lo);
         }
         workgroupBarrier();
 
@@ -144,7 +149,7 @@ fn attention_split(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocat
                 }
             }
             let vrow = p.v_dim / 4u;
-            let vb = t0 * vrow + kb + dq;
+            let vb = pb * vrow + kb + dq;
             // Four loads issued before their products.
             var j = 0u;
             for (; j + 4u <= cnt; j += 4u) {

@@ -5,6 +5,11 @@
 // after the last row (causal) or before the first row's window are never visited; nothing
 // grows with rows × context. Invocation (ti, tj) scores pairs 4 ti .. 4 ti + 3 against keys
 // tj * KJ .. and owns those pairs' outputs at dimensions c * DC + 4 tj .. + 3 of each chunk c.
+// A workgroup's pairs are rows of one sequence (step.wgsl): each sequence's pairs are cut into
+// tiles of BM on their own, and the tiles of all sequences numbered in order; a KV head has
+// ceil(rows g / BM) + S - 1 workgroups (the most tiles S sequences can need), and those past
+// the step's tiles exit. Keys are read through the sequence's block table, looked up once per
+// key tile (BC divides 64: a tile lies in one block).
 
 {{PARAMS}}
 
@@ -16,6 +21,7 @@
 @group(0) @binding(5) var<storage, read_write> dst: array<vec4<f32>>;
 
 const WG: u32 = 64u;
+const NO_SEQ: u32 = 0xffffffffu;
 const BM: u32 = {{BM}}u;
 const BC: u32 = {{BC}}u;
 // Dimension chunks of a head (head_dim / DC, rounded up).
@@ -41,19 +47,41 @@ var<workgroup> ra: array<f32, BM>;
 @compute @workgroup_size(64)
 fn attention_tiled(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
     let g = p.group;
-    let total = p.rows * g;
-    let tiles = (total + BM - 1u) / BM;
+    let per_kv = (p.rows * g + BM - 1u) / BM + p.n_seq - 1u;
     let n_kv = p.n_heads / g;
     let idx = wg_index(wid);
-    if (idx >= tiles * n_kv) {
+    if (idx >= per_kv * n_kv) {
         return;
     }
-    let kvh = idx / tiles;
-    let m0 = (idx % tiles) * BM;
-    let m_end = min(m0 + BM, total);
-    let pos0 = step[0];
-    let key_hi = pos0 + (m_end - 1u) / g + 1u;
-    let key_lo = keys_from(pos0 + m0 / g);
+    let kvh = idx / per_kv;
+    // The sequence and pairs of tile idx % per_kv (uniform: read from the step buffer at
+    // uniform indices, so the early return keeps the barriers below in uniform control flow).
+    var t = idx % per_kv;
+    var seq = NO_SEQ;
+    var m0 = 0u;
+    var m_end = 0u;
+    let n_seqs = step_count();
+    for (var sq = 0u; sq < n_seqs; sq++) {
+        let a = step_start(sq) * g;
+        let b = step_start(sq + 1u) * g;
+        let nt = (b - a + BM - 1u) / BM;
+        if (t < nt) {
+            seq = sq;
+            m0 = a + t * BM;
+            m_end = min(m0 + BM, b);
+            break;
+        }
+        t -= nt;
+    }
+    if (seq == NO_SEQ) {
+        return;
+    }
+    // Rows of a sequence are at consecutive positions: row r of this tile's sequence is at
+    // pos0 + r - r0.
+    let r0 = m0 / g;
+    let pos0 = step_pos(r0);
+    let key_hi = pos0 + (m_end - 1u) / g - r0 + 1u;
+    let key_lo = keys_from(pos0);
     let ti = lid / TJ;
     let tj = lid % TJ;
     let d4 = p.head_dim / 4u;
@@ -74,6 +102,8 @@ fn attention_tiled(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocat
         for (var k = 0u; k < {{SN}}u; k++) {
             s[k] = 0.0;
         }
+        // The tile's first key's cache row.
+        let pb = step_block(seq, k0 / 64u) * 64u + k0 % 64u;
         for (var c = 0u; c < NCH; c++) {
             let c4 = c * (DC / 4u);
             for (var i = lid; i < BM * DC / 4u; i += WG) {
@@ -95,7 +125,7 @@ fn attention_tiled(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocat
                 let j = k0 + jl;
                 var v = vec4<f32>(0.0);
                 if (j < key_hi && c4 + dq < d4) {
-                    v = kv4(kc[j * (p.k_dim / 4u) + kb + c4 + dq]);
+                    v = kv4(kc[(pb + jl) * (p.k_dim / 4u) + kb + c4 + dq]);
                 }
                 for (var e = 0u; e < 4u; e++) {
                     ks[(4u * dq + e) * (BC / 4u) + jl / 4u][jl % 4u] = v[e];
@@ -119,7 +149,7 @@ fn attention_tiled(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocat
         for (var i = 0u; i < 4u; i++) {
             let pl = 4u * ti + i;
             let m = m0 + pl;
-            let pos = pos0 + m / g;
+            let pos = pos0 + m / g - r0;
             let lo = keys_from(pos);
             for (var k = 0u; k < KJ; k++) {
                 let jl = tj * KJ + k;
@@ -164,7 +194,7 @@ fn attention_tiled(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocat
                 let j = k0 + jl;
                 var v = vec4<f32>(0.0);
                 if (j < key_hi && c4 + dq < d4) {
-                    v = kv4(vc[j * (p.v_dim / 4u) + kb + c4 + dq]);
+                    v = kv4(vc[(pb + jl) * (p.v_dim / 4u) + kb + c4 + dq]);
                 }
                 ks[jl * (DC / 4u) + dq] = v;
             }

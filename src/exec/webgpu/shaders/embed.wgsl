@@ -18,7 +18,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     }
     let r = i / p.k;
     let e = i % p.k;
-    let t = step[1u + r];
+    let t = step[r];
     if (t < p.row_start || t >= p.row_end) {
         return;
     }

@@ -1,4 +1,5 @@
-// Store the step's key (or value) rows into a layer's f16 cache at positions pos + r.
+// Store the step's key (or value) rows into a layer's f16 cache at each row's position, through its
+// sequence's block table (step.wgsl).
 // Two values per invocation, packed as one u32 (row width is even).
 
 // The parameters: `KvStoreParams` (params.rs), declared once for Rust and WGSL.
@@ -19,5 +20,5 @@ fn kv_store(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_ind
     let r = i / hd;
     let c = i % hd;
     let s = r * p.dim + 2u * c;
-    cache[(step[0] + r) * hd + c] = f16_bits(src[s]) | (f16_bits(src[s + 1u]) << 16u);
+    cache[kv_row(step_seq(r), step_pos(r)) * hd + c] = f16_bits(src[s]) | (f16_bits(src[s + 1u]) << 16u);
 }

@@ -20,7 +20,7 @@ fn rope(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     let i = idx % half_rot;
     let h = (idx / half_rot) % p.n_heads;
     let r = idx / (half_rot * p.n_heads);
-    let sc = rope_sin_cos(step[0] + r, i);
+    let sc = rope_sin_cos(step_pos(r), i);
     let s = sc.x;
     let c = sc.y;
     let ab = rope_pair(r * p.width + h * p.head_dim, i, half_rot, p.neox);

@@ -1,5 +1,5 @@
 // RoPE of the queries (in place) and of the keys, and the store of the rotated keys and of
-// the values into a layer's f16 cache at positions pos + r: three ops in one dispatch
+// the values into a layer's f16 cache at each row's position, through its sequence's block table: three ops in one dispatch
 // (fuse.rs). Invocations, per token row: one per query pair, then one per cache word of keys
 // (two adjacent values, each rotated with its partner read from the unrotated keys: the key
 // slot is dead afterwards and is left as it was), then one per cache word of values.
@@ -33,7 +33,7 @@ fn rotated_key(r: u32, base: u32, d: u32) -> f32 {
     let ab = rope_pair(base, i, half_rot, p.neox);
     let ia = ab.x;
     let ib = ab.y;
-    let sc = rope_sin_cos(step[0] + r, i);
+    let sc = rope_sin_cos(step_pos(r), i);
     let x0 = k[ia];
     let x1 = k[ib];
     if (first) {
@@ -53,7 +53,7 @@ fn rope_kv(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_inde
         let i = idx % half_rot;
         let h = (idx / half_rot) % p.n_heads;
         let r = idx / (half_rot * p.n_heads);
-        let sc = rope_sin_cos(step[0] + r, i);
+        let sc = rope_sin_cos(step_pos(r), i);
         let s = sc.x;
         let c = sc.y;
         let ab = rope_pair(r * p.q_width + h * p.head_dim, i, half_rot, p.neox);
@@ -74,7 +74,7 @@ fn rope_kv(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_inde
         let d = e % p.head_dim;
         let k0 = rotated_key(r, base, d);
         let k1 = rotated_key(r, base, d + 1u);
-        kc[(step[0] + r) * hd + idx % hd] = f16_bits(k0) | (f16_bits(k1) << 16u);
+        kc[kv_row(step_seq(r), step_pos(r)) * hd + idx % hd] = f16_bits(k0) | (f16_bits(k1) << 16u);
         return;
     }
     idx -= nk;
@@ -83,6 +83,6 @@ fn rope_kv(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_inde
         let r = idx / hd;
         let c = idx % hd;
         let s = r * p.v_dim + 2u * c;
-        vc[(step[0] + r) * hd + c] = f16_bits(v[s]) | (f16_bits(v[s + 1u]) << 16u);
+        vc[kv_row(step_seq(r), step_pos(r)) * hd + c] = f16_bits(v[s]) | (f16_bits(v[s + 1u]) << 16u);
     }
 }
