@@ -30,9 +30,7 @@ use std::future::Future;
 use std::pin::Pin;
 
 pub use graph::{ActDesc, ActId, Gate, Graph, Op, RopeConsts, RopeExt, RopeMode, Rows};
-pub use step::{
-    blocks_for, check_step, contiguous_one, identity_blocks, kv_row, SeqStep, StepLayout, KV_BLOCK,
-};
+pub use step::{blocks_for, check_step, identity_blocks, kv_row, SeqStep, StepLayout, KV_BLOCK};
 
 use crate::quant::GgmlType;
 use crate::Result;

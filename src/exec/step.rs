@@ -207,15 +207,6 @@ impl StepLayout {
     }
 }
 
-/// The tokens and first position of a step whose one sequence uses the cache's blocks in
-/// order (block i holds its positions i·KV_BLOCK..): what an executor whose kernels do not read
-/// block tables can run. `None` for any other step.
-pub fn contiguous_one<'a>(seqs: &[SeqStep<'a>]) -> Option<(&'a [u32], usize)> {
-    let [s] = seqs else { return None };
-    let used = blocks_for(s.pos + s.tokens.len());
-    s.blocks[..used].iter().enumerate().all(|(i, &b)| b as usize == i).then_some((s.tokens, s.pos))
-}
-
 /// The cache row of position `p` of a sequence with block table `blocks`.
 pub fn kv_row(blocks: &[u32], p: usize) -> usize {
     blocks[p / KV_BLOCK] as usize * KV_BLOCK + p % KV_BLOCK
