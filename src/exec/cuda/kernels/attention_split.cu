@@ -22,6 +22,8 @@
 // Grid: (n_split, rows · n_kv_heads · ⌈G / GB⌉), G = n_heads / n_kv_heads.
 
 // Tunable for experiments (WICK_CUDA_SPLIT_MIN_CHUNK, a multiple of 32).
+// Block-table entries of a chunk kept in shared memory (chunks up to AS_TBL · KV_BLOCK keys).
+#define AS_TBL 64
 #ifndef AS_MIN_CHUNK
 #define AS_MIN_CHUNK 128
 #endif
@@ -78,6 +80,9 @@ __device__ __forceinline__ void attention_split_t(const AttentionSplitParams& p)
     __shared__ float ps[4][GB][32];
     __shared__ float wm[4][GB], wl[4][GB];
     __shared__ __align__(16) float wo[4][GB][HD];
+    // The chunk's block-table entries (the first AS_TBL; a longer chunk reads the rest from
+    // global memory), so a key group's cache row is a shared-memory read away.
+    __shared__ u32 tbl[AS_TBL];
     pdl_trigger();
     pdl_wait();
     const int G = p.n_heads / p.n_kv_heads, n_groups = (G + GB - 1) / GB;
@@ -99,6 +104,8 @@ __device__ __forceinline__ void attention_split_t(const AttentionSplitParams& p)
         int g = i / HD, d = i % HD;
         qs[g][d] = g < ng ? f16r(p.q[((long long)r * p.n_heads + h0 + g) * HD + d]) : 0.0f;
     }
+    const int b0 = (unsigned)j0 / KV_BLOCK, nb = (unsigned)(j1 - 1) / KV_BLOCK - b0 + 1;
+    for (int i = t; i < min(nb, AS_TBL); i += 128) tbl[i] = table[b0 + i];
     __syncthreads();
     const u16* kb = p.kc + kvh * HD;
     const u16* vb = p.vc + kvh * HD + (lane % LPR) * 8;
@@ -111,12 +118,11 @@ __device__ __forceinline__ void attention_split_t(const AttentionSplitParams& p)
 #pragma unroll
         for (int e = 0; e < 8; e++) o[g][e] = 0.0f;
     }
-    // The cache row of key jt (jt is a multiple of 32: keys jt .. jt + 31 are rows krow ..
-    // krow + 31 of one block), its table entry loaded a group ahead so that the key loads do
-    // not wait for it.
-    long long krow = j0 + warp * 32 < j1 ? kv_row(table, j0 + warp * 32) : 0, krow_next = 0;
-    for (int jt = j0 + warp * 32; jt < j1; jt += 128, krow = krow_next) {
-        krow_next = jt + 128 < j1 ? kv_row(table, jt + 128) : 0;
+    for (int jt = j0 + warp * 32; jt < j1; jt += 128) {
+        // The cache row of key jt (a multiple of 32: keys jt .. jt + 31 are rows krow .. krow
+        // + 31 of one block).
+        const int bi = (unsigned)jt / KV_BLOCK - b0;
+        const int krow = (int)(bi < AS_TBL ? tbl[bi] : table[b0 + bi]) * KV_BLOCK + (jt & (KV_BLOCK - 1));
         // Scores: lane = key, all GB heads from one read of the key row.
         const int j = jt + lane;
         const bool valid = j >= start && j < j1;
@@ -125,14 +131,14 @@ __device__ __forceinline__ void attention_split_t(const AttentionSplitParams& p)
 #pragma unroll
             for (int i = 0; i < VN; i++) {
                 const int jj = lane / LPR + i * RPI, jv = jt + jj;
-                vr[i] = jv >= start && jv < j1 ? *(const uint4*)(vb + (krow + jj) * p.v_dim) : make_uint4(0, 0, 0, 0);
+                vr[i] = jv >= start && jv < j1 ? *(const uint4*)(vb + (long long)(krow + jj) * p.v_dim) : make_uint4(0, 0, 0, 0);
             }
         }
         float sc[GB];
 #pragma unroll
         for (int g = 0; g < GB; g++) sc[g] = 0.0f;
         if (valid) {
-            const uint4* kr = (const uint4*)(kb + (krow + lane) * p.k_dim);
+            const uint4* kr = (const uint4*)(kb + (long long)(krow + lane) * p.k_dim);
 #pragma unroll
             for (int c = 0; c < HD / 8; c++) {
                 float k[8];
@@ -183,7 +189,7 @@ __device__ __forceinline__ void attention_split_t(const AttentionSplitParams& p)
         if (jt + jj0 < start) jj0 += (start - jt - jj0 + RPI - 1) / RPI * RPI;
 #pragma unroll 4
         for (int jj = jj0; jj < nk; jj += RPI)
-            add_value_row<GB>(o, ps[warp], jj, *(const uint4*)(vb + (krow + jj) * p.v_dim));
+            add_value_row<GB>(o, ps[warp], jj, *(const uint4*)(vb + (long long)(krow + jj) * p.v_dim));
         __syncwarp();
     }
     // The warp's lanes of one dimension group meet; then the four warps.
