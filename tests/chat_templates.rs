@@ -316,3 +316,22 @@ fn generation_tag_renders_its_body() {
     // jinja2 (transformers' environment) renders "<assistant>hi</>\n{%".
     assert_eq!(out, "<assistant>hi</>\n{%");
 }
+
+/// Found by fuzzing (`fuzz/corpus/chat_template/regression-overlapping-tag-end`): a `{%}` whose
+/// `%}` overlaps its own opening panicked in the `{% generation %}` rewrite; now an error or a
+/// render, never a panic.
+#[test]
+fn a_tag_closing_inside_its_opening_is_not_a_panic() {
+    for src in [
+        "{%}",
+        "{%}}",
+        "x {%} y {% generation %}z{% endgeneration %}",
+        "{% macro r(n) %}{%}} ifuuu- set date_string = strftim %}{% endmacro %}{{ r(40) }}",
+    ] {
+        if let Ok(t) = ChatTemplate::new(src, "<s>", "</s>") {
+            let _ = t.render(&[ChatMessage::new("user", "hi")], true);
+        }
+    }
+    let t = ChatTemplate::new("a{%- generation -%} b {%- endgeneration %}c", "", "").unwrap();
+    assert_eq!(t.render(&[], false).unwrap(), "abc");
+}

@@ -497,7 +497,8 @@ fn generation_tags_as_if(source: &str) -> String {
     while let Some(at) = rest.find("{%") {
         out.push_str(&rest[..at]);
         let tag = &rest[at..];
-        let Some(end) = tag.find("%}") else {
+        // The tag's end, after its opening `{%` (in `{%}` the `%}` overlaps the opening).
+        let Some(end) = tag[2..].find("%}").map(|e| e + 2) else {
             rest = tag;
             break;
         };
