@@ -270,7 +270,12 @@ fn disconnect_frees_the_slot_and_errors_are_openai_shaped() {
         std::thread::spawn(move || json_call(&addr, "/v1/chat/completions", &body, None).0)
     };
     let (a, b) = (hold(400), hold(400));
-    std::thread::sleep(Duration::from_millis(300));
+    // Both counted in (a loaded machine may take a while to accept them).
+    let t = Instant::now();
+    while metric("wick_requests_in_flight") < 2.0 {
+        assert!(t.elapsed() < Duration::from_secs(30), "the two long requests never got in");
+        std::thread::sleep(Duration::from_millis(20));
+    }
     let (code, v) = json_call(&srv.addr, "/v1/chat/completions", &chat_body("Hi", 2, false), None);
     assert_eq!(code, 503, "{v}");
     assert!(v["error"]["message"].as_str().unwrap().contains("busy"), "{v}");
