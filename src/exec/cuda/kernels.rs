@@ -451,8 +451,10 @@ fn options(arch: (i32, i32)) -> Vec<String> {
     // the flash attention kernel (attention_flash.cu).
     for (var, define) in [
         ("WICK_CUDA_MMV_MIN_BLOCKS", "MMV_MIN_BLOCKS"),
+        ("WICK_CUDA_MMV_MIN_BLOCKS_Q6K", "MMV_MIN_BLOCKS_Q6K"),
         ("WICK_CUDA_FLASH_MIN_BLOCKS", "FA_MIN_BLOCKS"),
         ("WICK_CUDA_SPLIT_MIN_CHUNK", "AS_MIN_CHUNK"),
+        ("WICK_CUDA_MMV_UNROLL", "MMV_UNROLL"),
     ] {
         if let Some(n) = std::env::var(var).ok().and_then(|n| n.parse::<u32>().ok()) {
             o.push(format!("-D{define}={n}"));

@@ -67,6 +67,59 @@ __device__ __forceinline__ bool last_to_finish(int* counter, int n_used) {
     return is_last;
 }
 
+// Chunks a row may be split into (the launcher's SPLIT_MAX).
+#define AS_MAX_SPLIT 64
+
+// The last block's combination of the n_used chunks of heads h0 .. h0 + ng of row r. Every
+// load of the chunks' results is independent of the others, so many are in flight at once
+// (read one after another, 33 chunks of 4 heads cost ~70 dependent L2 round trips a block):
+// first each warp takes heads g = warp, warp + 4, ..., its lanes reading the chunks' (m, l)
+// and leaving each chunk's weight exp(m_c - m) / Σ l_c' exp(m_c' - m) in shared memory; then
+// each thread sums four dimensions of one head over the chunks, 16-byte loads, unrolled.
+template <int HD, int GB>
+__device__ __forceinline__ void combine_chunks(const AttentionSplitParams& p, int r, int h0, int ng, int n_used) {
+    __shared__ float cw[GB][AS_MAX_SPLIT];
+    const float* part_o = p.part;
+    const float* part_ml = p.part + (long long)p.part_rows * HD;
+    const int t = threadIdx.x, warp = t / 32, lane = t % 32;
+    for (int g = warp; g < ng; g += 4) {
+        const long long row0 = ((long long)r * p.n_heads + h0 + g) * p.n_split;
+        float mc[AS_MAX_SPLIT / 32], lc[AS_MAX_SPLIT / 32], mx = -INFINITY;
+#pragma unroll
+        for (int i = 0; i < AS_MAX_SPLIT / 32; i++) {
+            const int c = lane + 32 * i;
+            mc[i] = c < n_used ? __ldcg(&part_ml[2 * (row0 + c)]) : -INFINITY;
+            lc[i] = c < n_used ? __ldcg(&part_ml[2 * (row0 + c) + 1]) : 0.0f;
+            mx = fmaxf(mx, mc[i]);
+        }
+        mx = warp_max(mx);
+        float sum = 0.0f;
+#pragma unroll
+        for (int i = 0; i < AS_MAX_SPLIT / 32; i++) {
+            mc[i] = lane + 32 * i < n_used ? expf(mc[i] - mx) : 0.0f;
+            sum += lc[i] * mc[i];
+        }
+        sum = warp_sum(sum);
+#pragma unroll
+        for (int i = 0; i < AS_MAX_SPLIT / 32; i++)
+            if (lane + 32 * i < n_used) cw[g][lane + 32 * i] = mc[i] / sum;
+    }
+    __syncthreads();
+    for (int i = 4 * t; i < ng * HD; i += 4 * 128) {
+        const int g = i / HD, d = i % HD;
+        const long long row0 = ((long long)r * p.n_heads + h0 + g) * p.n_split;
+        const float4* po = (const float4*)(part_o + row0 * HD + d);
+        float4 acc = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+#pragma unroll 16
+        for (int c = 0; c < n_used; c++) {
+            const float4 v = __ldcg(po + (long long)c * (HD / 4));
+            const float w = cw[g][c];
+            acc.x += w * v.x, acc.y += w * v.y, acc.z += w * v.z, acc.w += w * v.w;
+        }
+        *(float4*)(p.dst + ((long long)r * p.n_heads + h0 + g) * HD + d) = acc;
+    }
+}
+
 // HD: the head size (64, 128 or 256); GB: query heads a block (1, 2, 4 or 8; GB · HD <= 1024).
 template <int HD, int GB>
 __device__ __forceinline__ void attention_split_t(const AttentionSplitParams& p) {
@@ -234,19 +287,7 @@ __device__ __forceinline__ void attention_split_t(const AttentionSplitParams& p)
     if (n_used == 1) return;
     // The last block of this (row, KV head, head group) to finish combines the chunks.
     if (!last_to_finish(&p.counters[y], n_used)) return;
-    for (int i = t; i < ng * HD; i += 128) {
-        const int g = i / HD, d = i % HD;
-        const long long head = (long long)r * p.n_heads + h0 + g, row0 = head * p.n_split;
-        float mx = -INFINITY;
-        for (int c = 0; c < n_used; c++) mx = fmaxf(mx, __ldcg(&part_ml[2 * (row0 + c)]));
-        float sum = 0.0f, out = 0.0f;
-        for (int c = 0; c < n_used; c++) {
-            const float f = expf(__ldcg(&part_ml[2 * (row0 + c)]) - mx);
-            sum += __ldcg(&part_ml[2 * (row0 + c) + 1]) * f;
-            out += __ldcg(&part_o[(row0 + c) * HD + d]) * f;
-        }
-        p.dst[head * HD + d] = out / sum;
-    }
+    combine_chunks<HD, GB>(p, r, h0, ng, n_used);
 }
 
 #define ATTENTION_SPLIT(HD, GB)                                                                                \

@@ -53,11 +53,26 @@ __device__ __forceinline__ void matvec_blocks(const u8* W, const u8* A, float* o
 // aligned) and AF floats a block (q8_0/q8_1: d and s; q8_K: d). PART returns one part's
 // share of its block's product.
 #define MMV_WARPS 4
-// Blocks per SM the compiler must leave registers for (NVRTC option -DMMV_MIN_BLOCKS=n).
+// Blocks per SM the compiler must leave registers for (NVRTC option -DMMV_MIN_BLOCKS=n,
+// `WICK_CUDA_MMV_MIN_BLOCKS`). Four (at most 128 registers a thread) keep 16 warps of long
+// rows' unrolled loads resident on each SM; with the compiler's free choice fewer warps were
+// resident and the memory idled between waves of blocks. Measured on the H200 (tg64, 8b
+// Q4_K_M): 351.6 tok/s with 1, 392.5 with 3, 397.7 with 4, 314.1 with 5, 298.4 with 6; 8b
+// Q4_0 534 -> 538, Q8_0 387 -> 386, but a file of Q6_K only 323 -> 314: Q6_K has its own knob
+// (MMV_MIN_BLOCKS_Q6K, `WICK_CUDA_MMV_MIN_BLOCKS_Q6K`), the same by default, since Q4_K_M files
+// (whose output and some down projections are Q6_K) were measured with 4 for every type.
 #ifndef MMV_MIN_BLOCKS
-#define MMV_MIN_BLOCKS 1
+#define MMV_MIN_BLOCKS 4
+#endif
+#ifndef MMV_MIN_BLOCKS_Q6K
+#define MMV_MIN_BLOCKS_Q6K MMV_MIN_BLOCKS
 #endif
 #define MMV_THREADS (32 * MMV_WARPS)
+// The unrolling of a warp's loop over its row's parts (loads in flight a lane; 8 was
+// measured slower: 8b tg64 351.6 -> 275.1 tok/s; `WICK_CUDA_MMV_UNROLL`).
+#ifndef MMV_UNROLL
+#define MMV_UNROLL 4
+#endif
 
 typedef float (*mmv_part)(const u8* q, const u8* h, const i8* a, const float* ad, int s);
 
@@ -67,7 +82,8 @@ __device__ __forceinline__ float mmv_row(const u8* W, const i8* aq, const float*
     const u8* q = W + (long long)row * nb * Q;
     const u8* h = W + header_offset((long long)n * nb, Q) + (long long)row * nb * H;
     float acc = 0.0f;
-#pragma unroll 4
+    constexpr int unroll = MMV_UNROLL;
+#pragma unroll unroll
     for (int p = threadIdx.x % 32; p < parts; p += 32) {
         int b = p / TPB, s = p % TPB;
         acc += PART(q + b * Q, h + b * H, aq + b * QB, ad + b * AF, s);
@@ -80,7 +96,9 @@ __device__ __forceinline__ float mmv_row(const u8* W, const i8* aq, const float*
 #define MMV_PREFETCH_MAX (16 << 20)
 
 // Before `pdl_wait`: ask L2 for this warp's row of W (quants and headers), so that its reads
-// overlap the previous kernel. Weights are never written during a step.
+// overlap the previous kernel. Weights are never written during a step. (Asking L2 for the
+// row of a warp a wave of blocks later instead, for larger matrices, was measured slower:
+// 8b tg64 351.6 -> 348.4 to 341.5 tok/s with 1,024 to 4,096 rows ahead.)
 template <int QB, int Q, int H>
 __device__ __forceinline__ void mmv_prefetch(const u8* W, int k, int n, int row) {
 #if __CUDA_ARCH__ >= 900
@@ -104,7 +122,8 @@ __device__ __forceinline__ float2 mmv_row2(const u8* W1, const u8* W2, const i8*
     long long qo = (long long)row * nb * Q, ho = header_offset((long long)n * nb, Q) + (long long)row * nb * H;
     const u8 *q1 = W1 + qo, *h1 = W1 + ho, *q2 = W2 + qo, *h2 = W2 + ho;
     float a1 = 0.0f, a2 = 0.0f;
-#pragma unroll 4
+    constexpr int unroll = MMV_UNROLL;
+#pragma unroll unroll
     for (int p = threadIdx.x % 32; p < parts; p += 32) {
         int b = p / TPB, s = p % TPB;
         a1 += PART(q1 + b * Q, h1 + b * H, aq + b * QB, ad + b * AF, s);
@@ -186,7 +205,8 @@ __device__ __forceinline__ void argmax_update(u64* best, float v, int row) {
 // MMV_OCC_BLOCKS blocks' worth per SM, for launches that then fit in one wave (the executor
 // picks by row length: `Kernel::decode_variant` in kernels.rs).
 #define MMV_OCC_BLOCKS 6
-#define MMV(T, TPB, AF, PART) MMV_VARIANT(T, TPB, AF, PART, , MMV_MIN_BLOCKS) MMV_VARIANT(T, TPB, AF, PART, _o, MMV_OCC_BLOCKS)
+#define MMV_B(T, TPB, AF, PART, MINB) MMV_VARIANT(T, TPB, AF, PART, , MINB) MMV_VARIANT(T, TPB, AF, PART, _o, MMV_OCC_BLOCKS)
+#define MMV(T, TPB, AF, PART) MMV_B(T, TPB, AF, PART, MMV_MIN_BLOCKS)
 
 // 16-byte loads (16-byte aligned addresses) and dot products of 16 int8 pairs.
 __device__ __forceinline__ uint4 ld16(const void* p) { return *(const uint4*)p; }

@@ -19,7 +19,8 @@ const ATTENTION_ROWS_Q: usize = 16;
 pub(in super::super) const SPLIT_COUNTERS: usize = 4096;
 /// Most query rows of a step that takes the split kernel (decode; a few sequences).
 const SPLIT_MAX_ROWS: usize = 4;
-/// Most chunks a (row, KV head) is split into.
+/// Most chunks a (row, KV head) is split into (`AS_MAX_SPLIT` in kernels/attention_split.cu,
+/// whose combination keeps a weight per chunk in shared memory: the two must agree).
 const SPLIT_MAX: usize = 64;
 /// M-rows (query position × head) a block of `attention_flash` (`FA_M`), and the most query
 /// heads of one KV head it takes.
@@ -305,6 +306,12 @@ mod tests {
 
     /// The split kernel's plans: head groups rounded up to the kernels built, about two blocks
     /// a multiprocessor, other shapes left to the older kernels.
+    #[test]
+    fn the_kernel_keeps_a_weight_for_every_chunk() {
+        let source = include_str!("../kernels/attention_split.cu");
+        assert!(source.contains(&format!("#define AS_MAX_SPLIT {SPLIT_MAX}\n")));
+    }
+
     #[test]
     fn split_plans() {
         let plan = |rows, op: Op| SplitPlan::new(rows, &op, 2 * 132);
