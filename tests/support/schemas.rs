@@ -140,5 +140,26 @@ pub fn schemas() -> Vec<(&'static str, Value)> {
             json!({"type": "object", "properties": {"summary": {"type": "string", "minLength": 5, "maxLength": 40}, "tags": {"type": "array", "items": {"enum": ["news", "sport", "tech"]}, "maxItems": 3}},
                    "required": ["summary", "tags"], "additionalProperties": false}),
         ),
+        (
+            "a server setting",
+            json!({"type": "object", "properties": {
+                "host": {"type": "string", "pattern": "^[a-z][a-z0-9-]{0,15}$"},
+                "port": {"type": "integer", "minimum": 1, "maximum": 65535},
+                "tls": {"type": "boolean"}},
+                   "required": ["host", "port", "tls"], "additionalProperties": false}),
+        ),
+        (
+            "two or three lowercase tags",
+            json!({"type": "array", "items": {"type": "string", "pattern": "^[a-z]{2,10}$"}, "minItems": 2, "maxItems": 3}),
+        ),
+        (
+            "a review with a score",
+            json!({"type": "object", "properties": {
+                "kind": {"const": "review"},
+                "stars": {"type": "integer", "minimum": 1, "maximum": 5},
+                "score": {"type": "number", "exclusiveMinimum": 0, "maximum": 10},
+                "at": {"type": "string", "format": "date"}},
+                   "required": ["kind", "stars", "score", "at"], "additionalProperties": false}),
+        ),
     ]
 }
