@@ -74,11 +74,7 @@ pub fn matmul(w: &Weight, x: &[f32], rows: usize, out: &mut [f32], s: &mut Scrat
             }
         }
     });
-    for j in 0..n {
-        for r in 0..rows {
-            out[r * n + j] = s.tmp[j * rows + r];
-        }
-    }
+    transpose(&s.tmp, rows, n, out);
     Ok(())
 }
 
@@ -115,10 +111,21 @@ fn matmul_tiled(
             }
         }
     });
-    for j in 0..n {
+    transpose(tmp, rows, n, out);
+    Ok(())
+}
+
+/// out[r * n + j] = tmp[j * rows + r], sixteen columns at a time: the sixteen source rows stay
+/// in L1 while each output row gets 64 contiguous bytes (column by column, every store missed:
+/// measured 8% of SmolLM2's prefill).
+fn transpose(tmp: &[f32], rows: usize, n: usize, out: &mut [f32]) {
+    for j0 in (0..n).step_by(16) {
+        let j1 = (j0 + 16).min(n);
         for r in 0..rows {
-            out[r * n + j] = tmp[j * rows + r];
+            let o = &mut out[r * n + j0..r * n + j1];
+            for (jj, o) in o.iter_mut().enumerate() {
+                *o = tmp[(j0 + jj) * rows + r];
+            }
         }
     }
-    Ok(())
 }
