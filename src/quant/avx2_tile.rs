@@ -43,9 +43,63 @@ unsafe fn f16x2(p: *const u8) -> __m128 {
 /// # Safety
 /// AVX2, FMA and F16C present; every `w[r]` readable for `nb * ts` bytes and every `a[c]` for
 /// `nb` activation blocks.
-#[target_feature(enable = "avx2,fma,f16c")]
 #[inline]
 pub(super) unsafe fn tile<const T: u32, const R: usize, const C: usize>(
+    ts: usize,
+    nb: usize,
+    w: [*const u8; R],
+    a: [*const u8; C],
+    out: &mut [f32],
+) {
+    if vnni() {
+        tile_vnni::<T, R, C>(ts, nb, w, a, out)
+    } else {
+        tile_avx2::<T, R, C>(ts, nb, w, a, out)
+    }
+}
+
+/// Whether the CPU has AVX-512 VNNI with 256-bit vectors (`vpdpbusd` on ymm registers).
+#[inline]
+fn vnni() -> bool {
+    is_x86_feature_detected!("avx512vnni") && is_x86_feature_detected!("avx512vl")
+}
+
+/// [`tile_body`] with AVX2 only: byte products by `maddubs` + `madd`.
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn tile_avx2<const T: u32, const R: usize, const C: usize>(
+    ts: usize,
+    nb: usize,
+    w: [*const u8; R],
+    a: [*const u8; C],
+    out: &mut [f32],
+) {
+    tile_body::<T, R, C, false>(ts, nb, w, a, out)
+}
+
+/// [`tile_body`] with AVX-512 VNNI: byte products by one `vpdpbusd`.
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512vl,avx512vnni")]
+unsafe fn tile_vnni<const T: u32, const R: usize, const C: usize>(
+    ts: usize,
+    nb: usize,
+    w: [*const u8; R],
+    a: [*const u8; C],
+    out: &mut [f32],
+) {
+    tile_body::<T, R, C, true>(ts, nb, w, a, out)
+}
+
+/// Sums of four products of unsigned `x` and signed `y` bytes, as 8 i32 lanes, by one
+/// `vpdpbusd`. The same integers as `maddubs` + `madd` (whose i16 pair sums never saturate
+/// here: see avx2.rs).
+#[target_feature(enable = "avx2,avx512f,avx512vl,avx512vnni")]
+#[inline]
+unsafe fn dpbusd(x: __m256i, y: __m256i) -> __m256i {
+    _mm256_dpbusd_epi32(_mm256_setzero_si256(), x, y)
+}
+
+/// The kernel, inlined into [`tile_avx2`] and [`tile_vnni`] (`V`: use `vpdpbusd`).
+#[inline(always)]
+unsafe fn tile_body<const T: u32, const R: usize, const C: usize, const V: bool>(
     ts: usize,
     nb: usize,
     w: [*const u8; R],
@@ -73,7 +127,7 @@ pub(super) unsafe fn tile<const T: u32, const R: usize, const C: usize>(
                 }
                 let d = _mm256_broadcastss_ps(_mm_mul_ss(wh, ah[c]));
                 let y = if min { aq[c] } else { _mm256_sign_epi8(aq[c], q) };
-                let p = _mm256_cvtepi32_ps(mul_sum_u8_i8(aw, y));
+                let p = _mm256_cvtepi32_ps(if V { dpbusd(aw, y) } else { mul_sum_u8_i8(aw, y) });
                 acc[r][c] = _mm256_fmadd_ps(d, p, acc[r][c]);
             }
         }
