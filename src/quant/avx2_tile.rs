@@ -77,7 +77,7 @@ unsafe fn tile_avx2<const T: u32, const R: usize, const C: usize>(
 }
 
 /// [`tile_body`] with AVX-512 VNNI: byte products by one `vpdpbusd`.
-#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512vl,avx512vnni")]
+#[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn tile_vnni<const T: u32, const R: usize, const C: usize>(
     ts: usize,
     nb: usize,
@@ -89,12 +89,24 @@ unsafe fn tile_vnni<const T: u32, const R: usize, const C: usize>(
 }
 
 /// Sums of four products of unsigned `x` and signed `y` bytes, as 8 i32 lanes, by one
-/// `vpdpbusd`. The same integers as `maddubs` + `madd` (whose i16 pair sums never saturate
-/// here: see avx2.rs).
-#[target_feature(enable = "avx2,avx512f,avx512vl,avx512vnni")]
+/// `vpdpbusd` (AVX-512 VNNI on ymm registers: call only where [`vnni`] says so). The same
+/// integers as `maddubs` + `madd` (whose i16 pair sums never saturate here: see avx2.rs).
+///
+/// In assembly: the intrinsic and the `avx512vnni` target feature need Rust 1.89, the crate's
+/// minimum is 1.87.
+#[target_feature(enable = "avx2")]
 #[inline]
 unsafe fn dpbusd(x: __m256i, y: __m256i) -> __m256i {
-    _mm256_dpbusd_epi32(_mm256_setzero_si256(), x, y)
+    let mut acc = _mm256_setzero_si256();
+    // SAFETY: register-only instruction; the caller checked the CPU has it.
+    std::arch::asm!(
+        "vpdpbusd {acc}, {x}, {y}",
+        acc = inout(ymm_reg) acc,
+        x = in(ymm_reg) x,
+        y = in(ymm_reg) y,
+        options(pure, nomem, nostack, preserves_flags)
+    );
+    acc
 }
 
 /// The kernel, inlined into [`tile_avx2`] and [`tile_vnni`] (`V`: use `vpdpbusd`).
@@ -159,7 +171,7 @@ pub fn dot_tile<const R: usize, const C: usize>(
     let nb = n / t.block_size();
     let (ts, ats) = (t.type_size(), at.type_size());
     // The safe boundary: every row the kernel reads lies inside its slice.
-    let fits = n % t.block_size() == 0
+    let fits = n.is_multiple_of(t.block_size())
         && nb * ts <= wrb
         && nb * ats <= arb
         && w.len() >= R * wrb
