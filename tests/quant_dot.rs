@@ -9,6 +9,7 @@ mod support;
 use half::{bf16, f16};
 use support::tensors::random_blocks;
 use support::Rng;
+use wick::quant::vec_dot_rows;
 use wick::quant::{
     dequantize, quantize_row_into, vec_dot, vec_dot_portable, vec_dot_ref, vec_dot_tile, vec_dot_type,
     GgmlType,
@@ -292,6 +293,27 @@ fn tiles_are_bit_identical_to_vec_dot() {
             check::<4, 1>(t, n, &mut rng);
             check::<1, 4>(t, n, &mut rng);
             check::<2, 4>(t, n, &mut rng);
+        }
+    }
+}
+
+/// The decode loop over weight rows gives exactly the bits of one `vec_dot` per row.
+#[test]
+fn rows_are_bit_identical_to_vec_dot() {
+    let mut rng = Rng(0x5EED_0006);
+    for t in GgmlType::WEIGHT_TYPES {
+        let at = vec_dot_type(t);
+        for n in lengths(t) {
+            let w: Vec<Vec<u8>> = (0..5).map(|_| random_weights(t, n, &mut rng)).collect();
+            let x: Vec<f32> = (0..n).map(|_| normal(&mut rng, 0.5)).collect();
+            let mut acts = Vec::new();
+            quantize_row_into(at, &x, &mut acts).unwrap();
+            let mut out = [0f32; 5];
+            vec_dot_rows(t, n, &w.concat(), w[0].len(), &acts, &mut out);
+            for (j, o) in out.iter().enumerate() {
+                let want = vec_dot(t, n, &w[j], &acts);
+                assert_eq!(o.to_bits(), want.to_bits(), "{t} n={n} row {j}");
+            }
         }
     }
 }

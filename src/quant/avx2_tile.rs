@@ -195,3 +195,52 @@ pub fn dot_tile<const R: usize, const C: usize>(
     }
     true
 }
+
+/// `out[j]` = weight row `j` (rows `wrb` bytes apart in `w`) times the activation row `a`, for a
+/// legacy type `t`: one 1 x 1 tile per row, in one call (decode's loop, without a dispatch per
+/// row). False (nothing written) for other types or slices too short.
+pub fn dot_rows(t: GgmlType, n: usize, w: &[u8], wrb: usize, a: &[u8], out: &mut [f32]) -> bool {
+    let at = super::vec_dot_type(t);
+    let nb = n / t.block_size();
+    let (ts, ats) = (t.type_size(), at.type_size());
+    let fits = n.is_multiple_of(t.block_size())
+        && nb * ts <= wrb
+        && nb * ats <= a.len()
+        && w.len() >= out.len() * wrb;
+    if !fits || !super::avx2::available() {
+        return false;
+    }
+    // SAFETY: features checked above; every row read lies inside `w` and `a` (`fits`).
+    unsafe {
+        let v = vnni();
+        match (t, v) {
+            (GgmlType::Q4_0, false) => rows_avx2::<{ GgmlType::Q4_0 as u32 }, false>(ts, nb, w, wrb, a, out),
+            (GgmlType::Q4_0, true) => rows_avx2::<{ GgmlType::Q4_0 as u32 }, true>(ts, nb, w, wrb, a, out),
+            (GgmlType::Q4_1, false) => rows_avx2::<{ GgmlType::Q4_1 as u32 }, false>(ts, nb, w, wrb, a, out),
+            (GgmlType::Q4_1, true) => rows_avx2::<{ GgmlType::Q4_1 as u32 }, true>(ts, nb, w, wrb, a, out),
+            (GgmlType::Q5_0, false) => rows_avx2::<{ GgmlType::Q5_0 as u32 }, false>(ts, nb, w, wrb, a, out),
+            (GgmlType::Q5_0, true) => rows_avx2::<{ GgmlType::Q5_0 as u32 }, true>(ts, nb, w, wrb, a, out),
+            (GgmlType::Q5_1, false) => rows_avx2::<{ GgmlType::Q5_1 as u32 }, false>(ts, nb, w, wrb, a, out),
+            (GgmlType::Q5_1, true) => rows_avx2::<{ GgmlType::Q5_1 as u32 }, true>(ts, nb, w, wrb, a, out),
+            (GgmlType::Q8_0, false) => rows_avx2::<{ GgmlType::Q8_0 as u32 }, false>(ts, nb, w, wrb, a, out),
+            (GgmlType::Q8_0, true) => rows_avx2::<{ GgmlType::Q8_0 as u32 }, true>(ts, nb, w, wrb, a, out),
+            _ => return false,
+        }
+    }
+    true
+}
+
+/// The loop of [`dot_rows`] (`V`: `vpdpbusd`, which the caller checked the CPU has).
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn rows_avx2<const T: u32, const V: bool>(
+    ts: usize,
+    nb: usize,
+    w: &[u8],
+    wrb: usize,
+    a: &[u8],
+    out: &mut [f32],
+) {
+    for (j, o) in out.iter_mut().enumerate() {
+        tile_body::<T, 1, 1, V>(ts, nb, [w.as_ptr().add(j * wrb)], [a.as_ptr()], std::slice::from_mut(o));
+    }
+}

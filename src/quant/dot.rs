@@ -51,6 +51,20 @@ pub fn vec_dot_gemm4(t: GgmlType, n: usize, w_row: &[u8], acts: &[u8]) -> f32 {
     vec_dot(t, n, w_row, acts)
 }
 
+/// `out[j]` = [`vec_dot`] of weight row `j` (rows `wrb` bytes apart in `w`) with the activation
+/// row `a`: the decode loop, bit-identical to one [`vec_dot`] per row, dispatched once.
+pub fn vec_dot_rows(t: GgmlType, n: usize, w: &[u8], wrb: usize, a: &[u8], out: &mut [f32]) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        if super::avx2_tile::dot_rows(t, n, w, wrb, a, out) {
+            return;
+        }
+    }
+    for (j, o) in out.iter_mut().enumerate() {
+        *o = vec_dot(t, n, w.get(j * wrb..(j + 1) * wrb).unwrap_or(&[]), a);
+    }
+}
+
 /// Whether [`vec_dot_tile`] has a tiled kernel for `t` on this CPU (else it loops over
 /// [`vec_dot`], and a caller gains nothing from tiles).
 pub fn has_tile(t: GgmlType) -> bool {

@@ -34,7 +34,7 @@ mod quantize_weights;
 mod types;
 
 pub use dequant::dequantize;
-pub use dot::{has_tile, vec_dot, vec_dot_gemm4, vec_dot_portable, vec_dot_tile};
+pub use dot::{has_tile, vec_dot, vec_dot_gemm4, vec_dot_portable, vec_dot_rows, vec_dot_tile};
 pub use dot_ref::vec_dot_ref;
 pub use quantize::quantize_row_into;
 pub use quantize_weights::quantize_weights;

@@ -45,10 +45,7 @@ pub fn matmul(w: &Weight, x: &[f32], rows: usize, out: &mut [f32], s: &mut Scrat
             // One weight row at a time: measured, four rows sharing each activation block
             // (a 4 x 1 tile) ran at less than half the speed, the four interleaved weight
             // streams defeating the hardware prefetcher on the memory-bound output matrix.
-            for (jj, o) in o.iter_mut().enumerate() {
-                let j = j0 + jj;
-                *o = quant::vec_dot(dtype, k, &data[j * wrb..(j + 1) * wrb], acts);
-            }
+            quant::vec_dot_rows(dtype, k, &data[j0 * wrb..(j0 + o.len()) * wrb], wrb, acts, o);
         });
         return Ok(());
     }
