@@ -244,3 +244,68 @@ unsafe fn rows_avx2<const T: u32, const V: bool>(
         tile_body::<T, 1, 1, V>(ts, nb, [w.as_ptr().add(j * wrb)], [a.as_ptr()], std::slice::from_mut(o));
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Both instantiations, `maddubs` + `madd` and `vpdpbusd`, give the same bits (the suite in
+    /// tests/quant_dot.rs only reaches the one this CPU dispatches to).
+    #[test]
+    fn avx2_and_vnni_tiles_agree() {
+        if !super::super::avx2::available() || !vnni() {
+            return;
+        }
+        let mut seed = 0x2545_F491_4F6C_DD1Du64;
+        let mut next = move || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed
+        };
+        for t in [GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q5_0, GgmlType::Q5_1, GgmlType::Q8_0] {
+            let n = 256;
+            let (ts, nb) = (t.type_size(), n / 32);
+            let mut w: Vec<u8> = (0..4 * nb * ts).map(|_| next() as u8).collect();
+            // Finite block scales: d (and m) as small f16 values.
+            for b in w.chunks_exact_mut(ts) {
+                b[..2].copy_from_slice(&half::f16::from_f32((next() % 1000) as f32 * 1e-4).to_le_bytes());
+                if matches!(t, GgmlType::Q4_1 | GgmlType::Q5_1) {
+                    b[2..4]
+                        .copy_from_slice(&half::f16::from_f32((next() % 1000) as f32 * -1e-4).to_le_bytes());
+                }
+            }
+            let x: Vec<f32> = (0..4 * n).map(|_| (next() % 2001) as f32 / 1000.0 - 1.0).collect();
+            let mut a = Vec::new();
+            for row in x.chunks_exact(n) {
+                let mut r = Vec::new();
+                super::super::quantize_row_into(super::super::vec_dot_type(t), row, &mut r).unwrap();
+                a.extend_from_slice(&r);
+            }
+            let arb = a.len() / 4;
+            let wp: [*const u8; 4] = std::array::from_fn(|r| w[r * nb * ts..].as_ptr());
+            let ap: [*const u8; 4] = std::array::from_fn(|c| a[c * arb..].as_ptr());
+            let (mut o1, mut o2) = ([0f32; 16], [0f32; 16]);
+            // SAFETY: features checked above; 4 rows of `nb` blocks each in `w` and `a`.
+            unsafe {
+                macro_rules! both {
+                    ($t:expr) => {{
+                        tile_avx2::<{ $t as u32 }, 4, 4>(ts, nb, wp, ap, &mut o1);
+                        tile_vnni::<{ $t as u32 }, 4, 4>(ts, nb, wp, ap, &mut o2);
+                    }};
+                }
+                match t {
+                    GgmlType::Q4_0 => both!(GgmlType::Q4_0),
+                    GgmlType::Q4_1 => both!(GgmlType::Q4_1),
+                    GgmlType::Q5_0 => both!(GgmlType::Q5_0),
+                    GgmlType::Q5_1 => both!(GgmlType::Q5_1),
+                    _ => both!(GgmlType::Q8_0),
+                }
+            }
+            for i in 0..16 {
+                assert_eq!(o1[i].to_bits(), o2[i].to_bits(), "{t} pair {i}: {} vs {}", o1[i], o2[i]);
+            }
+            assert!(o1.iter().any(|&v| v != 0.0), "{t}: all zero");
+        }
+    }
+}
