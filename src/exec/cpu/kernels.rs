@@ -424,10 +424,16 @@ fn swiglu_impl(gate: &mut [f32], up: &[f32]) {
 
 /// Index of the largest value (the first on ties; NaN never wins).
 pub fn argmax(v: &[f32]) -> u32 {
-    let mut best = 0;
+    let Some(&first) = v.first() else {
+        return 0;
+    };
+    // The best value kept in a register (re-reading v[best] every step cost 4% of Gemma 3's
+    // decode over its 262144 logits); the same choices as comparing against v[best].
+    let (mut best, mut bv) = (0, first);
     for (i, &x) in v.iter().enumerate() {
-        if x > v[best] || v[best].is_nan() {
+        if x > bv || bv.is_nan() {
             best = i;
+            bv = x;
         }
     }
     best as u32
