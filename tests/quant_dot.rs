@@ -9,8 +9,10 @@ mod support;
 use half::{bf16, f16};
 use support::tensors::random_blocks;
 use support::Rng;
+use wick::quant::vec_dot_rows;
 use wick::quant::{
-    dequantize, quantize_row_into, vec_dot, vec_dot_portable, vec_dot_ref, vec_dot_type, GgmlType,
+    dequantize, quantize_row_into, vec_dot, vec_dot_portable, vec_dot_ref, vec_dot_tile, vec_dot_type,
+    GgmlType,
 };
 
 /// Roughly normal (sum of uniforms), mean 0, sd ~ `sd`.
@@ -255,6 +257,62 @@ fn portable_path_is_bit_identical_to_avx2_for_llamacpp_ordered_types() {
                 let fast = vec_dot(t, n, &w, &acts);
                 let port = vec_dot_portable(t, n, &w, &acts);
                 assert_eq!(fast.to_bits(), port.to_bits(), "{t} n={n}: vec_dot {fast} vs portable {port}");
+            }
+        }
+    }
+}
+
+/// Tiles of weight rows times activation rows give exactly the bits of one `vec_dot` per pair,
+/// for every weight type (tiled kernels on x86 for the legacy types, the loop elsewhere).
+#[test]
+fn tiles_are_bit_identical_to_vec_dot() {
+    fn check<const R: usize, const C: usize>(t: GgmlType, n: usize, rng: &mut Rng) {
+        let at = vec_dot_type(t);
+        let w: Vec<Vec<u8>> = (0..R).map(|_| random_weights(t, n, rng)).collect();
+        let a: Vec<Vec<u8>> = (0..C)
+            .map(|_| {
+                let x: Vec<f32> = (0..n).map(|_| normal(rng, 0.5)).collect();
+                let mut acts = Vec::new();
+                quantize_row_into(at, &x, &mut acts).unwrap();
+                acts
+            })
+            .collect();
+        let mut out = vec![0f32; R * C];
+        vec_dot_tile::<R, C>(t, n, &w.concat(), w[0].len(), &a.concat(), a[0].len(), &mut out);
+        for r in 0..R {
+            for c in 0..C {
+                let want = vec_dot(t, n, &w[r], &a[c]);
+                assert_eq!(out[r * C + c].to_bits(), want.to_bits(), "{t} n={n} {R}x{C} tile ({r},{c})");
+            }
+        }
+    }
+    let mut rng = Rng(0x5EED_0004);
+    for t in GgmlType::WEIGHT_TYPES {
+        for n in lengths(t) {
+            check::<1, 1>(t, n, &mut rng);
+            check::<4, 1>(t, n, &mut rng);
+            check::<1, 4>(t, n, &mut rng);
+            check::<2, 4>(t, n, &mut rng);
+        }
+    }
+}
+
+/// The decode loop over weight rows gives exactly the bits of one `vec_dot` per row.
+#[test]
+fn rows_are_bit_identical_to_vec_dot() {
+    let mut rng = Rng(0x5EED_0006);
+    for t in GgmlType::WEIGHT_TYPES {
+        let at = vec_dot_type(t);
+        for n in lengths(t) {
+            let w: Vec<Vec<u8>> = (0..5).map(|_| random_weights(t, n, &mut rng)).collect();
+            let x: Vec<f32> = (0..n).map(|_| normal(&mut rng, 0.5)).collect();
+            let mut acts = Vec::new();
+            quantize_row_into(at, &x, &mut acts).unwrap();
+            let mut out = [0f32; 5];
+            vec_dot_rows(t, n, &w.concat(), w[0].len(), &acts, &mut out);
+            for (j, o) in out.iter().enumerate() {
+                let want = vec_dot(t, n, &w[j], &acts);
+                assert_eq!(o.to_bits(), want.to_bits(), "{t} n={n} row {j}");
             }
         }
     }

@@ -49,38 +49,44 @@ pub fn vec_dot(t: GgmlType, n: usize, w: &[u8], a: &[u8]) -> Option<f32> {
 
 #[target_feature(enable = "avx2,fma,f16c")]
 #[inline]
-unsafe fn hsum_ps(v: __m256) -> f32 {
+pub(super) unsafe fn hsum_ps(v: __m256) -> f32 {
     let s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
     let s = _mm_add_ps(s, _mm_movehl_ps(s, s));
     _mm_cvtss_f32(_mm_add_ss(s, _mm_movehdup_ps(s)))
 }
 
 /// f16 at `p` (little-endian) as f32.
+///
+/// In assembly for the reason given at `avx2_tile::f16x2`: with intrinsics LLVM inserts the
+/// 16 bits into an arbitrary live register (often an accumulator) and so chains the conversion
+/// to it. `vmovd` from a general register zeroes the rest: no false dependency.
 #[target_feature(enable = "avx2,fma,f16c")]
 #[inline]
 unsafe fn f16_at(p: *const u8) -> f32 {
-    let bits = u16::from_le_bytes([*p, *p.add(1)]);
-    _mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(bits as i32)))
+    let r: __m128;
+    // SAFETY: the caller guarantees 2 readable bytes at `p`; only they are read.
+    std::arch::asm!(
+        "movzx {t:e}, word ptr [{p}]",
+        "vmovd {r}, {t:e}",
+        "vcvtph2ps {r}, {r}",
+        p = in(reg) p,
+        t = out(reg) _,
+        r = out(xmm_reg) r,
+        options(pure, readonly, nostack, preserves_flags)
+    );
+    _mm_cvtss_f32(r)
 }
 
 #[target_feature(enable = "avx2,fma,f16c")]
 #[inline]
-unsafe fn load(p: *const u8) -> __m256i {
+pub(super) unsafe fn load(p: *const u8) -> __m256i {
     _mm256_loadu_si256(p as *const __m256i)
-}
-
-/// Sum of products of signed bytes, as 8 i32 lanes.
-#[target_feature(enable = "avx2,fma,f16c")]
-#[inline]
-unsafe fn mul_sum_i8(x: __m256i, y: __m256i) -> __m256i {
-    let p = _mm256_maddubs_epi16(_mm256_sign_epi8(x, x), _mm256_sign_epi8(y, x));
-    _mm256_madd_epi16(p, _mm256_set1_epi16(1))
 }
 
 /// Sum of products of unsigned `x` and signed `y` bytes, as 8 i32 lanes.
 #[target_feature(enable = "avx2,fma,f16c")]
 #[inline]
-unsafe fn mul_sum_u8_i8(x: __m256i, y: __m256i) -> __m256i {
+pub(super) unsafe fn mul_sum_u8_i8(x: __m256i, y: __m256i) -> __m256i {
     _mm256_madd_epi16(_mm256_maddubs_epi16(x, y), _mm256_set1_epi16(1))
 }
 
@@ -107,7 +113,7 @@ unsafe fn bits_to_0x10(bits: u32) -> __m256i {
 /// 32 weights of a legacy block as bytes (signed for Q4_0/Q5_0/Q8_0, unsigned for Q4_1/Q5_1).
 #[target_feature(enable = "avx2,fma,f16c")]
 #[inline]
-unsafe fn legacy_q<const T: u32>(b: *const u8) -> __m256i {
+pub(super) unsafe fn legacy_q<const T: u32>(b: *const u8) -> __m256i {
     const Q4_0: u32 = GgmlType::Q4_0 as u32;
     const Q4_1: u32 = GgmlType::Q4_1 as u32;
     const Q5_0: u32 = GgmlType::Q5_0 as u32;
@@ -128,69 +134,36 @@ unsafe fn legacy_q<const T: u32>(b: *const u8) -> __m256i {
     }
 }
 
-/// Legacy type `T` (its ggml id) times Q8_0 activations. One 8-lane accumulator, blocks in
-/// order, then the 8-lane horizontal sum: the accumulation order of ggml's AVX2
-/// `ggml_vec_dot_q*_0_q8_0` and of llamafile's `tinyBLAS_Q0_AVX`, so the result is bit-identical.
+/// Legacy type `T` (its ggml id) times Q8_0 or Q8_1 activations: the 1 x 1 tile of
+/// `avx2_tile.rs`, which sums in the order of ggml's AVX2 `ggml_vec_dot_q*_q8_*` (and of
+/// llamafile's `tinyBLAS_Q0_AVX`), so the result is bit-identical.
 #[target_feature(enable = "avx2,fma,f16c")]
 #[inline]
-unsafe fn dot_legacy_q8_0<const T: u32>(ts: usize, nb: usize, w: &[u8], a: &[u8]) -> f32 {
-    let (wp, ap) = (w.as_ptr(), a.as_ptr());
-    let mut acc = _mm256_setzero_ps();
-    for i in 0..nb {
-        let (wb, ab) = (wp.add(i * ts), ap.add(i * 34));
-        let d = _mm256_broadcastss_ps(_mm_mul_ss(f16x1(wb), f16x1(ab)));
-        let p = _mm256_cvtepi32_ps(mul_sum_i8(legacy_q::<T>(wb), load(ab.add(2))));
-        acc = _mm256_fmadd_ps(d, p, acc);
-    }
-    hsum_ps(acc)
-}
-
-/// Legacy type `T` with a min (Q4_1, Q5_1) times Q8_1 activations, in ggml's order: one 8-lane
-/// accumulator, and the min terms m * s summed in a scalar by fused multiply-adds (GCC
-/// contracts ggml's `summs += m * s`), added after the horizontal sum.
-#[target_feature(enable = "avx2,fma,f16c")]
-#[inline]
-unsafe fn dot_legacy_q8_1<const T: u32>(ts: usize, nb: usize, w: &[u8], a: &[u8]) -> f32 {
-    let (wp, ap) = (w.as_ptr(), a.as_ptr());
-    let mut acc = _mm256_setzero_ps();
-    // Kept in lane 0 of a vector register: scalar code here halved the speed.
-    let mut summs = _mm_setzero_ps();
-    for i in 0..nb {
-        let (wb, ab) = (wp.add(i * ts), ap.add(i * 36));
-        summs = _mm_fmadd_ss(f16x1(wb.add(2)), f16x1(ab.add(2)), summs);
-        let d = _mm256_broadcastss_ps(_mm_mul_ss(f16x1(wb), f16x1(ab)));
-        let p = _mm256_cvtepi32_ps(mul_sum_u8_i8(legacy_q::<T>(wb), load(ab.add(4))));
-        acc = _mm256_fmadd_ps(d, p, acc);
-    }
-    hsum_ps(acc) + _mm_cvtss_f32(summs)
+unsafe fn dot_legacy<const T: u32>(ts: usize, nb: usize, w: &[u8], a: &[u8]) -> f32 {
+    let mut out = [0f32];
+    super::avx2_tile::tile::<T, 1, 1>(ts, nb, [w.as_ptr()], [a.as_ptr()], &mut out);
+    out[0]
 }
 
 #[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn dot_q4_0(nb: usize, w: &[u8], a: &[u8]) -> f32 {
-    dot_legacy_q8_0::<{ GgmlType::Q4_0 as u32 }>(18, nb, w, a)
+    dot_legacy::<{ GgmlType::Q4_0 as u32 }>(18, nb, w, a)
 }
 #[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn dot_q5_0(nb: usize, w: &[u8], a: &[u8]) -> f32 {
-    dot_legacy_q8_0::<{ GgmlType::Q5_0 as u32 }>(22, nb, w, a)
+    dot_legacy::<{ GgmlType::Q5_0 as u32 }>(22, nb, w, a)
 }
 #[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn dot_q8_0(nb: usize, w: &[u8], a: &[u8]) -> f32 {
-    dot_legacy_q8_0::<{ GgmlType::Q8_0 as u32 }>(34, nb, w, a)
+    dot_legacy::<{ GgmlType::Q8_0 as u32 }>(34, nb, w, a)
 }
 #[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn dot_q4_1(nb: usize, w: &[u8], a: &[u8]) -> f32 {
-    dot_legacy_q8_1::<{ GgmlType::Q4_1 as u32 }>(20, nb, w, a)
+    dot_legacy::<{ GgmlType::Q4_1 as u32 }>(20, nb, w, a)
 }
 #[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn dot_q5_1(nb: usize, w: &[u8], a: &[u8]) -> f32 {
-    dot_legacy_q8_1::<{ GgmlType::Q5_1 as u32 }>(24, nb, w, a)
-}
-
-/// f16 at `p` (little-endian) as f32 in lane 0.
-#[target_feature(enable = "avx2,fma,f16c")]
-#[inline]
-unsafe fn f16x1(p: *const u8) -> __m128 {
-    _mm_cvtph_ps(_mm_cvtsi32_si128((p as *const u16).read_unaligned() as i32))
+    dot_legacy::<{ GgmlType::Q5_1 as u32 }>(24, nb, w, a)
 }
 
 /// i16 per-16 scales `k` and `k + 1` laid out for `madd` against 32 products.

@@ -51,6 +51,67 @@ pub fn vec_dot_gemm4(t: GgmlType, n: usize, w_row: &[u8], acts: &[u8]) -> f32 {
     vec_dot(t, n, w_row, acts)
 }
 
+/// `out[j]` = [`vec_dot`] of weight row `j` (rows `wrb` bytes apart in `w`) with the activation
+/// row `a`: the decode loop, bit-identical to one [`vec_dot`] per row, dispatched once.
+pub fn vec_dot_rows(t: GgmlType, n: usize, w: &[u8], wrb: usize, a: &[u8], out: &mut [f32]) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        if super::avx2_tile::dot_rows(t, n, w, wrb, a, out) {
+            return;
+        }
+    }
+    for (j, o) in out.iter_mut().enumerate() {
+        *o = vec_dot(t, n, w.get(j * wrb..(j + 1) * wrb).unwrap_or(&[]), a);
+    }
+}
+
+/// Whether [`vec_dot_tile`] has a tiled kernel for `t` on this CPU (else it loops over
+/// [`vec_dot`], and a caller gains nothing from tiles).
+pub fn has_tile(t: GgmlType) -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        use GgmlType::*;
+        matches!(t, Q4_0 | Q4_1 | Q5_0 | Q5_1 | Q8_0) && super::avx2::available()
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        let _ = t;
+        false
+    }
+}
+
+/// `out[r * C + c]` = [`vec_dot`] of weight row `r` and activation row `c`: `w` holds `R`
+/// weight rows of `wrb` bytes, `a` holds `C` activation rows of `arb` bytes, each row `n`
+/// elements. Bit-identical to `R * C` calls of [`vec_dot`]; on x86 with AVX2 the legacy types
+/// run as one tile (each weight block unpacked once for all `C` rows, each activation block
+/// loaded once for all `R` rows). Rows missing from short slices read as empty.
+#[inline]
+pub fn vec_dot_tile<const R: usize, const C: usize>(
+    t: GgmlType,
+    n: usize,
+    w: &[u8],
+    wrb: usize,
+    a: &[u8],
+    arb: usize,
+    out: &mut [f32],
+) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        if super::avx2_tile::dot_tile::<R, C>(t, n, w, wrb, a, arb, out) {
+            return;
+        }
+    }
+    for r in 0..R {
+        let wr = w.get(r * wrb..(r + 1) * wrb).unwrap_or(&[]);
+        for c in 0..C {
+            let ar = a.get(c * arb..(c + 1) * arb).unwrap_or(&[]);
+            if let Some(o) = out.get_mut(r * C + c) {
+                *o = vec_dot(t, n, wr, ar);
+            }
+        }
+    }
+}
+
 #[inline(always)]
 fn dot_i8<const N: usize>(x: &[i8; N], y: &[u8]) -> i32 {
     let mut s = 0i32;

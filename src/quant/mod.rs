@@ -18,11 +18,17 @@
 //! - Three dot product paths: [`vec_dot_ref`] (clarity), [`vec_dot_portable`] (scalar code the
 //!   compiler can vectorize; used on wasm and CPUs without AVX2), and AVX2+FMA+F16C kernels chosen
 //!   at run time on x86_64 (`avx2.rs`). [`vec_dot`] dispatches.
+//! - Batched forms for the CPU executor's matmul, bit-identical to [`vec_dot`] per pair:
+//!   [`vec_dot_rows`] (decode: many weight rows, one dispatch) and [`vec_dot_tile`] (prefill:
+//!   each weight block unpacked once for several activation rows). On x86_64 the legacy types
+//!   run them as tiles (`avx2_tile.rs`), with `vpdpbusd` where the CPU has AVX-512 VNNI.
 //! - The hot path never allocates, never panics and never reads out of bounds, even when the
 //!   caller breaks its length contract (debug builds assert it).
 
 #[cfg(target_arch = "x86_64")]
 mod avx2;
+#[cfg(target_arch = "x86_64")]
+mod avx2_tile;
 mod blocks;
 mod dequant;
 mod dot;
@@ -32,7 +38,7 @@ mod quantize_weights;
 mod types;
 
 pub use dequant::dequantize;
-pub use dot::{vec_dot, vec_dot_gemm4, vec_dot_portable};
+pub use dot::{has_tile, vec_dot, vec_dot_gemm4, vec_dot_portable, vec_dot_rows, vec_dot_tile};
 pub use dot_ref::vec_dot_ref;
 pub use quantize::quantize_row_into;
 pub use quantize_weights::quantize_weights;

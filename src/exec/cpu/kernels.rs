@@ -138,9 +138,14 @@ unsafe fn dot_f16_lanes16_fma(a: &[f16], b: &[f32]) -> f32 {
 #[inline(always)]
 fn dot_f16_lanes16_impl(a: &[f16], b: &[f32]) -> f32 {
     let mut acc = [0f32; 16];
-    for (ca, cb) in a.chunks_exact(16).zip(b.chunks_exact(16)) {
-        for l in 0..16 {
-            acc[l] = ca[l].to_f32().mul_add(cb[l], acc[l]);
+    let mut buf = [0f32; 64];
+    for (ca, cb) in a.chunks(64).zip(b.chunks(64)) {
+        let n = ca.len().min(cb.len()) / 16 * 16;
+        f16_to_f32(&ca[..n], &mut buf[..n]);
+        for (ca, cb) in buf[..n].chunks_exact(16).zip(cb.chunks_exact(16)) {
+            for l in 0..16 {
+                acc[l] = ca[l].mul_add(cb[l], acc[l]);
+            }
         }
     }
     reduce16(&acc)
@@ -170,11 +175,13 @@ unsafe fn dot_f16_vec_fma(a: &[f16], b: &[f32]) -> f32 {
 #[inline(always)]
 fn dot_f16_vec_impl(a: &[f16], b: &[f32]) -> f32 {
     let mut sum = [[0f32; 16]; 4];
-    for (ca, cb) in a.chunks_exact(64).zip(b.chunks_exact(64)) {
+    let mut ca = [0f32; 64];
+    for (ch, cb) in a.chunks_exact(64).zip(b.chunks_exact(64)) {
+        f16_to_f32(ch, &mut ca);
         for (j, s) in sum.iter_mut().enumerate() {
             for (l, s) in s.iter_mut().enumerate() {
                 let i = 16 * j + l;
-                *s = ca[i].to_f32().mul_add(cb[i], *s);
+                *s = ca[i].mul_add(cb[i], *s);
             }
         }
     }
@@ -220,109 +227,163 @@ pub struct QueryAt<'a> {
 /// [start, at[r].pos].
 pub fn attention(q: &[f32], out: &mut [f32], kv: &KvView, at: &[QueryAt], s: AttnShape) {
     let hd = s.head_dim;
-    let group = s.n_heads / s.n_kv_heads;
     let width = s.n_heads * hd;
     // A single query row (decode) takes another path in llama.cpp: K·Q by ggml_vec_dot_f16
     // (measured: tinyBLAS's order there disagrees with llama.cpp's decode, matches its batches).
     let single = q.len() == width;
     // One task per (row, head): out is split into head-sized pieces in that order.
     par::for_each_chunk(out, hd, |i, o| {
-        let (r, h) = (i / s.n_heads, i % s.n_heads);
-        let (p, blocks) = (at[r].pos, at[r].blocks);
-        let start = s.window.map_or(0, |w| (p + 1).saturating_sub(w));
-        let kvh = h / group;
-        // ggml rounds the query to f16 before the f16 K·Q product.
-        let qh: Vec<f32> = q[r * width + h * hd..r * width + (h + 1) * hd]
-            .iter()
-            .map(|&v| f16::from_f32(v).to_f32())
-            .collect();
-        let mut scores: Vec<f32> = (start..=p)
-            .map(|j| {
-                let j = kv_row(blocks, j);
-                let kr = &kv.k[j * kv.k_dim + kvh * hd..j * kv.k_dim + (kvh + 1) * hd];
-                let d: f32 = if single && hd.is_multiple_of(64) {
-                    dot_f16_vec(kr, &qh)
-                } else if hd.is_multiple_of(16) {
-                    dot_f16_lanes16(kr, &qh)
-                } else {
-                    kr.iter().zip(&qh).map(|(k, q)| k.to_f32() * q).sum()
-                };
-                let mut v = d * s.scale;
-                if let Some(c) = s.softcap {
-                    v = (v / c).tanh() * c;
-                }
-                v
-            })
-            .collect();
-        let max = scores.iter().cloned().fold(f32::NEG_INFINITY, f32::max);
-        // ggml's softmax (AVX512 build): 16-wide chunks through ggml_v_expf, each chunk summed
-        // in f32 by the 16-lane reduction and added to an f64 sum (a tail would use expf). llama.cpp's
-        // row is the KV cache's used cells padded (to 256), a multiple of 16, so every score
-        // goes through ggml_v_expf (verified: the expf tail disagrees on SmolLM2). Masked
-        // cells (beyond the row, before the window) add exact zeros.
-        let n_kv = (p + 1).div_ceil(16) * 16;
-        let mut sum = 0f64;
-        let mut chunk = [0f32; 16];
-        for c0 in (0..n_kv).step_by(16) {
-            for (l, c) in chunk.iter_mut().enumerate() {
-                let jj = c0 + l;
-                *c = 0.0;
-                if jj >= start && jj <= p {
-                    *c = v_expf(scores[jj - start] - max);
-                    scores[jj - start] = *c;
-                }
-            }
-            sum += reduce16(&chunk) as f64;
-        }
-        let inv = (1.0 / sum) as f32;
-        o.iter_mut().for_each(|v| *v = 0.0);
-        // ggml converts the probabilities to f16 for the product with the f16 values.
-        let probs: Vec<f32> = scores.iter().map(|&w| f16::from_f32(w * inv).to_f32()).collect();
-        let vrow = |j: usize| {
-            let j = kv_row(blocks, j);
-            &kv.v[j * kv.v_dim + kvh * hd..j * kv.v_dim + (kvh + 1) * hd]
-        };
-        // As llamafile's tinyBLAS<16> (f16 x f16, AVX512): lane (j mod 16) sums its positions in
-        // order (a product of two f16 values is exact in f32, so the fused multiply-add is one
-        // rounded addition), then the 16-lane reduction.
-        if single {
-            // Decoding, llama.cpp's P·V is ggml_vec_dot_f16 over the padded row too: position j
-            // goes to accumulator (j mod 64) / 16, lane j mod 16, reduced as in `dot_f16_vec`.
-            let mut acc = vec![[[0f32; 16]; 4]; hd];
-            for (j, &w) in (start..=p).zip(&probs) {
-                for (a, v) in acc.iter_mut().zip(vrow(j)) {
-                    a[(j % 64) / 16][j % 16] += w * v.to_f32();
-                }
-            }
-            for (o, a) in o.iter_mut().zip(&acc) {
-                let s0: [f32; 16] = std::array::from_fn(|l| (a[0][l] + a[2][l]) + (a[1][l] + a[3][l]));
-                *o = reduce16(&s0);
-            }
-            return;
-        }
-        let mut lanes = vec![[0f32; 16]; hd];
-        for (j, &w) in (start..=p).zip(&probs) {
-            for (ln, v) in lanes.iter_mut().zip(vrow(j)) {
-                ln[j % 16] += w * v.to_f32();
+        #[cfg(target_arch = "x86_64")]
+        {
+            if is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma") {
+                // SAFETY: the CPU has AVX2 and FMA (checked above).
+                unsafe { attend_head_fma(i, o, q, kv, at, &s, single) };
+                return;
             }
         }
-        o.iter_mut().zip(&lanes).for_each(|(o, l)| *o = reduce16(l));
+        attend_head(i, o, q, kv, at, &s, single)
     });
+}
+
+/// [`attend_head`] compiled with AVX2 and FMA: `mul_add` (every step of `v_expf`) becomes one
+/// instruction instead of a call to libm's `fmaf`; the same bits either way.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn attend_head_fma(
+    i: usize,
+    o: &mut [f32],
+    q: &[f32],
+    kv: &KvView,
+    at: &[QueryAt],
+    s: &AttnShape,
+    single: bool,
+) {
+    attend_head(i, o, q, kv, at, s, single)
+}
+
+/// Task `i` of [`attention`]: query row `i / n_heads`, head `i % n_heads`, into `o`.
+#[inline(always)]
+fn attend_head(i: usize, o: &mut [f32], q: &[f32], kv: &KvView, at: &[QueryAt], s: &AttnShape, single: bool) {
+    let hd = s.head_dim;
+    let group = s.n_heads / s.n_kv_heads;
+    let width = s.n_heads * hd;
+    let (r, h) = (i / s.n_heads, i % s.n_heads);
+    let (p, blocks) = (at[r].pos, at[r].blocks);
+    let start = s.window.map_or(0, |w| (p + 1).saturating_sub(w));
+    let kvh = h / group;
+    // ggml rounds the query to f16 before the f16 K·Q product.
+    let qh: Vec<f32> =
+        q[r * width + h * hd..r * width + (h + 1) * hd].iter().map(|&v| f16::from_f32(v).to_f32()).collect();
+    let mut scores: Vec<f32> = (start..=p)
+        .map(|j| {
+            let j = kv_row(blocks, j);
+            let kr = &kv.k[j * kv.k_dim + kvh * hd..j * kv.k_dim + (kvh + 1) * hd];
+            let d: f32 = if single && hd.is_multiple_of(64) {
+                dot_f16_vec(kr, &qh)
+            } else if hd.is_multiple_of(16) {
+                dot_f16_lanes16(kr, &qh)
+            } else {
+                kr.iter().zip(&qh).map(|(k, q)| k.to_f32() * q).sum()
+            };
+            let mut v = d * s.scale;
+            if let Some(c) = s.softcap {
+                v = (v / c).tanh() * c;
+            }
+            v
+        })
+        .collect();
+    let max = scores.iter().cloned().fold(f32::NEG_INFINITY, f32::max);
+    // ggml's softmax (AVX512 build): 16-wide chunks through ggml_v_expf, each chunk summed
+    // in f32 by the 16-lane reduction and added to an f64 sum (a tail would use expf). llama.cpp's
+    // row is the KV cache's used cells padded (to 256), a multiple of 16, so every score
+    // goes through ggml_v_expf (verified: the expf tail disagrees on SmolLM2). Masked
+    // cells (beyond the row, before the window) add exact zeros.
+    let n_kv = (p + 1).div_ceil(16) * 16;
+    let mut sum = 0f64;
+    let mut chunk = [0f32; 16];
+    for c0 in (0..n_kv).step_by(16) {
+        for (l, c) in chunk.iter_mut().enumerate() {
+            let jj = c0 + l;
+            *c = 0.0;
+            if jj >= start && jj <= p {
+                *c = v_expf(scores[jj - start] - max);
+                scores[jj - start] = *c;
+            }
+        }
+        sum += reduce16(&chunk) as f64;
+    }
+    let inv = (1.0 / sum) as f32;
+    o.iter_mut().for_each(|v| *v = 0.0);
+    // ggml converts the probabilities to f16 for the product with the f16 values.
+    let probs: Vec<f32> = scores.iter().map(|&w| f16::from_f32(w * inv).to_f32()).collect();
+    let vrow = |j: usize| {
+        let j = kv_row(blocks, j);
+        &kv.v[j * kv.v_dim + kvh * hd..j * kv.v_dim + (kvh + 1) * hd]
+    };
+    // One value row at a time in f32 (exact), converted in bulk.
+    let mut vbuf = vec![0f32; hd];
+    // As llamafile's tinyBLAS<16> (f16 x f16, AVX512): lane (j mod 16) sums its positions in
+    // order (a product of two f16 values is exact in f32, so the fused multiply-add is one
+    // rounded addition), then the 16-lane reduction.
+    if single {
+        // Decoding, llama.cpp's P·V is ggml_vec_dot_f16 over the padded row too: position j
+        // goes to accumulator (j mod 64) / 16, lane j mod 16, reduced as in `dot_f16_vec`.
+        let mut acc = vec![[[0f32; 16]; 4]; hd];
+        for (j, &w) in (start..=p).zip(&probs) {
+            f16_to_f32(vrow(j), &mut vbuf);
+            for (a, v) in acc.iter_mut().zip(&vbuf) {
+                a[(j % 64) / 16][j % 16] += w * v;
+            }
+        }
+        for (o, a) in o.iter_mut().zip(&acc) {
+            let s0: [f32; 16] = std::array::from_fn(|l| (a[0][l] + a[2][l]) + (a[1][l] + a[3][l]));
+            *o = reduce16(&s0);
+        }
+        return;
+    }
+    let mut lanes = vec![[0f32; 16]; hd];
+    for (j, &w) in (start..=p).zip(&probs) {
+        f16_to_f32(vrow(j), &mut vbuf);
+        for (ln, v) in lanes.iter_mut().zip(&vbuf) {
+            ln[j % 16] += w * v;
+        }
+    }
+    o.iter_mut().zip(&lanes).for_each(|(o, l)| *o = reduce16(l));
+}
+
+/// `dst[i] = src[i]` as f32 (exact), eight at a time by F16C where the CPU has it (half's
+/// bulk conversion; its per-value `to_f32` is a call per element).
+#[inline]
+fn f16_to_f32(src: &[f16], dst: &mut [f32]) {
+    use half::slice::HalfFloatSliceExt;
+    src.convert_to_f32_slice(dst);
 }
 
 /// ggml's GELU (tanh approximation), evaluated as its f16 lookup table does.
 fn gelu(x: f32) -> f32 {
-    const SQRT_2_OVER_PI: f32 = 0.797_884_6;
-    const COEF_A: f32 = 0.044715;
     if x <= -10.0 {
         return 0.0;
     }
     if x >= 10.0 {
         return x;
     }
-    let x = f16::from_f32(x).to_f32();
-    let y = 0.5 * x * (1.0 + (SQRT_2_OVER_PI * x * (1.0 + COEF_A * x * x)).tanh());
-    f16::from_f32(y).to_f32()
+    gelu_table()[f16::from_f32(x).to_bits() as usize].to_f32()
+}
+
+/// GELU of every f16 value, rounded to f16: ggml's table, built once (as ggml does at init).
+/// A lookup instead of a `tanh` per element: measured, libm's `tanhf` was 8% of Gemma 3's prefill.
+fn gelu_table() -> &'static [f16] {
+    static TABLE: std::sync::OnceLock<Vec<f16>> = std::sync::OnceLock::new();
+    TABLE.get_or_init(|| {
+        const SQRT_2_OVER_PI: f32 = 0.797_884_6;
+        const COEF_A: f32 = 0.044715;
+        (0..=u16::MAX)
+            .map(|bits| {
+                let x = f16::from_bits(bits).to_f32();
+                f16::from_f32(0.5 * x * (1.0 + (SQRT_2_OVER_PI * x * (1.0 + COEF_A * x * x)).tanh()))
+            })
+            .collect()
+    })
 }
 
 /// gate = act(gate) * up.
@@ -363,10 +424,16 @@ fn swiglu_impl(gate: &mut [f32], up: &[f32]) {
 
 /// Index of the largest value (the first on ties; NaN never wins).
 pub fn argmax(v: &[f32]) -> u32 {
-    let mut best = 0;
+    let Some(&first) = v.first() else {
+        return 0;
+    };
+    // The best value kept in a register (re-reading v[best] every step cost 4% of Gemma 3's
+    // decode over its 262144 logits); the same choices as comparing against v[best].
+    let (mut best, mut bv) = (0, first);
     for (i, &x) in v.iter().enumerate() {
-        if x > v[best] || v[best].is_nan() {
+        if x > bv || bv.is_nan() {
             best = i;
+            bv = x;
         }
     }
     best as u32

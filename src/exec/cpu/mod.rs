@@ -328,7 +328,7 @@ impl Executor for CpuExecutor {
         seqs: &'a [SeqStep<'a>],
         readback: Readback,
     ) -> LocalFuture<'a, Result<StepOutput>> {
-        let out = self.run_sync(graph, kv, seqs, readback);
+        let out = par::run_in_pool(|| self.run_sync(graph, kv, seqs, readback));
         Box::pin(async move { out })
     }
 }

@@ -1,0 +1,311 @@
+//! AVX2 tiles for the legacy block types (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0): `R` weight rows times
+//! `C` activation rows in one pass over the blocks (x86_64 only, behind [`super::avx2::available`]).
+//!
+//! Why: a lone dot product spends most of its time unpacking weights and converting block
+//! scales, and its one accumulator is a serial chain. A tile unpacks each weight block once for
+//! `C` activation rows (prefill) and loads each activation block once for `R` weight rows
+//! (decode), with `R * C` independent accumulators.
+//!
+//! Every pair (weight row, activation row) is summed in exactly the order of
+//! `avx2::dot_legacy_q8_0` / `dot_legacy_q8_1` (one 8-lane accumulator, blocks in order, the
+//! horizontal sum, then the min terms), so a tile's results are bit-identical to [`super::vec_dot`]
+//! (tests/quant_dot.rs checks it).
+
+use super::avx2::{hsum_ps, legacy_q, load, mul_sum_u8_i8};
+use super::GgmlType;
+use std::arch::x86_64::*;
+
+/// The two f16 at `p` and `p + 2` as f32 in lanes 0 and 1 (lanes 2 and 3: the next 4 bytes).
+/// Reads 8 bytes: every legacy weight block and every Q8_0/Q8_1 block has at least 18.
+///
+/// In assembly because, written with intrinsics, LLVM sees that only lane 0 or 1 is used and
+/// loads the f16 with `vpinsrw` into whatever register it treats as undefined: that was the
+/// accumulator, which put the scale conversion on the accumulator's dependency chain
+/// (measured: 2.9 ns a Q4_1 block instead of about 1). A memory-operand `vcvtph2ps` has no
+/// input register, so no false dependency.
+#[target_feature(enable = "avx2,fma,f16c")]
+#[inline]
+unsafe fn f16x2(p: *const u8) -> __m128 {
+    let r: __m128;
+    // SAFETY: the caller guarantees 8 readable bytes at `p`; the instruction only reads them.
+    std::arch::asm!(
+        "vcvtph2ps {r}, qword ptr [{p}]",
+        r = out(xmm_reg) r,
+        p = in(reg) p,
+        options(pure, readonly, nostack, preserves_flags)
+    );
+    r
+}
+
+/// The tile kernel: `out[r * C + c]` = weight row `r` (at `w[r]`, `ts`-byte blocks) times
+/// activation row `c` (at `a[c]`, Q8_0 or Q8_1 blocks), over `nb` blocks.
+///
+/// # Safety
+/// AVX2, FMA and F16C present; every `w[r]` readable for `nb * ts` bytes and every `a[c]` for
+/// `nb` activation blocks.
+#[inline]
+pub(super) unsafe fn tile<const T: u32, const R: usize, const C: usize>(
+    ts: usize,
+    nb: usize,
+    w: [*const u8; R],
+    a: [*const u8; C],
+    out: &mut [f32],
+) {
+    if vnni() {
+        tile_vnni::<T, R, C>(ts, nb, w, a, out)
+    } else {
+        tile_avx2::<T, R, C>(ts, nb, w, a, out)
+    }
+}
+
+/// Whether the CPU has AVX-512 VNNI with 256-bit vectors (`vpdpbusd` on ymm registers).
+#[inline]
+fn vnni() -> bool {
+    is_x86_feature_detected!("avx512vnni") && is_x86_feature_detected!("avx512vl")
+}
+
+/// [`tile_body`] with AVX2 only: byte products by `maddubs` + `madd`.
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn tile_avx2<const T: u32, const R: usize, const C: usize>(
+    ts: usize,
+    nb: usize,
+    w: [*const u8; R],
+    a: [*const u8; C],
+    out: &mut [f32],
+) {
+    tile_body::<T, R, C, false>(ts, nb, w, a, out)
+}
+
+/// [`tile_body`] with AVX-512 VNNI: byte products by one `vpdpbusd`.
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn tile_vnni<const T: u32, const R: usize, const C: usize>(
+    ts: usize,
+    nb: usize,
+    w: [*const u8; R],
+    a: [*const u8; C],
+    out: &mut [f32],
+) {
+    tile_body::<T, R, C, true>(ts, nb, w, a, out)
+}
+
+/// Sums of four products of unsigned `x` and signed `y` bytes, as 8 i32 lanes, by one
+/// `vpdpbusd` (AVX-512 VNNI on ymm registers: call only where [`vnni`] says so). The same
+/// integers as `maddubs` + `madd` (whose i16 pair sums never saturate here: see avx2.rs).
+///
+/// In assembly: the intrinsic and the `avx512vnni` target feature need Rust 1.89, the crate's
+/// minimum is 1.87.
+#[target_feature(enable = "avx2")]
+#[inline]
+unsafe fn dpbusd(x: __m256i, y: __m256i) -> __m256i {
+    let mut acc = _mm256_setzero_si256();
+    // SAFETY: register-only instruction; the caller checked the CPU has it.
+    std::arch::asm!(
+        "vpdpbusd {acc}, {x}, {y}",
+        acc = inout(ymm_reg) acc,
+        x = in(ymm_reg) x,
+        y = in(ymm_reg) y,
+        options(pure, nomem, nostack, preserves_flags)
+    );
+    acc
+}
+
+/// The kernel, inlined into [`tile_avx2`] and [`tile_vnni`] (`V`: use `vpdpbusd`).
+#[inline(always)]
+unsafe fn tile_body<const T: u32, const R: usize, const C: usize, const V: bool>(
+    ts: usize,
+    nb: usize,
+    w: [*const u8; R],
+    a: [*const u8; C],
+    out: &mut [f32],
+) {
+    // Types with a min (Q4_1, Q5_1) pair with Q8_1 (d, s, 32 quants), the others with Q8_0.
+    let min = T == GgmlType::Q4_1 as u32 || T == GgmlType::Q5_1 as u32;
+    let ats = if min { 36 } else { 34 };
+    let mut acc = [[_mm256_setzero_ps(); C]; R];
+    // Lane 1 holds the min terms m * s, summed by fused multiply-adds (lane 0 is unused).
+    let mut summs = [[_mm_setzero_ps(); C]; R];
+    for i in 0..nb {
+        let ah: [__m128; C] = std::array::from_fn(|c| f16x2(a[c].add(i * ats)));
+        let aq: [__m256i; C] = std::array::from_fn(|c| load(a[c].add(i * ats + ats - 32)));
+        for r in 0..R {
+            let wb = w[r].add(i * ts);
+            let wh = f16x2(wb);
+            let q = legacy_q::<T>(wb);
+            // Signed weights: the sign trick, |w| once per weight block.
+            let aw = if min { q } else { _mm256_sign_epi8(q, q) };
+            for c in 0..C {
+                if min {
+                    summs[r][c] = _mm_fmadd_ps(wh, ah[c], summs[r][c]);
+                }
+                let d = _mm256_broadcastss_ps(_mm_mul_ss(wh, ah[c]));
+                let y = if min { aq[c] } else { _mm256_sign_epi8(aq[c], q) };
+                let p = _mm256_cvtepi32_ps(if V { dpbusd(aw, y) } else { mul_sum_u8_i8(aw, y) });
+                acc[r][c] = _mm256_fmadd_ps(d, p, acc[r][c]);
+            }
+        }
+    }
+    for r in 0..R {
+        for c in 0..C {
+            let mut s = hsum_ps(acc[r][c]);
+            if min {
+                s += _mm_cvtss_f32(_mm_movehdup_ps(summs[r][c]));
+            }
+            out[r * C + c] = s;
+        }
+    }
+}
+
+/// `out[r * C + c]` = weight row `r` times activation row `c` for a legacy type `t`, rows of `n`
+/// elements: `w` holds `R` rows of `wrb` bytes, `a` holds `C` rows of `arb` bytes. False (and
+/// nothing written) for other types or slices too short for the shapes.
+pub fn dot_tile<const R: usize, const C: usize>(
+    t: GgmlType,
+    n: usize,
+    w: &[u8],
+    wrb: usize,
+    a: &[u8],
+    arb: usize,
+    out: &mut [f32],
+) -> bool {
+    let at = super::vec_dot_type(t);
+    let nb = n / t.block_size();
+    let (ts, ats) = (t.type_size(), at.type_size());
+    // The safe boundary: every row the kernel reads lies inside its slice.
+    let fits = n.is_multiple_of(t.block_size())
+        && nb * ts <= wrb
+        && nb * ats <= arb
+        && w.len() >= R * wrb
+        && a.len() >= C * arb
+        && out.len() >= R * C;
+    if !fits || !super::avx2::available() {
+        return false;
+    }
+    let wp: [*const u8; R] = std::array::from_fn(|r| w[r * wrb..].as_ptr());
+    let ap: [*const u8; C] = std::array::from_fn(|c| a[c * arb..].as_ptr());
+    // SAFETY: features checked above; rows bounded by `fits`.
+    unsafe {
+        match t {
+            GgmlType::Q4_0 => tile::<{ GgmlType::Q4_0 as u32 }, R, C>(ts, nb, wp, ap, out),
+            GgmlType::Q4_1 => tile::<{ GgmlType::Q4_1 as u32 }, R, C>(ts, nb, wp, ap, out),
+            GgmlType::Q5_0 => tile::<{ GgmlType::Q5_0 as u32 }, R, C>(ts, nb, wp, ap, out),
+            GgmlType::Q5_1 => tile::<{ GgmlType::Q5_1 as u32 }, R, C>(ts, nb, wp, ap, out),
+            GgmlType::Q8_0 => tile::<{ GgmlType::Q8_0 as u32 }, R, C>(ts, nb, wp, ap, out),
+            _ => return false,
+        }
+    }
+    true
+}
+
+/// `out[j]` = weight row `j` (rows `wrb` bytes apart in `w`) times the activation row `a`, for a
+/// legacy type `t`: one 1 x 1 tile per row, in one call (decode's loop, without a dispatch per
+/// row). False (nothing written) for other types or slices too short.
+pub fn dot_rows(t: GgmlType, n: usize, w: &[u8], wrb: usize, a: &[u8], out: &mut [f32]) -> bool {
+    let at = super::vec_dot_type(t);
+    let nb = n / t.block_size();
+    let (ts, ats) = (t.type_size(), at.type_size());
+    let fits = n.is_multiple_of(t.block_size())
+        && nb * ts <= wrb
+        && nb * ats <= a.len()
+        && w.len() >= out.len() * wrb;
+    if !fits || !super::avx2::available() {
+        return false;
+    }
+    // SAFETY: features checked above; every row read lies inside `w` and `a` (`fits`).
+    unsafe {
+        let v = vnni();
+        match (t, v) {
+            (GgmlType::Q4_0, false) => rows_avx2::<{ GgmlType::Q4_0 as u32 }, false>(ts, nb, w, wrb, a, out),
+            (GgmlType::Q4_0, true) => rows_avx2::<{ GgmlType::Q4_0 as u32 }, true>(ts, nb, w, wrb, a, out),
+            (GgmlType::Q4_1, false) => rows_avx2::<{ GgmlType::Q4_1 as u32 }, false>(ts, nb, w, wrb, a, out),
+            (GgmlType::Q4_1, true) => rows_avx2::<{ GgmlType::Q4_1 as u32 }, true>(ts, nb, w, wrb, a, out),
+            (GgmlType::Q5_0, false) => rows_avx2::<{ GgmlType::Q5_0 as u32 }, false>(ts, nb, w, wrb, a, out),
+            (GgmlType::Q5_0, true) => rows_avx2::<{ GgmlType::Q5_0 as u32 }, true>(ts, nb, w, wrb, a, out),
+            (GgmlType::Q5_1, false) => rows_avx2::<{ GgmlType::Q5_1 as u32 }, false>(ts, nb, w, wrb, a, out),
+            (GgmlType::Q5_1, true) => rows_avx2::<{ GgmlType::Q5_1 as u32 }, true>(ts, nb, w, wrb, a, out),
+            (GgmlType::Q8_0, false) => rows_avx2::<{ GgmlType::Q8_0 as u32 }, false>(ts, nb, w, wrb, a, out),
+            (GgmlType::Q8_0, true) => rows_avx2::<{ GgmlType::Q8_0 as u32 }, true>(ts, nb, w, wrb, a, out),
+            _ => return false,
+        }
+    }
+    true
+}
+
+/// The loop of [`dot_rows`] (`V`: `vpdpbusd`, which the caller checked the CPU has).
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn rows_avx2<const T: u32, const V: bool>(
+    ts: usize,
+    nb: usize,
+    w: &[u8],
+    wrb: usize,
+    a: &[u8],
+    out: &mut [f32],
+) {
+    for (j, o) in out.iter_mut().enumerate() {
+        tile_body::<T, 1, 1, V>(ts, nb, [w.as_ptr().add(j * wrb)], [a.as_ptr()], std::slice::from_mut(o));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Both instantiations, `maddubs` + `madd` and `vpdpbusd`, give the same bits (the suite in
+    /// tests/quant_dot.rs only reaches the one this CPU dispatches to).
+    #[test]
+    fn avx2_and_vnni_tiles_agree() {
+        if !super::super::avx2::available() || !vnni() {
+            return;
+        }
+        let mut seed = 0x2545_F491_4F6C_DD1Du64;
+        let mut next = move || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed
+        };
+        for t in [GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q5_0, GgmlType::Q5_1, GgmlType::Q8_0] {
+            let n = 256;
+            let (ts, nb) = (t.type_size(), n / 32);
+            let mut w: Vec<u8> = (0..4 * nb * ts).map(|_| next() as u8).collect();
+            // Finite block scales: d (and m) as small f16 values.
+            for b in w.chunks_exact_mut(ts) {
+                b[..2].copy_from_slice(&half::f16::from_f32((next() % 1000) as f32 * 1e-4).to_le_bytes());
+                if matches!(t, GgmlType::Q4_1 | GgmlType::Q5_1) {
+                    b[2..4]
+                        .copy_from_slice(&half::f16::from_f32((next() % 1000) as f32 * -1e-4).to_le_bytes());
+                }
+            }
+            let x: Vec<f32> = (0..4 * n).map(|_| (next() % 2001) as f32 / 1000.0 - 1.0).collect();
+            let mut a = Vec::new();
+            for row in x.chunks_exact(n) {
+                let mut r = Vec::new();
+                super::super::quantize_row_into(super::super::vec_dot_type(t), row, &mut r).unwrap();
+                a.extend_from_slice(&r);
+            }
+            let arb = a.len() / 4;
+            let wp: [*const u8; 4] = std::array::from_fn(|r| w[r * nb * ts..].as_ptr());
+            let ap: [*const u8; 4] = std::array::from_fn(|c| a[c * arb..].as_ptr());
+            let (mut o1, mut o2) = ([0f32; 16], [0f32; 16]);
+            // SAFETY: features checked above; 4 rows of `nb` blocks each in `w` and `a`.
+            unsafe {
+                macro_rules! both {
+                    ($t:expr) => {{
+                        tile_avx2::<{ $t as u32 }, 4, 4>(ts, nb, wp, ap, &mut o1);
+                        tile_vnni::<{ $t as u32 }, 4, 4>(ts, nb, wp, ap, &mut o2);
+                    }};
+                }
+                match t {
+                    GgmlType::Q4_0 => both!(GgmlType::Q4_0),
+                    GgmlType::Q4_1 => both!(GgmlType::Q4_1),
+                    GgmlType::Q5_0 => both!(GgmlType::Q5_0),
+                    GgmlType::Q5_1 => both!(GgmlType::Q5_1),
+                    _ => both!(GgmlType::Q8_0),
+                }
+            }
+            for i in 0..16 {
+                assert_eq!(o1[i].to_bits(), o2[i].to_bits(), "{t} pair {i}: {} vs {}", o1[i], o2[i]);
+            }
+            assert!(o1.iter().any(|&v| v != 0.0), "{t}: all zero");
+        }
+    }
+}
