@@ -424,9 +424,9 @@ impl Kernel {
 
     /// The build of a decode kernel to launch on rows of `k` values: the `_o` one (at most 80
     /// registers, six blocks a SM) for short rows of 4- and 5-bit types, where a warp has few
-    /// loads to issue and more resident warps hide the memory latency better; the
-    /// unrestricted one for long rows, where a warp's own unrolled loads keep the memory busy,
-    /// and for Q8_0. Measured on the H100 (tg128): 1b Q4_K_M 999 -> 1172 tok/s, Q4_0 1285 ->
+    /// loads to issue and more resident warps hide the memory latency better; the other one
+    /// (at most 128 registers, four blocks a SM: `MMV_MIN_BLOCKS` in matmul.cuh) for long
+    /// rows, where a warp's own unrolled loads keep the memory busy, and for Q8_0. Measured on the H100 (tg128): 1b Q4_K_M 999 -> 1172 tok/s, Q4_0 1285 ->
     /// 1330, but Q8_0 1162 -> 1015 and 8b Q4_K_M 276 -> 233 with `_o`. `force` (from
     /// `WICK_CUDA_OCC`): `Some(false)` never, `Some(true)` always. Other kernels: unchanged.
     pub(crate) fn decode_variant(self, k: usize, force: Option<bool>) -> Kernel {
