@@ -68,6 +68,11 @@ pub struct GenerateOptions {
     /// `logit_bias`: -100 to 100; -100 bans a token, 100 all but forces it). Log-probabilities
     /// are of the raw logits.
     pub logit_bias: Vec<(u32, f32)>,
+    /// When the context fills: `None` ends the generation with [`FinishReason::ContextFull`];
+    /// `Some(n_keep)` shifts the context and goes on: the first `n_keep` tokens (a system
+    /// prompt; at most half the context) stay, the older half of the rest is dropped (in
+    /// whole KV blocks), and the tokens after it are evaluated again at their new positions.
+    pub context_shift: Option<usize>,
 }
 
 impl Default for GenerateOptions {
@@ -80,6 +85,7 @@ impl Default for GenerateOptions {
             logprobs: None,
             ignore_eog: false,
             logit_bias: Vec::new(),
+            context_shift: None,
         }
     }
 }
@@ -252,6 +258,8 @@ impl<'m> Session<'m> {
             logprobs: opts.logprobs,
             ignore_eog: opts.ignore_eog,
             logit_bias: opts.logit_bias,
+            context_shift: opts.context_shift,
+            n_shifts: 0,
         })
     }
 }
@@ -273,6 +281,8 @@ pub struct Generation<'s, 'm> {
     logprobs: Option<usize>,
     ignore_eog: bool,
     logit_bias: Vec<(u32, f32)>,
+    context_shift: Option<usize>,
+    n_shifts: usize,
 }
 
 impl Generation<'_, '_> {
@@ -285,7 +295,10 @@ impl Generation<'_, '_> {
             return self.end(FinishReason::Length);
         }
         if self.session.tokens.len() + self.pending.len() > self.session.n_ctx {
-            return self.end(FinishReason::ContextFull);
+            match self.context_shift {
+                Some(keep) => self.shift(keep),
+                None => return self.end(FinishReason::ContextFull),
+            }
         }
         if self.guide.as_ref().is_some_and(Guide::is_finished) {
             return self.end(FinishReason::Eog);
@@ -333,6 +346,24 @@ impl Generation<'_, '_> {
             self.finish = Some(FinishReason::Stop);
         }
         Some(Ok(Token { id: Some(id), text: r.emit, logprobs: lp }))
+    }
+
+    /// Make room in a full context: keep the first `keep` tokens (at most half the context),
+    /// drop the older half of the rest, rounded up to whole KV blocks, and queue what follows
+    /// it for evaluation at its new positions (the cache is cut back to the kept prefix).
+    fn shift(&mut self, keep: usize) {
+        let s = &mut *self.session;
+        let mut all = s.tokens.clone();
+        all.extend_from_slice(&self.pending);
+        let keep = keep.min(s.n_ctx / 2).min(s.tokens.len());
+        // More than n_ctx tokens and keep <= n_ctx / 2: rest >= 2, so 1 <= drop < rest and
+        // at least the newest token is left to evaluate.
+        let rest = all.len() - keep;
+        let drop =
+            (rest / 2).div_ceil(crate::exec::KV_BLOCK).saturating_mul(crate::exec::KV_BLOCK).min(rest - 1);
+        let kept = s.truncate(keep);
+        self.pending = all[kept..keep].iter().chain(&all[keep + drop..]).copied().collect();
+        self.n_shifts += 1;
     }
 
     /// Sample from a row of logits: log-probabilities of the raw row first (when asked), then
@@ -383,5 +414,9 @@ impl Generation<'_, '_> {
     /// Tokens generated so far.
     pub fn n_generated(&self) -> usize {
         self.generated
+    }
+    /// Times the context was shifted ([`GenerateOptions::context_shift`]).
+    pub fn n_context_shifts(&self) -> usize {
+        self.n_shifts
     }
 }

@@ -144,6 +144,8 @@ pub async fn generate(a: GenerateArgs) -> Result<()> {
         logprobs: a.logprobs.filter(|_| a.json),
         ignore_eog: a.ignore_eos,
         logit_bias: a.sampling.logit_bias.clone(),
+        // The prompt stays; the generated text scrolls.
+        context_shift: a.context_shift.then_some(ids.len()),
     };
     run(&mut session, &ids, opts, a.json).await?;
     Ok(())
@@ -178,7 +180,15 @@ pub async fn chat(a: ChatArgs) -> Result<()> {
             break;
         }
         msgs.push(ChatMessage::new("user", line.to_string()));
-        let ids = model.tokenizer().encode(&render(&model, &msgs)?, false, true)?;
+        let mut ids = model.tokenizer().encode(&render(&model, &msgs)?, false, true)?;
+        // A conversation longer than the context loses its oldest turns after the system
+        // prompt, whole messages at a time, keeping room for a reply.
+        let room = session.n_ctx().saturating_sub(a.n_predict.min(session.n_ctx() / 2));
+        while ids.len() > room && msgs.iter().filter(|m| m.role != "system").count() > 1 {
+            let first = msgs.iter().position(|m| m.role != "system").unwrap_or(0);
+            msgs.remove(first);
+            ids = model.tokenizer().encode(&render(&model, &msgs)?, false, true)?;
+        }
         let opts = GenerateOptions {
             max_tokens: a.n_predict,
             sampling: sampling(&a.sampling),
@@ -187,6 +197,7 @@ pub async fn chat(a: ChatArgs) -> Result<()> {
             logprobs: None,
             ignore_eog: false,
             logit_bias: a.sampling.logit_bias.clone(),
+            context_shift: None,
         };
         match run(&mut session, &ids, opts, false).await {
             Ok(reply) => msgs.push(ChatMessage::new("assistant", reply)),

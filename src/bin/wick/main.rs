@@ -163,6 +163,10 @@ struct GenerateArgs {
     /// Keep generating past the model's end-of-generation tokens, to -n tokens.
     #[arg(long)]
     ignore_eos: bool,
+    /// When the context fills, drop the older half of the generated text (the prompt stays)
+    /// and go on, instead of stopping with "context full".
+    #[arg(long)]
+    context_shift: bool,
     #[command(flatten)]
     sampling: SamplingArgs,
     #[command(flatten)]
