@@ -1,5 +1,6 @@
 //! Tool calls in a model's output: the call syntax of each chat-template family, parsed whole
-//! ([`parse_tool_calls`]) or piece by piece as tokens arrive ([`ToolCallStream`]).
+//! ([`parse_tool_calls`]) or piece by piece as tokens arrive ([`ToolCallStream`]), and the
+//! grammar that forces a call for `tool_choice` ([`tool_choice_grammar`]).
 //!
 //! The families ([`ToolFamily`]) and what their calls look like:
 //! - Llama 3.1/3.2: `{"name": "f", "parameters": {...}}`, possibly after `<|python_tag|>`;
@@ -20,9 +21,11 @@
 //! own chat templates.
 
 mod calls;
+mod choice;
 mod markers;
 mod stream;
 
+pub use choice::{tool_choice_grammar, validate_tools, ToolChoice};
 pub use stream::{ToolCallStream, ToolDelta};
 
 /// The syntax of tool calls a model was trained on, named after its chat-template family.
