@@ -153,13 +153,45 @@ fn lit(s: &str) -> String {
     serde_json::to_string(s).unwrap_or_default()
 }
 
-/// A JSON schema with wick's compact layout (as [`Constraint::JsonSchema`] gets it).
+/// Every object of `schema` that lists `properties` and says nothing of others gets
+/// `additionalProperties: false`: a function takes the parameters it declares (as llama.cpp's
+/// tool grammars and OpenAI's strict mode read it), and a small model let free to add keys
+/// keeps adding them until `max_tokens`.
+fn close_objects(schema: &mut Value, depth: usize) {
+    if depth > 64 {
+        return;
+    }
+    let Value::Object(m) = schema else { return };
+    if m.contains_key("properties") && !m.contains_key("additionalProperties") {
+        m.insert("additionalProperties".into(), Value::Bool(false));
+    }
+    // The subschemas: maps of them, lists of them, and single ones.
+    for key in ["properties", "$defs", "definitions"] {
+        if let Some(Value::Object(sub)) = m.get_mut(key) {
+            sub.values_mut().for_each(|v| close_objects(v, depth + 1));
+        }
+    }
+    for key in ["anyOf", "oneOf", "allOf", "prefixItems"] {
+        if let Some(Value::Array(sub)) = m.get_mut(key) {
+            sub.iter_mut().for_each(|v| close_objects(v, depth + 1));
+        }
+    }
+    for key in ["items", "additionalProperties"] {
+        if let Some(v) = m.get_mut(key) {
+            close_objects(v, depth + 1);
+        }
+    }
+}
+
+/// A JSON schema with wick's compact layout (as [`Constraint::JsonSchema`] gets it) and its
+/// objects closed ([`close_objects`]).
 fn json_rule(schema: &Value) -> Result<String> {
     let mut s = match schema {
         Value::Object(_) => schema.clone(),
         Value::Bool(true) | Value::Null => json!({}),
         _ => return Err(Error::InvalidArgument("a parameter's schema must be a JSON schema object".into())),
     };
+    close_objects(&mut s, 0);
     if let Value::Object(m) = &mut s {
         m.entry("x-guidance").or_insert(
             json!({ "whitespace_flexible": false, "item_separator": ", ", "key_separator": ": " }),
@@ -251,6 +283,21 @@ mod tests {
             ToolChoice::Function("f".into())
         );
         assert!(ToolChoice::from_json(&json!("always")).is_err());
+    }
+
+    #[test]
+    fn objects_are_closed() {
+        let mut s = json!({"type": "object", "properties": {
+            "properties": {"type": "string"},
+            "inner": {"type": "object", "properties": {"x": {"type": "integer"}}},
+            "open": {"type": "object", "properties": {}, "additionalProperties": true}},
+            "$defs": {"d": {"properties": {"y": {}}}}});
+        close_objects(&mut s, 0);
+        assert_eq!(s["additionalProperties"], false);
+        assert_eq!(s["properties"]["inner"]["additionalProperties"], false);
+        assert_eq!(s["properties"]["open"]["additionalProperties"], true);
+        assert_eq!(s["$defs"]["d"]["additionalProperties"], false);
+        assert!(s["properties"].get("additionalProperties").is_none());
     }
 
     #[test]
