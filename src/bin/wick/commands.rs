@@ -117,16 +117,13 @@ fn tool_args(a: &GenerateArgs) -> Result<Option<(serde_json::Value, ToolChoice)>
 }
 
 /// Generate after `prompt`, writing text (or JSON lines) to stdout; returns the generated text
-/// and why it ended. With `show_control`, control tokens are written as their text (tool-call
-/// markers such as `[TOOL_CALLS]` are control tokens).
+/// and why it ended.
 async fn run(
     session: &mut Session<'_>,
     prompt: &[u32],
     opts: GenerateOptions,
     json: bool,
-    show_control: bool,
 ) -> Result<(String, wick::FinishReason)> {
-    let tokenizer = session.model().tokenizer();
     let t0 = Instant::now();
     let mut gen = session.generate(prompt, opts)?;
     let n_eval = gen.n_prompt_evaluated();
@@ -134,12 +131,7 @@ async fn run(
     let mut text = String::new();
     let mut t_first = None;
     while let Some(tok) = gen.next().await {
-        let mut tok = tok?;
-        if let Some(id) =
-            tok.id.filter(|&id| show_control && tokenizer.is_control(id) && !tokenizer.is_eog(id))
-        {
-            tok.text.push_str(tokenizer.token_text(id).unwrap_or_default());
-        }
+        let tok = tok?;
         t_first.get_or_insert_with(Instant::now);
         text.push_str(&tok.text);
         if json {
@@ -209,9 +201,10 @@ pub async fn generate(a: GenerateArgs) -> Result<()> {
         constraint,
         logprobs: a.logprobs.filter(|_| a.json),
         ignore_eog: a.ignore_eos,
+        control_text: tools.is_some(),
         logit_bias: a.sampling.logit_bias.clone(),
     };
-    let (reply, finish) = run(&mut session, &ids, opts, a.json, tools.is_some()).await?;
+    let (reply, finish) = run(&mut session, &ids, opts, a.json).await?;
     if tools.is_some() {
         let out = parse_tool_calls(&reply, family, parallel);
         let calls: Vec<serde_json::Value> = out
@@ -269,9 +262,10 @@ pub async fn chat(a: ChatArgs) -> Result<()> {
             constraint: constraint.clone(),
             logprobs: None,
             ignore_eog: false,
+            control_text: false,
             logit_bias: a.sampling.logit_bias.clone(),
         };
-        match run(&mut session, &ids, opts, false, false).await {
+        match run(&mut session, &ids, opts, false).await {
             Ok((reply, _)) => msgs.push(ChatMessage::new("assistant", reply)),
             Err(e @ Error::ContextOverflow { .. }) => {
                 eprintln!("error: {e}; starting a new conversation");

@@ -46,6 +46,34 @@ pub enum ToolFamily {
 }
 
 impl ToolFamily {
+    /// Every family, in the order of [`ToolFamily::name`].
+    pub const ALL: [ToolFamily; 6] = [
+        ToolFamily::Llama3,
+        ToolFamily::Hermes,
+        ToolFamily::Qwen3Coder,
+        ToolFamily::Mistral,
+        ToolFamily::MistralArgs,
+        ToolFamily::Generic,
+    ];
+
+    /// The family's name: `llama3`, `hermes`, `qwen3-coder`, `mistral`, `mistral-args`,
+    /// `generic`.
+    pub fn name(self) -> &'static str {
+        match self {
+            ToolFamily::Llama3 => "llama3",
+            ToolFamily::Hermes => "hermes",
+            ToolFamily::Qwen3Coder => "qwen3-coder",
+            ToolFamily::Mistral => "mistral",
+            ToolFamily::MistralArgs => "mistral-args",
+            ToolFamily::Generic => "generic",
+        }
+    }
+
+    /// The family of a [`ToolFamily::name`].
+    pub fn from_name(name: &str) -> Option<ToolFamily> {
+        ToolFamily::ALL.into_iter().find(|f| f.name() == name)
+    }
+
     /// The family of a chat template, from the call markers its text contains.
     pub fn detect(template: &str) -> ToolFamily {
         if template.contains("<function=") && template.contains("<parameter=") {
