@@ -316,3 +316,18 @@ fn families_of_real_templates() {
     assert_eq!(family("Mistral-Small-3.2-24B-Instruct-2506"), ToolFamily::MistralArgs);
     assert_eq!(family("microsoft-Phi-3.5-mini-instruct"), ToolFamily::Generic);
 }
+
+/// Tools reach the template with their keys in the caller's order (serde_json's
+/// `preserve_order`), as Python's dicts keep them for jinja2.
+#[test]
+fn tools_keep_the_callers_key_order() {
+    let text = r#"[{"type": "function", "function": {"name": "f", "parameters": {"type": "object",
+        "properties": {"zeta": {"type": "string"}, "alpha": {"type": "integer"}}, "required": ["zeta"]}}}]"#;
+    let tools: Value = serde_json::from_str(text).unwrap();
+    let t = wick::chat::ChatTemplate::new("{{ tools | tojson }}", "", "").unwrap();
+    let out = t.render_with_tools(&[], false, Some(&tools), &serde_json::Map::new()).unwrap();
+    assert_eq!(
+        out,
+        r#"[{"type": "function", "function": {"name": "f", "parameters": {"type": "object", "properties": {"zeta": {"type": "string"}, "alpha": {"type": "integer"}}, "required": ["zeta"]}}}]"#
+    );
+}
