@@ -366,7 +366,9 @@ async fn generate(app: Shared, headers: HeaderMap, body: axum::body::Bytes, chat
                             finish = "tool_calls";
                         }
                     }
-                    let _ = send(shape.chunk(None, !sent_role, Some(finish), None).to_string());
+                    // Entries of text the parser held back and dropped (whitespace around calls).
+                    let lp = (wants_lp && !held_lp.is_empty()).then(|| std::mem::take(&mut held_lp));
+                    let _ = send(shape.chunk(None, !sent_role, Some(finish), lp).to_string());
                     if include_usage {
                         let _ = send(
                             shape
