@@ -2,9 +2,10 @@
 //! in the family's syntax whose arguments match the function's JSON schema (llguidance's Lark,
 //! `%json {...}` for the arguments).
 //!
-//! `auto` leaves generation free: llguidance's Lark in this version has no trigger that turns a
-//! grammar on when the model writes a call marker (llama.cpp's lazy grammars do that outside
-//! the grammar, in the sampler); a call under `auto` is parsed but not enforced.
+//! `auto` leaves generation free: a call under `auto` is parsed but not enforced. Not done yet:
+//! a lazy grammar (free text until the call marker, then the call's grammar), as llama.cpp
+//! does in its sampler with trigger words. llguidance's Lark has `[lazy]` rules that might
+//! express the free prefix in the grammar itself; that was not tried.
 
 use serde_json::{json, Value};
 
