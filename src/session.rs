@@ -64,6 +64,10 @@ pub struct GenerateOptions {
     /// Keep generating past end-of-generation tokens (they are returned like any other), until
     /// `max_tokens` or a stop string: for benchmarks and long agreement tests.
     pub ignore_eog: bool,
+    /// Write control tokens (other than end-of-generation ones) as their text, where they
+    /// are otherwise written as nothing: tool-call markers such as Mistral's `[TOOL_CALLS]` and
+    /// Llama's `<|python_tag|>` are control tokens, and the call parser must see them.
+    pub control_text: bool,
     /// Added to these tokens' logits before the constraint and the sampler (OpenAI's
     /// `logit_bias`: -100 to 100; -100 bans a token, 100 all but forces it). Log-probabilities
     /// are of the raw logits.
@@ -84,6 +88,7 @@ impl Default for GenerateOptions {
             constraint: None,
             logprobs: None,
             ignore_eog: false,
+            control_text: false,
             logit_bias: Vec::new(),
             context_shift: None,
         }
@@ -257,6 +262,7 @@ impl<'m> Session<'m> {
             guide,
             logprobs: opts.logprobs,
             ignore_eog: opts.ignore_eog,
+            control_text: opts.control_text,
             logit_bias: opts.logit_bias,
             context_shift: opts.context_shift,
             n_shifts: 0,
@@ -280,6 +286,7 @@ pub struct Generation<'s, 'm> {
     guide: Option<Guide>,
     logprobs: Option<usize>,
     ignore_eog: bool,
+    control_text: bool,
     logit_bias: Vec<(u32, f32)>,
     context_shift: Option<usize>,
     n_shifts: usize,
@@ -340,7 +347,11 @@ impl Generation<'_, '_> {
         }
         self.history.push(id);
         self.pending.push(id);
-        let piece = self.decoder.push(id);
+        let piece = if self.control_text && tok.is_control(id) && !tok.is_eog(id) {
+            self.decoder.flush() + tok.token_text(id).unwrap_or_default()
+        } else {
+            self.decoder.push(id)
+        };
         let r = self.stop.push(&piece);
         if r.stopped {
             self.finish = Some(FinishReason::Stop);

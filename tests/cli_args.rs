@@ -128,3 +128,55 @@ fn constraints_are_checked_before_generating() {
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("the output is JSON");
     assert!(v["name"].is_string() && v.as_object().unwrap().len() == 1, "{v}");
 }
+
+/// `--tools FILE` is read and checked before the model loads (bad JSON, bad names, an unknown
+/// `--tool-choice`, a forced call beside another constraint); with `--tool-choice required`
+/// the reply is a call, printed after the text as one JSON line.
+#[test]
+fn tools_are_checked_and_calls_printed() {
+    let dir = std::env::temp_dir().join(format!("wick-cli-tools-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let write = |name: &str, text: &str| {
+        let p = dir.join(name);
+        std::fs::write(&p, text).unwrap();
+        p.to_str().unwrap().to_string()
+    };
+    let good = write(
+        "tools.json",
+        r#"[{"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object",
+            "properties": {"city": {"type": "string", "maxLength": 20}}, "required": ["city"]}}}]"#,
+    );
+    let not_json = write("bad.json", "[{");
+    let bad_name = write("name.json", r#"[{"type": "function", "function": {"name": "get weather"}}]"#);
+    let m = "/nonexistent/model.gguf";
+    fn g<'a>(m: &'a str, extra: &[&'a str]) -> Vec<&'a str> {
+        [&["generate", "-m", m, "-p", "hi", "--chat"], extra].concat()
+    }
+    fails_cleanly(&g(m, &["--tools", &not_json]), "not valid JSON");
+    fails_cleanly(&g(m, &["--tools", &bad_name]), "get weather");
+    fails_cleanly(&g(m, &["--tools", &good, "--tool-choice", "nope"]), "nope");
+    fails_cleanly(&g(m, &["--tools", &good, "--tool-choice", "required", "--json-object"]), "constraint");
+    fails_cleanly(&["generate", "-m", m, "-p", "hi", "--tools", &good], "--chat");
+
+    let models = std::env::var_os("WICK_MODELS")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("models"));
+    let model = models.join("SmolLM2-135M-Instruct.Q4_1.gguf");
+    assert!(model.exists(), "{} is missing: run `bash .ci/get-models`", model.display());
+    let out = Command::new(env!("CARGO_BIN_EXE_wick"))
+        .args(["generate", "-m", model.to_str().unwrap(), "--executor", "cpu", "--no-progress", "--chat"])
+        .args(["-p", "What is the weather in Lyon?", "-n", "60", "--temp", "0"])
+        .args(["--tools", &good, "--tool-choice", "required"])
+        .output()
+        .expect("run wick");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let last = stdout.lines().last().expect("output");
+    let v: serde_json::Value = serde_json::from_str(last).unwrap_or_else(|e| panic!("{e}: {stdout}"));
+    assert_eq!(v["finish_reason"], "tool_calls", "{v}");
+    let call = &v["tool_calls"][0]["function"];
+    assert_eq!(call["name"], "get_weather");
+    let args: serde_json::Value = serde_json::from_str(call["arguments"].as_str().unwrap()).unwrap();
+    assert!(args["city"].is_string(), "{args}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -4,7 +4,7 @@
 //! a 2,000-token system prompt reaches its first token in under 20% of the first one's time; a
 //! client that disconnects mid-stream frees its slot; bad bodies, a missing key, an over-long
 //! prompt and a full queue get the right status and OpenAI's error object; `/metrics` parses as
-//! Prometheus text; and (with `WICK_REQUIRE_OPENAI=1`, as CI sets) the official `openai` Python
+//! Prometheus text; tool calls come back whole and streamed as OpenAI shapes them; and (with `WICK_REQUIRE_OPENAI=1`, as CI sets) the official `openai` Python
 //! client streams and non-streams chat and text completions.
 #![cfg(all(not(target_arch = "wasm32"), feature = "serve"))]
 
@@ -385,4 +385,130 @@ fn openai_python_client() {
     let text = String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
     eprintln!("{text}");
     assert!(out.status.success(), "the openai client failed: {text}");
+}
+
+/// A streamed chat completion's chunks (the `choices[0]` of each).
+fn stream_choices(addr: &str, body: &Value) -> Vec<Value> {
+    let (code, mut r) = request(addr, "POST", "/v1/chat/completions", Some(body), None);
+    assert_eq!(code, 200);
+    let mut out = Vec::new();
+    let mut line = String::new();
+    while r.read_line(&mut line).unwrap() > 0 {
+        if let Some(data) = line.trim().strip_prefix("data: ") {
+            if data == "[DONE]" {
+                break;
+            }
+            let v: Value = serde_json::from_str(data).unwrap();
+            out.push(v["choices"][0].clone());
+        }
+        line.clear();
+    }
+    out
+}
+
+fn tool_body(tool_choice: Value, extra: Value) -> Value {
+    let mut b = json!({
+        "messages": [
+            { "role": "system", "content": "You can call get_weather(city) and add(a, b)." },
+            { "role": "user", "content": "What is the weather in Lyon?" },
+        ],
+        "tools": [
+            { "type": "function", "function": { "name": "get_weather", "description": "The weather in a city",
+              "parameters": { "type": "object", "properties": { "city": { "type": "string", "maxLength": 30 } }, "required": ["city"] } } },
+            { "type": "function", "function": { "name": "add", "description": "Add two numbers",
+              "parameters": { "type": "object", "properties": { "a": { "type": "number" }, "b": { "type": "number" } }, "required": ["a", "b"] } } },
+        ],
+        "tool_choice": tool_choice,
+        "temperature": 0,
+        "max_tokens": 120,
+    });
+    for (k, v) in extra.as_object().unwrap() {
+        b[k] = v.clone();
+    }
+    b
+}
+
+/// Tool calls: `required` and a named function give `message.tool_calls` whose arguments are
+/// JSON objects with the required keys and `finish_reason: "tool_calls"`; the stream gives the
+/// same call as OpenAI streams it (index, id, type and name first, then argument fragments);
+/// `parallel_tool_calls: false` keeps one; a call cut by `max_tokens` is `length` with no call;
+/// the history of a call and its result renders; bad tools and choices are 400s.
+#[test]
+fn tool_calls_whole_and_streamed() {
+    let _turn = turn();
+    let srv = start(&[]);
+    let chat = |body: &Value| json_call(&srv.addr, "/v1/chat/completions", body, None);
+    // Required, whole.
+    let (code, v) = chat(&tool_body(json!("required"), json!({})));
+    assert_eq!(code, 200, "{v}");
+    let choice = &v["choices"][0];
+    assert_eq!(choice["finish_reason"], "tool_calls", "{v}");
+    assert!(choice["message"]["content"].is_null(), "{v}");
+    let calls = choice["message"]["tool_calls"].as_array().expect("tool_calls");
+    assert!(!calls.is_empty());
+    let call = &calls[0];
+    assert_eq!(call["type"], "function");
+    assert!(call["id"].as_str().is_some_and(|s| s.starts_with("call_")));
+    let name = call["function"]["name"].as_str().unwrap().to_string();
+    let args: Value = serde_json::from_str(call["function"]["arguments"].as_str().unwrap()).unwrap();
+    match name.as_str() {
+        "get_weather" => assert!(args["city"].is_string(), "{args}"),
+        "add" => assert!(args["a"].is_number() && args["b"].is_number(), "{args}"),
+        other => panic!("called {other}"),
+    }
+    // The same request streamed: the same call, in OpenAI's delta order.
+    let chunks = stream_choices(&srv.addr, &tool_body(json!("required"), json!({ "stream": true })));
+    let deltas: Vec<&Value> =
+        chunks.iter().filter_map(|c| c["delta"]["tool_calls"].as_array()).flatten().collect();
+    let head = deltas.first().expect("a tool_calls delta");
+    assert_eq!(head["index"], 0);
+    assert_eq!(head["type"], "function");
+    assert!(head["id"].is_string());
+    assert_eq!(head["function"]["name"], name.as_str());
+    let streamed_args: String = deltas
+        .iter()
+        .filter(|d| d["index"] == 0)
+        .filter_map(|d| d["function"]["arguments"].as_str())
+        .collect();
+    assert_eq!(streamed_args, call["function"]["arguments"].as_str().unwrap());
+    assert_eq!(chunks.last().unwrap()["finish_reason"], "tool_calls");
+    // A named function, one call only.
+    let named = json!({ "type": "function", "function": { "name": "add" } });
+    let (code, v) = chat(&tool_body(named, json!({ "parallel_tool_calls": false })));
+    assert_eq!(code, 200, "{v}");
+    let calls = v["choices"][0]["message"]["tool_calls"].as_array().expect("tool_calls");
+    assert_eq!(calls.len(), 1, "{v}");
+    assert_eq!(calls[0]["function"]["name"], "add");
+    let args: Value = serde_json::from_str(calls[0]["function"]["arguments"].as_str().unwrap()).unwrap();
+    assert!(args["a"].is_number() && args["b"].is_number(), "{args}");
+    // Cut off inside the call: length, and no half call.
+    let (code, v) = chat(&tool_body(json!("required"), json!({ "max_tokens": 6 })));
+    assert_eq!(code, 200, "{v}");
+    assert_eq!(v["choices"][0]["finish_reason"], "length", "{v}");
+    assert!(v["choices"][0]["message"]["tool_calls"].is_null(), "{v}");
+    // The call and its result in the history, then an answer without tools.
+    let mut body = tool_body(json!("none"), json!({ "max_tokens": 8 }));
+    body["messages"].as_array_mut().unwrap().extend([
+        json!({ "role": "assistant", "content": null, "tool_calls": [{ "id": "call_1", "type": "function",
+            "function": { "name": "get_weather", "arguments": "{\"city\": \"Lyon\"}" } }] }),
+        json!({ "role": "tool", "tool_call_id": "call_1", "name": "get_weather", "content": "18 C, sunny" }),
+    ]);
+    let (code, v) = chat(&body);
+    assert_eq!(code, 200, "{v}");
+    assert!(v["choices"][0]["message"]["tool_calls"].is_null(), "{v}");
+    assert!(v["choices"][0]["message"]["content"].is_string(), "{v}");
+    // Bad tools and choices.
+    let mut bad_name = tool_body(json!("auto"), json!({}));
+    bad_name["tools"][0]["function"]["name"] = json!("get weather");
+    let missing = tool_body(json!({ "type": "function", "function": { "name": "nope" } }), json!({}));
+    let no_tools = json!({ "messages": [{ "role": "user", "content": "x" }], "tool_choice": "required" });
+    let bad_choice = tool_body(json!("sometimes"), json!({}));
+    for (body, needle) in
+        [(bad_name, "get weather"), (missing, "nope"), (no_tools, "tools"), (bad_choice, "tool_choice")]
+    {
+        let (code, v) = chat(&body);
+        assert_eq!(code, 400, "{v}");
+        let msg = v["error"]["message"].as_str().unwrap();
+        assert!(msg.contains(needle), "{msg} should name {needle}");
+    }
 }

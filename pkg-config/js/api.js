@@ -59,9 +59,10 @@ export class WickModel {
   }
 
   /** Render chat messages with the model's own chat template; `vars` are extra template
-   *  variables (e.g. `{ enable_thinking: false }`). */
-  applyChatTemplate(messages, vars) {
-    return this._backend.applyChatTemplate(messages, vars);
+   *  variables (e.g. `{ enable_thinking: false }`); `tools`: OpenAI's tools list, which the
+   *  template renders. */
+  applyChatTemplate(messages, vars, tools) {
+    return this._backend.applyChatTemplate(messages, vars, tools);
   }
 
   /**
@@ -83,7 +84,19 @@ export class WickModel {
     if (!request || !Array.isArray(request.messages)) {
       throw new BadRequestError('messages: chat.completions.create needs { messages: [{ role, content }, ...] }');
     }
-    const { messages, stream, stream_options, signal, model: _model, n = 1, enable_thinking, chat_template_kwargs, ...sampling } = request;
+    const {
+      messages, stream, stream_options, signal, model: _model, n = 1, enable_thinking, chat_template_kwargs,
+      tools, tool_choice, parallel_tool_calls, ...sampling
+    } = request;
+    if (tools != null && !Array.isArray(tools)) throw new BadRequestError('tools must be an array of { type: "function", function: { name, description, parameters } }');
+    const hasTools = Array.isArray(tools) && tools.length > 0;
+    if (!hasTools && tool_choice != null && tool_choice !== 'none' && tool_choice !== 'auto') {
+      throw new BadRequestError("tool_choice asks for a call but there are no tools");
+    }
+    // Tools in play: rendered, parsed from the output, forced by a grammar when tool_choice
+    // asks for a call. `none` renders none.
+    const useTools = hasTools && tool_choice !== 'none';
+    const parallel = parallel_tool_calls !== false;
     const vars = { ...(chat_template_kwargs || {}) };
     if (enable_thinking !== undefined) vars.enable_thinking = !!enable_thinking;
     if (!Number.isInteger(n) || n < 1 || n > 16) throw new BadRequestError('n must be an integer from 1 to 16');
@@ -94,12 +107,22 @@ export class WickModel {
     const base = { id, object: 'chat.completion.chunk', created, model };
     // The choices one after another (index 0, 1, ...), choice i sampled with seed + i.
     const chunks = async function* (self) {
-      const prompt = await self._backend.applyChatTemplate(messages, vars);
+      let grammar;
+      if (useTools) {
+        grammar = await self._backend.toolChoiceGrammar(tools, tool_choice ?? 'auto', parallel);
+        if (grammar && (sampling.response_format || sampling.json_schema || sampling.grammar)) {
+          throw new BadRequestError('tool_choice "required" or a function cannot be combined with response_format, json_schema or grammar');
+        }
+      }
+      const prompt = await self._backend.applyChatTemplate(messages, vars, useTools ? tools : undefined);
       const total = { prompt_tokens: 0, completion_tokens: 0, total_tokens: 0 };
       let stats = null;
       for (let index = 0; index < n; index++) {
         const seed = (sampling.seed ?? 42) + index;
-        const it = self._backend.stream(prompt, { ...sampling, seed, addSpecial: false }, signal);
+        const opts = { ...sampling, seed, addSpecial: false };
+        if (grammar) opts.grammar = grammar;
+        if (useTools) opts.toolCalls = { parallel, idPrefix: `call_${id.slice(14)}_${index}_`, tools };
+        const it = self._backend.stream(prompt, opts, signal);
         const chunk = (delta, finish_reason, extra, logprobs = null) => ({
           ...base,
           choices: [{ index, delta, finish_reason, logprobs }],
@@ -123,14 +146,29 @@ export class WickModel {
           if (content) d.content = content;
           return d;
         };
+        // A tool call's delta, as OpenAI streams it: index, id, type and name, then arguments.
+        const callDelta = (d) => {
+          const call = d.name !== undefined
+            ? { index: d.index, id: d.id, type: 'function', function: { name: d.name, arguments: '' } }
+            : { index: d.index, function: { arguments: d.arguments } };
+          return first ? { role: 'assistant', tool_calls: [call] } : { tool_calls: [call] };
+        };
         let r;
         while (!(r = await it.next()).done) {
           if (r.value.logprobs) pending.push(r.value.logprobs);
-          if (!r.value.text) continue;
-          const piece = splitter.push(r.value.text);
-          if (!piece.reasoning && !piece.content) continue;
-          yield chunk(delta(piece), null, undefined, takeLogprobs());
-          first = false;
+          // Without tools the text is all content; with them the parser says what is what.
+          const parts = r.value.toolDeltas ?? (r.value.text ? [{ content: r.value.text }] : []);
+          for (const part of parts) {
+            if (part.content === undefined) {
+              yield chunk(callDelta(part), null, undefined, takeLogprobs());
+              first = false;
+              continue;
+            }
+            const piece = splitter.push(part.content);
+            if (!piece.reasoning && !piece.content) continue;
+            yield chunk(delta(piece), null, undefined, takeLogprobs());
+            first = false;
+          }
         }
         const rest = splitter.flush();
         if (rest.reasoning || rest.content) {
@@ -143,7 +181,10 @@ export class WickModel {
         total.prompt_tokens = u.prompt_tokens;
         total.completion_tokens += u.completion_tokens;
         total.total_tokens = total.prompt_tokens + total.completion_tokens;
-        const finish = stats.finishReason === 'length' ? 'length' : stats.finishReason === 'abort' ? 'abort' : 'stop';
+        let finish = stats.finishReason === 'length' ? 'length' : stats.finishReason === 'abort' ? 'abort' : 'stop';
+        // A call cut off is `length` (never half a call); calls made are `tool_calls`.
+        if (finish !== 'abort' && stats.toolCallUnfinished) finish = 'length';
+        else if (finish === 'stop' && stats.toolCalls > 0) finish = 'tool_calls';
         const last = index === n - 1 && !includeUsage;
         yield chunk(
           first ? { role: 'assistant', content: '' } : {},
@@ -190,9 +231,16 @@ export class WickModel {
         if (ch.delta.reasoning_content) {
           choice.message.reasoning_content = (choice.message.reasoning_content || '') + ch.delta.reasoning_content;
         }
+        for (const tc of ch.delta.tool_calls || []) {
+          const calls = (choice.message.tool_calls ??= []);
+          const call = (calls[tc.index] ??= { id: tc.id, type: 'function', function: { name: tc.function.name, arguments: '' } });
+          call.function.arguments += tc.function.arguments || '';
+        }
         if (ch.logprobs) choice.logprobs.content.push(...ch.logprobs.content);
         if (ch.finish_reason) choice.finish_reason = ch.finish_reason;
       }
+      // Only calls: content is null, as OpenAI sends it.
+      for (const c of choices) if (c.message.tool_calls && c.message.content === '') c.message.content = null;
       return { id, object: 'chat.completion', created, model, choices, usage: usageAll, timings: timingsAll };
     })();
   }

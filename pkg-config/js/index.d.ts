@@ -115,8 +115,48 @@ export interface GenerateOptions extends SamplingOptions {
 }
 
 export interface ChatMessage {
-  role: 'system' | 'user' | 'assistant' | (string & {});
-  content: string;
+  role: 'system' | 'user' | 'assistant' | 'tool' | (string & {});
+  /** May be null on an assistant turn that only calls tools. */
+  content: string | null;
+  /** An assistant turn's calls (as a chat completion returned them). */
+  tool_calls?: ToolCall[];
+  /** A tool result (`role: 'tool'`): the id of the call it answers. */
+  tool_call_id?: string;
+  /** A tool result: the function's name. */
+  name?: string;
+}
+
+/** A function the model may call (OpenAI's `tools` entry). */
+export interface ChatCompletionTool {
+  type: 'function';
+  function: {
+    /** 1 to 64 letters, digits, `_`, `-` or `.`. */
+    name: string;
+    description?: string;
+    /** A JSON schema of the arguments object. */
+    parameters?: JsonSchema;
+  };
+}
+
+/** `auto` (the model decides), `none` (no tools rendered), `required` (a call is forced by a
+ *  grammar), or a named function (that function is forced). */
+export type ToolChoice = 'auto' | 'none' | 'required' | { type: 'function'; function: { name: string } };
+
+/** A call the model made. */
+export interface ToolCall {
+  id: string;
+  type: 'function';
+  /** `arguments`: the JSON text of an object. */
+  function: { name: string; arguments: string };
+}
+
+/** A streamed piece of a call: the first has `id`, `type` and the name (arguments `""`), the
+ *  rest fragments of the arguments' JSON text. */
+export interface ToolCallDelta {
+  index: number;
+  id?: string;
+  type?: 'function';
+  function: { name?: string; arguments: string };
 }
 
 export interface ChatCompletionRequestBase extends SamplingOptions {
@@ -137,6 +177,14 @@ export interface ChatCompletionRequestBase extends SamplingOptions {
   logprobs?: boolean;
   /** With `logprobs`: this many most likely alternatives per token (0 to 20). */
   top_logprobs?: number;
+  /** Functions the model may call: rendered through the model's chat template, and the calls
+   *  parsed from its output in the template family's syntax (Llama 3, Hermes/Qwen,
+   *  Qwen3-Coder, Mistral, or JSON) into `tool_calls`. */
+  tools?: ChatCompletionTool[];
+  /** Default `auto`. */
+  tool_choice?: ToolChoice;
+  /** false: keep only the first call (default true). */
+  parallel_tool_calls?: boolean;
 }
 
 export interface ChatCompletionRequestStreaming extends ChatCompletionRequestBase {
@@ -147,7 +195,9 @@ export interface ChatCompletionRequestNonStreaming extends ChatCompletionRequest
   stream?: false;
 }
 
-export type FinishReason = 'stop' | 'length' | 'abort';
+/** `tool_calls`: the model called tools; `length` also when a call was cut off (it is then
+ *  not reported). */
+export type FinishReason = 'stop' | 'length' | 'abort' | 'tool_calls';
 
 export interface CompletionUsage {
   prompt_tokens: number;
@@ -172,7 +222,7 @@ export interface ChatCompletionChunk {
   choices: Array<{
     index: number;
     /** `<think>` blocks arrive as `reasoning_content`, the answer as `content`. */
-    delta: { role?: 'assistant'; content?: string; reasoning_content?: string };
+    delta: { role?: 'assistant'; content?: string; reasoning_content?: string; tool_calls?: ToolCallDelta[] };
     finish_reason: FinishReason | null;
     /** With `logprobs: true`: the entries of this chunk's tokens. */
     logprobs: ChoiceLogprobs | null;
@@ -191,7 +241,8 @@ export interface ChatCompletion {
   choices: Array<{
     index: number;
     /** `reasoning_content`: the model's `<think>` block, when it wrote one. */
-    message: { role: 'assistant'; content: string; reasoning_content?: string };
+    /** `content` is null when the model only called tools. */
+    message: { role: 'assistant'; content: string | null; reasoning_content?: string; tool_calls?: ToolCall[] };
     finish_reason: FinishReason;
     /** With `logprobs: true`: one entry per generated token. */
     logprobs: ChoiceLogprobs | null;
@@ -240,8 +291,9 @@ export declare class WickModel {
     };
   };
   /** Render messages with the model's chat template (the assistant's turn opened); `vars`:
-   *  extra template variables, e.g. `{ enable_thinking: false }`. */
-  applyChatTemplate(messages: ChatMessage[], vars?: Record<string, unknown>): Promise<string>;
+   *  extra template variables, e.g. `{ enable_thinking: false }`; `tools`: the functions the
+   *  template presents to the model. */
+  applyChatTemplate(messages: ChatMessage[], vars?: Record<string, unknown>, tools?: ChatCompletionTool[]): Promise<string>;
   /** Text pieces of a continuation of `prompt`; returns the stats when done. */
   generate(prompt: string, opts?: GenerateOptions): AsyncGenerator<string, GenerationStats, undefined>;
   /** Free the model's GPU (or CPU) memory; the model cannot be used afterwards. */

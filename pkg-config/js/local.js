@@ -1,6 +1,6 @@
 // The backend that runs the wasm module in this thread (the worker uses it too).
 
-import init, { WickModel as RawModel } from './wasm/wick.js';
+import init, { WickModel as RawModel, ToolCallParser } from './wasm/wick.js';
 import { cacheAvailable, cachedFile } from './cache.js';
 
 let ready = null;
@@ -93,16 +93,53 @@ class LocalBackend {
     return this.raw;
   }
 
-  async applyChatTemplate(messages, vars) {
-    return this.live().applyChatTemplate(messages, vars);
+  async applyChatTemplate(messages, vars, tools) {
+    return this.live().applyChatTemplate(messages, vars, tools);
+  }
+
+  /** Check `tools` and `toolChoice`; the Lark grammar forcing the call, or undefined. */
+  async toolChoiceGrammar(tools, toolChoice, parallel) {
+    return this.live().toolChoiceGrammar(tools, toolChoice, parallel);
   }
 
   /**
    * Generate after `prompt`: an async iterator of `{ text, id }` whose return value is the
    * generation's stats. Generations run one at a time (a second one waits for the first).
+   * With `opts.toolCalls` (`{ parallel, idPrefix, tools }`) the text goes through the Rust
+   * tool-call parser: items carry `toolDeltas` (`{ content }`, `{ index, id, name }`,
+   * `{ index, arguments }`, in order) instead of text, and the stats say `toolCalls` (how
+   * many) and `toolCallUnfinished` (a call was cut off).
    */
   async *stream(prompt, opts = {}, signal) {
-    const { signal: _s, stream: _st, messages: _m, ...rest } = opts;
+    const { signal: _s, stream: _st, messages: _m, toolCalls, ...rest } = opts;
+    if (!toolCalls) return yield* this._stream(prompt, rest, signal);
+    const parser = new ToolCallParser(
+      this.live().toolFamily,
+      toolCalls.parallel !== false,
+      toolCalls.idPrefix || 'call_',
+      toolCalls.tools,
+    );
+    // Call markers can be control tokens (`[TOOL_CALLS]`): the parser must see their text.
+    const it = this._stream(prompt, { ...rest, controlText: true }, signal);
+    let done = false;
+    try {
+      let r;
+      while (!(r = await it.next()).done) {
+        const { text, ...item } = r.value;
+        yield { ...item, text: '', toolDeltas: text ? parser.push(text) : [] };
+      }
+      done = true;
+      const end = parser.finish();
+      if (end.deltas.length) yield { text: '', toolDeltas: end.deltas };
+      return { ...r.value, toolCalls: parser.calls, toolCallUnfinished: end.unfinished !== undefined };
+    } finally {
+      // Leaving early stops the generation (as leaving `_stream` itself does).
+      if (!done) await it.return();
+      parser.free();
+    }
+  }
+
+  async *_stream(prompt, rest, signal) {
     const prev = this.lock;
     let release;
     this.lock = new Promise((r) => (release = r));

@@ -95,8 +95,12 @@ class RemoteBackend {
     return this.ch;
   }
 
-  applyChatTemplate(messages, vars) {
-    return this.live().request({ type: 'template', messages, vars });
+  applyChatTemplate(messages, vars, tools) {
+    return this.live().request({ type: 'template', messages, vars, tools });
+  }
+
+  toolChoiceGrammar(tools, toolChoice, parallel) {
+    return this.live().request({ type: 'tools', tools, toolChoice, parallel });
   }
 
   async *stream(prompt, opts = {}, signal) {
@@ -116,7 +120,10 @@ class RemoteBackend {
         {
           signal: ctl.signal,
           onEvent: (m) => {
-            queue.push(m.logprobs ? { text: m.text, id: m.tokenId, logprobs: m.logprobs } : { text: m.text, id: m.tokenId });
+            const item = { text: m.text, id: m.tokenId };
+            if (m.logprobs) item.logprobs = m.logprobs;
+            if (m.toolDeltas) item.toolDeltas = m.toolDeltas;
+            queue.push(item);
             if (wake) wake();
           },
         },

@@ -25,13 +25,15 @@ async function handle(msg) {
       return { executor: backend.executor, info: backend.info };
     }
     case 'template':
-      return live().applyChatTemplate(msg.messages, msg.vars);
+      return live().applyChatTemplate(msg.messages, msg.vars, msg.tools);
+    case 'tools':
+      return live().toolChoiceGrammar(msg.tools, msg.toolChoice, msg.parallel);
     case 'generate': {
       const ctl = new AbortController();
       aborts.set(id, ctl);
       const it = live().stream(msg.prompt, msg.opts, ctl.signal);
       let r;
-      while (!(r = await it.next()).done) post({ id, type: 'token', text: r.value.text, tokenId: r.value.id, logprobs: r.value.logprobs });
+      while (!(r = await it.next()).done) post({ id, type: 'token', text: r.value.text, tokenId: r.value.id, logprobs: r.value.logprobs, toolDeltas: r.value.toolDeltas });
       return r.value;
     }
     case 'unload':

@@ -23,6 +23,7 @@
 
 mod pyjson;
 mod strftime;
+pub mod tools;
 
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::Arc;
@@ -343,6 +344,8 @@ pub struct ChatTemplate {
     eos_token: String,
     /// Unix seconds `strftime_now` uses, or [`USE_CLOCK`]. Shared with the registered function.
     now: Arc<AtomicI64>,
+    /// The syntax of tool calls, from the markers in the template's text.
+    tool_family: tools::ToolFamily,
 }
 
 impl ChatTemplate {
@@ -375,7 +378,18 @@ impl ChatTemplate {
         env.add_filter("tojson", tojson);
         env.add_template_owned(NAME, generation_tags_as_if(source))
             .map_err(|e| Error::Template(format!("cannot compile: {}", describe(&e))))?;
-        Ok(ChatTemplate { env, bos_token: bos_token.to_string(), eos_token: eos_token.to_string(), now })
+        Ok(ChatTemplate {
+            env,
+            bos_token: bos_token.to_string(),
+            eos_token: eos_token.to_string(),
+            now,
+            tool_family: tools::ToolFamily::detect(source),
+        })
+    }
+
+    /// The syntax of the tool calls of models with this template ([`tools::ToolFamily::detect`]).
+    pub fn tool_family(&self) -> tools::ToolFamily {
+        self.tool_family
     }
 
     /// Make `strftime_now` see this time (Unix seconds, UTC) instead of the clock; `None`

@@ -17,6 +17,9 @@
 mod abortable;
 mod generator;
 mod options;
+mod tools;
+
+pub use tools::ToolCallParser;
 
 use std::rc::Rc;
 
@@ -142,16 +145,25 @@ impl WickModel {
 
     /// Render `messages` (`[{ role, content }]`) with the model's chat template, ending with
     /// the assistant's turn opened. `vars`: extra template variables (`{ enable_thinking }`),
-    /// or undefined.
+    /// or undefined. `tools`: OpenAI's `tools` list the template sees (checked), or undefined.
     #[wasm_bindgen(js_name = applyChatTemplate)]
-    pub fn apply_chat_template(&self, messages: JsValue, vars: JsValue) -> Result<String, JsValue> {
+    pub fn apply_chat_template(
+        &self,
+        messages: JsValue,
+        vars: JsValue,
+        tools: JsValue,
+    ) -> Result<String, JsValue> {
         let msgs = options::messages(&messages).map_err(js_err)?;
         let vars = options::template_vars(&vars).map_err(js_err)?;
+        let tools = options::json(&tools, "tools").map_err(js_err)?;
+        if let Some(t) = &tools {
+            crate::chat::tools::validate_tools(t).map_err(js_err)?;
+        }
         let t = self
             .get()?
             .chat_template()
             .ok_or_else(|| js_err("this model has no chat template (tokenizer.chat_template)"))?;
-        t.render_with_vars(&msgs, true, &vars).map_err(js_err)
+        t.render_with_tools(&msgs, true, tools.as_ref(), &vars).map_err(js_err)
     }
 
     /// Token ids of `text`. `addSpecial`: add BOS/EOS as the vocabulary asks (true for a raw

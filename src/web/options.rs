@@ -71,17 +71,21 @@ pub(crate) fn executor(obj: &JsValue) -> Result<ExecutorKind, String> {
     }
 }
 
-/// An optional JS value as JSON (through `JSON.stringify`).
-fn json_value(obj: &JsValue, key: &str) -> Result<Option<serde_json::Value>, String> {
-    let v = field(obj, key);
-    if absent(&v) {
+/// An optional JS value as JSON (through `JSON.stringify`); `what` names it in errors.
+pub(crate) fn json(v: &JsValue, what: &str) -> Result<Option<serde_json::Value>, String> {
+    if absent(v) {
         return Ok(None);
     }
-    let text = js_sys::JSON::stringify(&v)
+    let text = js_sys::JSON::stringify(v)
         .ok()
         .and_then(|s| s.as_string())
-        .ok_or_else(|| format!("option '{key}' cannot be turned into JSON"))?;
-    serde_json::from_str(&text).map(Some).map_err(|e| format!("option '{key}': {e}"))
+        .ok_or_else(|| format!("'{what}' cannot be turned into JSON"))?;
+    serde_json::from_str(&text).map(Some).map_err(|e| format!("'{what}': {e}"))
+}
+
+/// An optional field of a JS options object as JSON.
+fn json_value(obj: &JsValue, key: &str) -> Result<Option<serde_json::Value>, String> {
+    json(&field(obj, key), &format!("option {key}"))
 }
 
 /// The constraint options: OpenAI's `response_format` (`{type: "json_object"}` or `{type:
@@ -171,6 +175,10 @@ pub(crate) fn generate_options(obj: &JsValue) -> Result<GenerateOptions, String>
         v if absent(&v) => {}
         v => o.ignore_eog = v.as_bool().ok_or("option 'ignore_eos' must be a boolean")?,
     }
+    match field(obj, "controlText") {
+        v if absent(&v) => {}
+        v => o.control_text = v.as_bool().ok_or("option 'controlText' must be a boolean")?,
+    }
     let logprobs = field(obj, "logprobs");
     let top = count(obj, "top_logprobs")?;
     match logprobs.as_bool() {
@@ -203,7 +211,8 @@ pub(crate) fn template_vars(v: &JsValue) -> Result<serde_json::Map<String, serde
     }
 }
 
-/// An array of `{ role, content }` objects.
+/// An array of `{ role, content }` objects (OpenAI's messages: an assistant's may have
+/// `tool_calls` and a null `content`, a tool result has `tool_call_id` and `name`).
 pub(crate) fn messages(v: &JsValue) -> Result<Vec<ChatMessage>, String> {
     if !Array::is_array(v) {
         return Err("messages must be an array of { role, content } objects".into());
@@ -211,11 +220,14 @@ pub(crate) fn messages(v: &JsValue) -> Result<Vec<ChatMessage>, String> {
     let mut out = Vec::new();
     for (i, m) in Array::from(v).iter().enumerate() {
         let role = string(&m, "role").ok().flatten();
-        let content = string(&m, "content").ok().flatten();
-        match (role, content) {
-            (Some(r), Some(c)) => out.push(ChatMessage::new(r, c)),
-            _ => return Err(format!("messages[{i}] must have string 'role' and 'content' fields")),
+        let content = field(&m, "content");
+        let content_ok = content.is_string() || (absent(&content) && !absent(&field(&m, "tool_calls")));
+        if role.is_none() || !content_ok {
+            return Err(format!("messages[{i}] must have string 'role' and 'content' fields"));
         }
+        let value = json(&m, &format!("messages[{i}]"))?.unwrap_or_default();
+        let msg: ChatMessage = serde_json::from_value(value).map_err(|e| format!("messages[{i}]: {e}"))?;
+        out.push(msg);
     }
     Ok(out)
 }

@@ -3,6 +3,7 @@
 use std::io::{BufRead, Write};
 use std::time::Instant;
 
+use wick::chat::tools::{parse_tool_calls, tool_choice_grammar, validate_tools, ToolChoice};
 use wick::chat::ChatMessage;
 use wick::gguf::{GgufReader, MetaArray, MetaValue};
 use wick::sampling::SamplingParams;
@@ -70,14 +71,59 @@ fn constraint(a: &ConstraintArgs) -> Result<Option<Constraint>> {
 }
 
 fn render(model: &Model, messages: &[ChatMessage]) -> Result<String> {
+    render_with_tools(model, messages, None)
+}
+
+fn render_with_tools(
+    model: &Model,
+    messages: &[ChatMessage],
+    tools: Option<&serde_json::Value>,
+) -> Result<String> {
     let t = model
         .chat_template()
         .ok_or_else(|| Error::Template("this model has no chat template (tokenizer.chat_template)".into()))?;
-    t.render(messages, true)
+    t.render_with_tools(messages, true, tools, &serde_json::Map::new())
 }
 
-/// Generate after `prompt`, writing text (or JSON lines) to stdout; returns the generated text.
-async fn run(session: &mut Session<'_>, prompt: &[u32], opts: GenerateOptions, json: bool) -> Result<String> {
+/// `--tools FILE` and `--tool-choice`, read and checked before the model loads.
+fn tool_args(a: &GenerateArgs) -> Result<Option<(serde_json::Value, ToolChoice)>> {
+    let Some(path) = &a.tools else { return Ok(None) };
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| Error::io(format!("reading the tools {}", path.display()), e))?;
+    let tools: serde_json::Value = serde_json::from_str(&text).map_err(|e| {
+        Error::InvalidArgument(format!("the tools ({}) are not valid JSON: {e}", path.display()))
+    })?;
+    validate_tools(&tools)?;
+    let choice = match a.tool_choice.as_str() {
+        c @ ("auto" | "none" | "required") => ToolChoice::from_json(&serde_json::json!(c))?,
+        name => {
+            let known = tools.as_array().is_some_and(|l| l.iter().any(|t| t["function"]["name"] == name));
+            if !known {
+                return Err(Error::InvalidArgument(format!(
+                    "--tool-choice {name}: no such function in --tools"
+                )));
+            }
+            ToolChoice::Function(name.to_string())
+        }
+    };
+    let forced = matches!(choice, ToolChoice::Required | ToolChoice::Function(_));
+    let c = &a.constraint;
+    if forced && (c.json_schema.is_some() || c.json_object || c.grammar.is_some()) {
+        return Err(Error::InvalidArgument(
+            "--tool-choice required or a function is a constraint of its own: drop --json-schema, --json-object and --grammar".into(),
+        ));
+    }
+    Ok(Some((tools, choice)))
+}
+
+/// Generate after `prompt`, writing text (or JSON lines) to stdout; returns the generated text
+/// and why it ended.
+async fn run(
+    session: &mut Session<'_>,
+    prompt: &[u32],
+    opts: GenerateOptions,
+    json: bool,
+) -> Result<(String, wick::FinishReason)> {
     let t0 = Instant::now();
     let mut gen = session.generate(prompt, opts)?;
     let n_eval = gen.n_prompt_evaluated();
@@ -106,6 +152,7 @@ async fn run(session: &mut Session<'_>, prompt: &[u32], opts: GenerateOptions, j
         let _ = writeln!(out);
     }
     let n_gen = gen.n_generated();
+    let finish = gen.finish_reason().unwrap_or(wick::FinishReason::Length);
     let t_first = t_first.unwrap_or_else(Instant::now);
     let prefill = (t_first - t0).as_secs_f64();
     let decode = t_first.elapsed().as_secs_f64();
@@ -113,23 +160,34 @@ async fn run(session: &mut Session<'_>, prompt: &[u32], opts: GenerateOptions, j
         "prompt: {n_eval} tokens in {prefill:.3} s ({:.1} tok/s) | generated: {n_gen} tokens in {decode:.3} s ({:.1} tok/s) | finish: {:?}",
         n_eval as f64 / prefill.max(1e-9),
         n_gen.saturating_sub(1) as f64 / decode.max(1e-9),
-        gen.finish_reason().unwrap_or(wick::FinishReason::Length)
+        finish
     );
-    Ok(text)
+    Ok((text, finish))
 }
 
 pub async fn generate(a: GenerateArgs) -> Result<()> {
     // Every option is checked before the model loads: a typo costs no multi-GB read.
     sampling(&a.sampling).validate()?;
-    let constraint = constraint(&a.constraint)?;
+    let mut constraint = constraint(&a.constraint)?;
+    let tools = tool_args(&a)?.filter(|(_, c)| *c != ToolChoice::None);
     let model = load(&a.model).await?;
+    let family =
+        model.chat_template().map(|t| t.tool_family()).unwrap_or(wick::chat::tools::ToolFamily::Generic);
+    let parallel = !a.no_parallel_tool_calls;
+    if let Some((list, choice)) = &tools {
+        let tok = model.tokenizer();
+        let special = |text: &str| tok.find_token(text).filter(|&id| tok.is_control(id));
+        if let Some(c) = tool_choice_grammar(family, list, choice, parallel, &special)? {
+            constraint = Some(c);
+        }
+    }
     let text = if a.chat {
         let mut msgs = Vec::new();
         if let Some(s) = &a.system {
             msgs.push(ChatMessage::new("system", s.clone()));
         }
         msgs.push(ChatMessage::new("user", a.prompt.clone()));
-        render(&model, &msgs)?
+        render_with_tools(&model, &msgs, tools.as_ref().map(|t| &t.0))?
     } else {
         a.prompt.clone()
     };
@@ -143,11 +201,29 @@ pub async fn generate(a: GenerateArgs) -> Result<()> {
         constraint,
         logprobs: a.logprobs.filter(|_| a.json),
         ignore_eog: a.ignore_eos,
+        control_text: tools.is_some(),
         logit_bias: a.sampling.logit_bias.clone(),
         // The prompt stays; the generated text scrolls.
         context_shift: a.context_shift.then_some(ids.len()),
     };
-    run(&mut session, &ids, opts, a.json).await?;
+    let (reply, finish) = run(&mut session, &ids, opts, a.json).await?;
+    if tools.is_some() {
+        let out = parse_tool_calls(&reply, family, parallel);
+        let calls: Vec<serde_json::Value> = out
+            .calls
+            .iter()
+            .map(|c| serde_json::json!({ "id": c.id, "type": "function", "function": { "name": c.name, "arguments": c.arguments } }))
+            .collect();
+        let finish = match (out.unfinished.is_some(), calls.is_empty(), finish) {
+            (true, _, _) | (_, _, wick::FinishReason::Length) => "length",
+            (false, false, _) => "tool_calls",
+            _ => "stop",
+        };
+        println!(
+            "{}",
+            serde_json::json!({ "content": out.content, "tool_calls": calls, "finish_reason": finish })
+        );
+    }
     Ok(())
 }
 
@@ -196,11 +272,12 @@ pub async fn chat(a: ChatArgs) -> Result<()> {
             constraint: constraint.clone(),
             logprobs: None,
             ignore_eog: false,
+            control_text: false,
             logit_bias: a.sampling.logit_bias.clone(),
             context_shift: None,
         };
         match run(&mut session, &ids, opts, false).await {
-            Ok(reply) => msgs.push(ChatMessage::new("assistant", reply)),
+            Ok((reply, _)) => msgs.push(ChatMessage::new("assistant", reply)),
             Err(e @ Error::ContextOverflow { .. }) => {
                 eprintln!("error: {e}; starting a new conversation");
                 msgs.retain(|m| m.role == "system");

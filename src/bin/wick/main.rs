@@ -167,6 +167,19 @@ struct GenerateArgs {
     /// and go on, instead of stopping with "context full".
     #[arg(long)]
     context_shift: bool,
+    /// With --chat: the tools the model may call, a JSON file of OpenAI's `tools` list
+    /// (`[{"type": "function", "function": {"name", "description", "parameters"}}]`); the
+    /// calls parsed from the reply are printed after it as one JSON line
+    /// (`{"content", "tool_calls", "finish_reason"}`).
+    #[arg(long, value_name = "FILE", requires = "chat")]
+    tools: Option<PathBuf>,
+    /// With --tools: auto (the model decides), none, required (a call is forced by a grammar),
+    /// or a function's name (that function is forced).
+    #[arg(long, value_name = "CHOICE", default_value = "auto", requires = "tools")]
+    tool_choice: String,
+    /// With --tools: keep only the model's first call.
+    #[arg(long, requires = "tools")]
+    no_parallel_tool_calls: bool,
     #[command(flatten)]
     sampling: SamplingArgs,
     #[command(flatten)]

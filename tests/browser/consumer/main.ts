@@ -10,6 +10,9 @@ import Wick, {
   deleteCachedModel,
   type ChatCompletionChunk,
   type ChatCompletion,
+  type ChatCompletionTool,
+  type ChatMessage,
+  type ToolCall,
   type GenerationStats,
   type LoadProgress,
   type CachedModel,
@@ -76,6 +79,28 @@ export async function demo(file: File): Promise<string> {
     if (e instanceof BadRequestError) console.log(e.status, e.error.type, e.error.code ?? '');
   }
   text += await model.applyChatTemplate([{ role: 'user', content: 'Hi' }], { enable_thinking: false });
+
+  const tools: ChatCompletionTool[] = [
+    { type: 'function', function: { name: 'get_weather', description: 'Weather', parameters: { type: 'object', properties: { city: { type: 'string' } } } } },
+  ];
+  const called: ChatCompletion = await model.chat.completions.create({
+    messages: [{ role: 'user', content: 'Weather in Lyon?' }],
+    tools,
+    tool_choice: { type: 'function', function: { name: 'get_weather' } },
+    parallel_tool_calls: false,
+  });
+  const call: ToolCall | undefined = called.choices[0].message.tool_calls?.[0];
+  if (called.choices[0].finish_reason === 'tool_calls' && call) {
+    const history: ChatMessage[] = [
+      { role: 'user', content: 'Weather in Lyon?' },
+      { role: 'assistant', content: null, tool_calls: [call] },
+      { role: 'tool', tool_call_id: call.id, name: call.function.name, content: '18 C' },
+    ];
+    text += await model.applyChatTemplate(history, undefined, tools);
+  }
+  for await (const c of model.chat.completions.create({ messages: [], tools, tool_choice: 'required', stream: true })) {
+    for (const d of c.choices[0]?.delta.tool_calls ?? []) text += `${d.index} ${d.id ?? ''} ${d.function.name ?? ''} ${d.function.arguments}`;
+  }
 
   const gen = model.generate('Once upon a time', { maxTokens: 16, topK: 40, signal: ctl.signal });
   for await (const piece of gen) text += piece;

@@ -12,7 +12,9 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use tokio::sync::{mpsc, oneshot};
+use wick::chat::tools::{tool_choice_grammar, ToolChoice, ToolFamily};
 use wick::chat::ChatMessage;
+use wick::constrain::Guide;
 use wick::exec::{Readback, KV_BLOCK};
 use wick::sampling::{Sampler, SamplingParams};
 use wick::stop::StopMatcher;
@@ -37,14 +39,24 @@ pub struct Job {
     pub ignore_eos: bool,
     /// Report each token's log-probability with this many alternatives.
     pub logprobs: Option<usize>,
+    /// The request's tools, when it has some.
+    pub tools: Option<Tools>,
     pub events: mpsc::UnboundedSender<Event>,
+}
+
+/// A chat request's tools: OpenAI's `tools` (checked), `tool_choice`, `parallel_tool_calls`.
+pub struct Tools {
+    pub list: serde_json::Value,
+    pub choice: ToolChoice,
+    pub parallel: bool,
 }
 
 /// What the engine reports about a job.
 #[derive(Debug)]
 pub enum Event {
-    /// The prompt is accepted: its token count, and how many came from the prefix cache.
-    Started { prompt_tokens: usize, cached: usize },
+    /// The prompt is accepted: its token count, how many came from the prefix cache, and the
+    /// syntax of the tool calls to parse from the text (when the request has tools in play).
+    Started { prompt_tokens: usize, cached: usize, tool_family: Option<ToolFamily> },
     /// Generated text, with the log-probability entries of the tokens since the last event
     /// (OpenAI's `logprobs.content` entries) when asked; never both empty.
     Text(String, Vec<serde_json::Value>),
@@ -56,7 +68,7 @@ pub enum Event {
 
 /// A command for the engine.
 pub enum Cmd {
-    Generate(Job),
+    Generate(Box<Job>),
     Tokenize { text: String, add_special: bool, reply: oneshot::Sender<Result<Vec<u32>, String>> },
     Detokenize { ids: Vec<u32>, reply: oneshot::Sender<Result<String, String>> },
 }
@@ -105,6 +117,11 @@ struct Active<'m> {
     logprobs: Option<usize>,
     /// Log-probability entries not yet sent (their text is held back).
     pending: Vec<serde_json::Value>,
+    /// The grammar of a forced tool call (`tool_choice` required or a named function).
+    guide: Option<Guide>,
+    /// Whether control tokens are written as their text (call markers such as `[TOOL_CALLS]`
+    /// are control tokens, and the call parser must see them).
+    show_control: bool,
     events: mpsc::UnboundedSender<Event>,
 }
 
@@ -236,6 +253,11 @@ fn next_token(model: &Model, a: &mut Active, logits: &mut [f32], metrics: &Metri
             *l += b;
         }
     }
+    if let Some(g) = a.guide.as_mut() {
+        if let Err(e) = g.mask(logits) {
+            return Some(fail(a, e));
+        }
+    }
     let id = a.sampler.sample(logits, &a.history);
     if let (Some(n), Some(raw)) = (a.logprobs, raw) {
         a.pending.push(entry(model, &wick::logprobs(&raw, id, n)));
@@ -245,13 +267,23 @@ fn next_token(model: &Model, a: &mut Active, logits: &mut [f32], metrics: &Metri
     if model.tokenizer().is_eog(id) && !a.ignore_eos {
         return Some("stop");
     }
+    if let Some(g) = a.guide.as_mut() {
+        if let Err(e) = g.accept(id) {
+            return Some(fail(a, e));
+        }
+    }
     a.history.push(id);
-    let piece = a.decoder.push(id);
+    let tok = model.tokenizer();
+    let piece = if a.show_control && tok.is_control(id) {
+        a.decoder.flush() + tok.token_text(id).unwrap_or_default()
+    } else {
+        a.decoder.push(id)
+    };
     let r = a.stop.push(&piece);
     if !r.emit.is_empty() {
         let _ = a.events.send(Event::Text(r.emit, std::mem::take(&mut a.pending)));
     }
-    if r.stopped {
+    if r.stopped || a.guide.as_ref().is_some_and(Guide::is_finished) {
         return Some("stop");
     }
     if a.generated >= a.max_tokens {
@@ -261,7 +293,16 @@ fn next_token(model: &Model, a: &mut Active, logits: &mut [f32], metrics: &Metri
     None
 }
 
+/// A failed step of a constrained generation: report it and end the job.
+fn fail(a: &mut Active, e: Error) -> &'static str {
+    let _ = a.events.send(Event::Error { message: e.to_string(), bad_request: false, code: None });
+    "error"
+}
+
 fn finish_job(a: &mut Active, finish: &'static str) {
+    if finish == "error" {
+        return;
+    }
     if finish != "stop" || !a.stop.is_stopped() {
         let tail = a.decoder.flush();
         let text = a.stop.push(&tail).emit + &a.stop.flush();
@@ -275,7 +316,7 @@ fn finish_job(a: &mut Active, finish: &'static str) {
 
 fn handle(model: &Model, c: Cmd, waiting: &mut VecDeque<Job>) {
     match c {
-        Cmd::Generate(job) => waiting.push_back(job),
+        Cmd::Generate(job) => waiting.push_back(*job),
         Cmd::Tokenize { text, add_special, reply } => {
             let _ = reply.send(model.tokenizer().encode(&text, add_special, true).map_err(|e| e.to_string()));
         }
@@ -304,14 +345,35 @@ fn admit<'m>(
         let _ = events.send(Event::Error { message, bad_request: true, code });
         None
     };
+    // Tools in play (any choice but `none`): rendered, parsed, and forced by a grammar when
+    // the choice asks for a call.
+    let tools = job.tools.as_ref().filter(|t| t.choice != ToolChoice::None);
+    let family = model.chat_template().map_or(ToolFamily::Generic, |t| t.tool_family());
     let ids = match &job.prompt {
         Prompt::Text(t) => model.tokenizer().encode(t, true, true),
         Prompt::Chat(msgs) => match model.chat_template() {
             Some(tmpl) => {
-                tmpl.render(msgs, true).and_then(|text| model.tokenizer().encode(&text, false, true))
+                let text = match tools {
+                    Some(t) => tmpl.render_with_tools(msgs, true, Some(&t.list), &serde_json::Map::new()),
+                    None => tmpl.render(msgs, true),
+                };
+                text.and_then(|text| model.tokenizer().encode(&text, false, true))
             }
             None => Err(Error::Template("this model has no chat template".into())),
         },
+    };
+    let guide = match tools {
+        Some(t) => {
+            let tok = model.tokenizer();
+            let special = |text: &str| tok.find_token(text).filter(|&id| tok.is_control(id));
+            let built = tool_choice_grammar(family, &t.list, &t.choice, t.parallel, &special)
+                .and_then(|c| c.map(|c| model.constraints().and_then(|cc| cc.guide(&c))).transpose());
+            match built {
+                Ok(g) => g,
+                Err(e) => return bad(&job.events, e.to_string(), None),
+            }
+        }
+        None => None,
     };
     let ids = match ids {
         Ok(ids) if !ids.is_empty() => ids,
@@ -370,7 +432,12 @@ fn admit<'m>(
     metrics.requests.fetch_add(1, Ordering::Relaxed);
     metrics.prompt_tokens.fetch_add(ids.len() as u64, Ordering::Relaxed);
     metrics.cached_tokens.fetch_add(cached as u64, Ordering::Relaxed);
-    let _ = job.events.send(Event::Started { prompt_tokens: ids.len(), cached });
+    let _ = job.events.send(Event::Started {
+        prompt_tokens: ids.len(),
+        cached,
+        tool_family: tools.is_some().then_some(family),
+    });
+    let show_control = tools.is_some();
     let max_tokens = job.max_tokens.min(opts.n_seq_max - ids.len());
     Some(Active {
         seq,
@@ -387,6 +454,8 @@ fn admit<'m>(
         ignore_eos: job.ignore_eos,
         logprobs: job.logprobs,
         pending: Vec::new(),
+        guide,
+        show_control,
         events: job.events,
     })
 }

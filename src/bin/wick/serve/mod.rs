@@ -21,6 +21,7 @@ use serde_json::{json, Value};
 use tokio::sync::{mpsc, oneshot};
 use tokio_stream::wrappers::UnboundedReceiverStream;
 use tokio_stream::StreamExt;
+use wick::chat::tools::{ParsedOutput, ToolCallStream};
 use wick::{Error, Result};
 
 use engine::{Cmd, EngineOptions, Event, Metrics};
@@ -245,7 +246,7 @@ async fn generate(app: Shared, headers: HeaderMap, body: axum::body::Bytes, chat
             app.metrics.inflight.fetch_sub(1, Ordering::Relaxed);
             return Err(ApiError::new(Kind::Busy, "the server is busy: every slot and the queue are full"));
         }
-        if let Err(e) = submit(&app, Cmd::Generate(req.job(tx))) {
+        if let Err(e) = submit(&app, Cmd::Generate(Box::new(req.job(tx)))) {
             app.metrics.inflight.fetch_sub(1, Ordering::Relaxed);
             return Err(e);
         }
@@ -259,8 +260,8 @@ async fn generate(app: Shared, headers: HeaderMap, body: axum::body::Bytes, chat
     let shape = openai::Shape::new(chat, &app.model_name);
     // The first event decides the status: an error before any token is the response.
     let first = rx.recv().await;
-    let (prompt_tokens, cached) = match first {
-        Some(Event::Started { prompt_tokens, cached }) => (prompt_tokens, cached),
+    let (prompt_tokens, cached, tool_family) = match first {
+        Some(Event::Started { prompt_tokens, cached, tool_family }) => (prompt_tokens, cached, tool_family),
         Some(Event::Error { message, bad_request, code }) => {
             let kind = if bad_request { Kind::BadRequest } else { Kind::Internal };
             return ApiError::new(kind, message).with_code(code).into_response();
@@ -268,6 +269,13 @@ async fn generate(app: Shared, headers: HeaderMap, body: axum::body::Bytes, chat
         _ => return ApiError::internal("the engine stopped").into_response(),
     };
     let wants_lp = req.wants_logprobs();
+    // The tool-call parser, when the request has tools in play.
+    let mut calls = tool_family.map(|f| {
+        ToolCallStream::new(f)
+            .parallel(req.parallel_tool_calls())
+            .id_prefix(shape.call_id_prefix())
+            .tools(&req.tool_list())
+    });
     if !req.stream {
         let mut text = String::new();
         let mut entries = Vec::new();
@@ -279,8 +287,30 @@ async fn generate(app: Shared, headers: HeaderMap, body: axum::body::Bytes, chat
                 }
                 Event::Done { finish, prompt_tokens, completion_tokens } => {
                     let lp = wants_lp.then_some(entries);
-                    return Json(shape.whole(&text, finish, prompt_tokens, completion_tokens, cached, lp))
+                    let Some(parser) = calls.as_mut() else {
+                        return Json(shape.whole(
+                            &text,
+                            finish,
+                            prompt_tokens,
+                            completion_tokens,
+                            cached,
+                            lp,
+                        ))
                         .into_response();
+                    };
+                    let mut out = ParsedOutput::default();
+                    parser.push(&text).into_iter().for_each(|d| out.apply(d));
+                    let (rest, unfinished) = parser.finish();
+                    rest.into_iter().for_each(|d| out.apply(d));
+                    out.unfinished = unfinished;
+                    let (content, tool_calls, finish) = openai::tool_message(&out, finish);
+                    let mut r = shape.whole("", finish, prompt_tokens, completion_tokens, cached, lp);
+                    let message = &mut r["choices"][0]["message"];
+                    message["content"] = content;
+                    if !tool_calls.is_empty() {
+                        message["tool_calls"] = Value::Array(tool_calls);
+                    }
+                    return Json(r).into_response();
                 }
                 Event::Error { message, .. } => return ApiError::internal(message).into_response(),
                 Event::Started { .. } => {}
@@ -296,15 +326,49 @@ async fn generate(app: Shared, headers: HeaderMap, body: axum::body::Bytes, chat
     tokio::spawn(async move {
         let mut sent_role = false;
         let send = |data: String| sse_tx.send(SseEvent::default().data(data)).is_ok();
+        // Log-probability entries whose text the tool-call parser holds back.
+        let mut held_lp: Vec<Value> = Vec::new();
         while let Some(ev) = rx.recv().await {
             let ok = match ev {
-                Event::Text(t, lp) => {
-                    let first = !sent_role;
-                    sent_role = true;
-                    send(shape.chunk(Some(&t), first, None, wants_lp.then_some(lp)).to_string())
-                }
+                Event::Text(t, lp) => match calls.as_mut() {
+                    None => {
+                        let first = !sent_role;
+                        sent_role = true;
+                        send(shape.chunk(Some(&t), first, None, wants_lp.then_some(lp)).to_string())
+                    }
+                    Some(parser) => {
+                        held_lp.extend(lp);
+                        let mut ok = true;
+                        for d in parser.push(&t) {
+                            let first = !sent_role;
+                            sent_role = true;
+                            let lp = wants_lp.then(|| std::mem::take(&mut held_lp));
+                            ok &=
+                                send(shape.delta_chunk(openai::tool_delta(&d), first, None, lp).to_string());
+                        }
+                        ok
+                    }
+                },
                 Event::Done { finish, prompt_tokens, completion_tokens } => {
-                    let _ = send(shape.chunk(None, !sent_role, Some(finish), None).to_string());
+                    let mut finish = finish;
+                    if let Some(parser) = calls.as_mut() {
+                        let (rest, unfinished) = parser.finish();
+                        for d in &rest {
+                            let first = !sent_role;
+                            sent_role = true;
+                            let lp = wants_lp.then(|| std::mem::take(&mut held_lp));
+                            let _ =
+                                send(shape.delta_chunk(openai::tool_delta(d), first, None, lp).to_string());
+                        }
+                        if unfinished.is_some() {
+                            finish = "length";
+                        } else if parser.calls() > 0 {
+                            finish = "tool_calls";
+                        }
+                    }
+                    // Entries of text the parser held back and dropped (whitespace around calls).
+                    let lp = (wants_lp && !held_lp.is_empty()).then(|| std::mem::take(&mut held_lp));
+                    let _ = send(shape.chunk(None, !sent_role, Some(finish), lp).to_string());
                     if include_usage {
                         let _ = send(
                             shape

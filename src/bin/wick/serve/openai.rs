@@ -3,10 +3,11 @@
 
 use serde_json::{json, Value};
 use tokio::sync::mpsc;
-use wick::chat::ChatMessage;
+use wick::chat::tools::{validate_tools, ParsedOutput, ToolChoice, ToolDelta};
+use wick::chat::{ChatMessage, ToolCall};
 use wick::sampling::SamplingParams;
 
-use super::engine::{Event, Job, Prompt};
+use super::engine::{Event, Job, Prompt, Tools};
 
 /// Which error status.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -63,6 +64,8 @@ pub struct Request {
     logit_bias: Vec<(u32, f32)>,
     ignore_eos: bool,
     logprobs: Option<usize>,
+    /// `tools`, `tool_choice` and `parallel_tool_calls` (when `tools` is given).
+    tools: Option<(Value, ToolChoice, bool)>,
     pub stream: bool,
     pub include_usage: bool,
 }
@@ -122,10 +125,75 @@ fn content(m: &Value, i: usize) -> Result<String, ApiError> {
     }
 }
 
+/// A chat message: role, content, and an assistant's `tool_calls` or a tool result's
+/// `tool_call_id` and `name`.
+fn message(m: &Value, role: &str, i: usize) -> Result<ChatMessage, ApiError> {
+    let mut msg = ChatMessage::new(role, content(m, i)?);
+    match m.get("tool_calls") {
+        None | Some(Value::Null) => {}
+        Some(calls) => {
+            msg.tool_calls = serde_json::from_value::<Vec<ToolCall>>(calls.clone()).map_err(|e| {
+                ApiError::bad(format!(
+                    "messages[{i}].tool_calls must be a list of {{id, type, function: {{name, arguments}}}}: {e}"
+                ))
+            })?;
+        }
+    }
+    for (key, field) in [("tool_call_id", &mut msg.tool_call_id), ("name", &mut msg.name)] {
+        match m.get(key) {
+            None | Some(Value::Null) => {}
+            Some(Value::String(s)) => *field = Some(s.clone()),
+            Some(_) => return Err(ApiError::bad(format!("messages[{i}].{key} must be a string"))),
+        }
+    }
+    Ok(msg)
+}
+
+/// `tools`, `tool_choice` and `parallel_tool_calls`: None without tools (`tool_choice` then
+/// may only be `none` or `auto`).
+fn tools(v: &Value) -> Result<Option<(Value, ToolChoice, bool)>, ApiError> {
+    let choice = ToolChoice::from_json(v.get("tool_choice").unwrap_or(&Value::Null))
+        .map_err(|e| ApiError::bad(e.to_string()))?;
+    let parallel = match v.get("parallel_tool_calls") {
+        None | Some(Value::Null) => true,
+        Some(Value::Bool(b)) => *b,
+        Some(_) => return Err(ApiError::bad("'parallel_tool_calls' must be a boolean")),
+    };
+    match v.get("tools") {
+        None | Some(Value::Null) => match choice {
+            ToolChoice::Auto | ToolChoice::None => Ok(None),
+            _ => Err(ApiError::bad("'tool_choice' asks for a call but there are no 'tools'")),
+        },
+        Some(list) => {
+            validate_tools(list).map_err(|e| ApiError::bad(e.to_string()))?;
+            if let ToolChoice::Function(name) = &choice {
+                let known =
+                    list.as_array().is_some_and(|l| l.iter().any(|t| t["function"]["name"] == name.as_str()));
+                if !known {
+                    return Err(ApiError::bad(format!(
+                        "'tool_choice' names '{name}', which is not in 'tools'"
+                    )));
+                }
+            }
+            Ok(Some((list.clone(), choice, parallel)))
+        }
+    }
+}
+
 impl Request {
     /// Whether log-probabilities were asked for.
     pub fn wants_logprobs(&self) -> bool {
         self.logprobs.is_some()
+    }
+
+    /// `parallel_tool_calls` (true unless the request says false).
+    pub fn parallel_tool_calls(&self) -> bool {
+        self.tools.as_ref().is_none_or(|t| t.2)
+    }
+
+    /// The tools of the request (for the parser: Qwen3-Coder's string parameters).
+    pub fn tool_list(&self) -> Value {
+        self.tools.as_ref().map_or(Value::Null, |t| t.0.clone())
     }
 
     /// Parse a `/v1/chat/completions` (`chat`) or `/v1/completions` body.
@@ -144,7 +212,7 @@ impl Request {
                     .get("role")
                     .and_then(Value::as_str)
                     .ok_or_else(|| ApiError::bad(format!("messages[{i}].role must be a string")))?;
-                out.push(ChatMessage::new(role, content(m, i)?));
+                out.push(message(m, role, i)?);
             }
             Prompt::Chat(out)
         } else {
@@ -228,7 +296,8 @@ impl Request {
             }
             (Err(e), true) => return Err(e),
         };
-        for unsupported in ["tools", "response_format", "tool_choice"] {
+        let tools = if chat { tools(v)? } else { None };
+        for unsupported in ["response_format"] {
             if v.get(unsupported).is_some_and(|x| !x.is_null()) {
                 return Err(ApiError::bad(format!("'{unsupported}' is not supported by this server yet")));
             }
@@ -241,6 +310,7 @@ impl Request {
             logit_bias,
             ignore_eos: flag(v, "ignore_eos")?,
             logprobs,
+            tools,
             stream: flag(v, "stream")?,
             include_usage,
         })
@@ -261,6 +331,11 @@ impl Request {
             logit_bias: self.logit_bias.clone(),
             ignore_eos: self.ignore_eos,
             logprobs: self.logprobs,
+            tools: self.tools.as_ref().map(|(list, choice, parallel)| Tools {
+                list: list.clone(),
+                choice: choice.clone(),
+                parallel: *parallel,
+            }),
             events,
         }
     }
@@ -304,27 +379,43 @@ impl Shape {
         finish: Option<&str>,
         logprobs: Option<Vec<Value>>,
     ) -> Value {
-        let lp = logprobs.map_or(Value::Null, |c| json!({ "content": c }));
         if self.chat {
             let mut delta = json!({});
-            if first {
-                delta["role"] = json!("assistant");
-            }
             if let Some(t) = text {
                 delta["content"] = json!(t);
             } else if first {
                 delta["content"] = json!("");
             }
-            json!({
-                "id": self.id, "object": "chat.completion.chunk", "created": self.created, "model": self.model,
-                "choices": [{ "index": 0, "delta": delta, "finish_reason": finish, "logprobs": lp }],
-            })
+            self.delta_chunk(delta, first, finish, logprobs)
         } else {
             json!({
                 "id": self.id, "object": "text_completion", "created": self.created, "model": self.model,
                 "choices": [{ "index": 0, "text": text.unwrap_or(""), "finish_reason": finish, "logprobs": null }],
             })
         }
+    }
+
+    /// A chat chunk with this `delta` (the role added to the first).
+    pub fn delta_chunk(
+        &self,
+        mut delta: Value,
+        first: bool,
+        finish: Option<&str>,
+        logprobs: Option<Vec<Value>>,
+    ) -> Value {
+        let lp = logprobs.map_or(Value::Null, |c| json!({ "content": c }));
+        if first {
+            delta["role"] = json!("assistant");
+        }
+        json!({
+            "id": self.id, "object": "chat.completion.chunk", "created": self.created, "model": self.model,
+            "choices": [{ "index": 0, "delta": delta, "finish_reason": finish, "logprobs": lp }],
+        })
+    }
+
+    /// Ids of the tool calls of this response: `call_<response>_0`, ...
+    pub fn call_id_prefix(&self) -> String {
+        format!("call_{}_", self.id.rsplit('-').next().unwrap_or_default())
     }
 
     /// The last chunk of `stream_options.include_usage`: no choices, the usage.
@@ -359,4 +450,38 @@ impl Shape {
             })
         }
     }
+}
+
+/// A streamed tool-call delta as an OpenAI chunk's `delta`: content, or a `tool_calls` entry
+/// (index, id, type and function name first, then argument fragments).
+pub fn tool_delta(d: &ToolDelta) -> Value {
+    match d {
+        ToolDelta::Content(t) => json!({ "content": t }),
+        ToolDelta::CallStart { index, id, name } => json!({ "tool_calls": [{
+            "index": index, "id": id, "type": "function", "function": { "name": name, "arguments": "" },
+        }] }),
+        ToolDelta::Arguments { index, fragment } => {
+            json!({ "tool_calls": [{ "index": index, "function": { "arguments": fragment } }] })
+        }
+    }
+}
+
+/// A parsed output's `message` fields (`content`, null when only calls came, and
+/// `tool_calls`) and its finish reason: `tool_calls` when it called, `length` when a call was
+/// cut off, else the engine's.
+pub fn tool_message(out: &ParsedOutput, finish: &'static str) -> (Value, Vec<Value>, &'static str) {
+    let calls: Vec<Value> = out
+        .calls
+        .iter()
+        .map(|c| json!({ "id": c.id, "type": "function", "function": { "name": c.name, "arguments": c.arguments } }))
+        .collect();
+    let content = if out.content.is_empty() && !calls.is_empty() { Value::Null } else { json!(out.content) };
+    let finish = if out.unfinished.is_some() {
+        "length"
+    } else if !calls.is_empty() {
+        "tool_calls"
+    } else {
+        finish
+    };
+    (content, calls, finish)
 }

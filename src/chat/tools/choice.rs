@@ -1,0 +1,316 @@
+//! `tools` checked, and `tool_choice` as a grammar: `required` or a named function force a call
+//! in the family's syntax whose arguments match the function's JSON schema (llguidance's Lark,
+//! `%json {...}` for the arguments).
+//!
+//! `auto` leaves generation free: a call under `auto` is parsed but not enforced. Not done yet:
+//! a lazy grammar (free text until the call marker, then the call's grammar), as llama.cpp
+//! does in its sampler with trigger words. llguidance's Lark has `[lazy]` rules that might
+//! express the free prefix in the grammar itself; that was not tried.
+
+use serde_json::{json, Value};
+
+use super::ToolFamily;
+use crate::constrain::Constraint;
+use crate::{Error, Result};
+
+/// OpenAI's `tool_choice`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ToolChoice {
+    /// The model may call tools or answer (the default with tools).
+    Auto,
+    /// No tools: they are not rendered and no call is parsed.
+    None,
+    /// The model must call at least one tool.
+    Required,
+    /// The model must call this function.
+    Function(String),
+}
+
+impl ToolChoice {
+    /// Read OpenAI's `tool_choice`: `"auto"`, `"none"`, `"required"`, or
+    /// `{"type": "function", "function": {"name": "..."}}`; `null` is `auto`.
+    pub fn from_json(v: &Value) -> Result<ToolChoice> {
+        let bad = || {
+            Error::InvalidArgument(
+                "tool_choice must be \"auto\", \"none\", \"required\" or {\"type\": \"function\", \"function\": {\"name\": ...}}"
+                    .into(),
+            )
+        };
+        match v {
+            Value::Null => Ok(ToolChoice::Auto),
+            Value::String(s) => match s.as_str() {
+                "auto" => Ok(ToolChoice::Auto),
+                "none" => Ok(ToolChoice::None),
+                "required" => Ok(ToolChoice::Required),
+                _ => Err(bad()),
+            },
+            Value::Object(_) => v
+                .pointer("/function/name")
+                .and_then(Value::as_str)
+                .map(|n| ToolChoice::Function(n.to_string()))
+                .ok_or_else(bad),
+            _ => Err(bad()),
+        }
+    }
+}
+
+/// The longest function name (OpenAI's limit).
+const MAX_NAME: usize = 64;
+
+/// Check OpenAI's `tools`: a list of `{"type": "function", "function": {"name", "description",
+/// "parameters"}}` with names of letters, digits, `_`, `-` and `.` (at most 64), each once, and
+/// `parameters` a JSON schema object when given.
+pub fn validate_tools(tools: &Value) -> Result<()> {
+    let bad = |m: String| Err(Error::InvalidArgument(m));
+    let Some(list) = tools.as_array() else { return bad("tools must be a list".into()) };
+    let mut names: Vec<&str> = Vec::new();
+    for (i, t) in list.iter().enumerate() {
+        match t.get("type").and_then(Value::as_str) {
+            Some("function") | None => {}
+            Some(other) => {
+                return bad(format!("tools[{i}].type '{other}' is not supported (only 'function')"))
+            }
+        }
+        let Some(f) = t.get("function").filter(|f| f.is_object()) else {
+            return bad(format!("tools[{i}] needs a 'function' object"));
+        };
+        let Some(name) = f.get("name").and_then(Value::as_str) else {
+            return bad(format!("tools[{i}].function.name must be a string"));
+        };
+        if name.is_empty()
+            || name.len() > MAX_NAME
+            || !name.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'))
+        {
+            return bad(format!(
+                "tools[{i}].function.name '{name}' must be 1 to {MAX_NAME} letters, digits, '_', '-' or '.'"
+            ));
+        }
+        if names.contains(&name) {
+            return bad(format!("tools[{i}]: the function '{name}' is declared twice"));
+        }
+        names.push(name);
+        match f.get("parameters") {
+            None | Some(Value::Null) | Some(Value::Object(_)) => {}
+            Some(_) => return bad(format!("tools[{i}].function.parameters must be a JSON schema object")),
+        }
+    }
+    Ok(())
+}
+
+/// The grammar forcing a call for `choice`, `None` for `auto` and `none`. `tools` must pass
+/// [`validate_tools`]; a named function must be one of them. `special` gives the id of a
+/// control token by its text (`[TOOL_CALLS]`, `<|python_tag|>`), which the grammar then names
+/// by id, as the model writes it; markers that are not control tokens are written as text.
+/// With `parallel`, families that can write several calls may.
+pub fn tool_choice_grammar(
+    family: ToolFamily,
+    tools: &Value,
+    choice: &ToolChoice,
+    parallel: bool,
+    special: &dyn Fn(&str) -> Option<u32>,
+) -> Result<Option<Constraint>> {
+    validate_tools(tools)?;
+    let all = tools.as_array().map(Vec::as_slice).unwrap_or_default();
+    let functions: Vec<&Value> = match choice {
+        ToolChoice::Auto | ToolChoice::None => return Ok(None),
+        ToolChoice::Required => all.iter().filter_map(|t| t.get("function")).collect(),
+        ToolChoice::Function(name) => {
+            let f = all.iter().filter_map(|t| t.get("function")).find(|f| f["name"] == name.as_str());
+            vec![f.ok_or_else(|| {
+                Error::InvalidArgument(format!("tool_choice names '{name}', which is not in tools"))
+            })?]
+        }
+    };
+    if functions.is_empty() {
+        return Err(Error::InvalidArgument("tool_choice 'required' needs at least one tool".into()));
+    }
+    let mut g = Grammar { lines: Vec::new(), n: 0 };
+    let mut calls = Vec::new();
+    for f in &functions {
+        calls.push(g.call(family, f)?);
+    }
+    g.lines.push(format!("call: {}", calls.join(" | ")));
+    let marker = |text: &str| match special(text) {
+        Some(id) => format!("<[{id}]>"),
+        None => lit(text),
+    };
+    let start = match (family, parallel) {
+        (ToolFamily::Hermes | ToolFamily::Qwen3Coder, true) => "call (\"\\n\" call)*".to_string(),
+        (ToolFamily::Mistral, p) => {
+            let more = if p { " (\", \" call)*" } else { "" };
+            format!("{} \"[\" call{more} \"]\"", marker("[TOOL_CALLS]"))
+        }
+        (ToolFamily::MistralArgs, p) => {
+            format!("({} call){}", marker("[TOOL_CALLS]"), if p { "+" } else { "" })
+        }
+        _ => "call".to_string(),
+    };
+    g.lines.insert(0, format!("start: {start}"));
+    Ok(Some(Constraint::Lark(g.lines.join("\n"))))
+}
+
+/// A Lark string literal (JSON's escapes are Lark's).
+fn lit(s: &str) -> String {
+    serde_json::to_string(s).unwrap_or_default()
+}
+
+/// Every object of `schema` that lists `properties` and says nothing of others gets
+/// `additionalProperties: false`: a function takes the parameters it declares (as llama.cpp's
+/// tool grammars and OpenAI's strict mode read it), and a small model let free to add keys
+/// keeps adding them until `max_tokens`.
+fn close_objects(schema: &mut Value, depth: usize) {
+    if depth > 64 {
+        return;
+    }
+    let Value::Object(m) = schema else { return };
+    if m.contains_key("properties") && !m.contains_key("additionalProperties") {
+        m.insert("additionalProperties".into(), Value::Bool(false));
+    }
+    // The subschemas: maps of them, lists of them, and single ones.
+    for key in ["properties", "$defs", "definitions"] {
+        if let Some(Value::Object(sub)) = m.get_mut(key) {
+            sub.values_mut().for_each(|v| close_objects(v, depth + 1));
+        }
+    }
+    for key in ["anyOf", "oneOf", "allOf", "prefixItems"] {
+        if let Some(Value::Array(sub)) = m.get_mut(key) {
+            sub.iter_mut().for_each(|v| close_objects(v, depth + 1));
+        }
+    }
+    for key in ["items", "additionalProperties"] {
+        if let Some(v) = m.get_mut(key) {
+            close_objects(v, depth + 1);
+        }
+    }
+}
+
+/// A JSON schema with wick's compact layout (as [`Constraint::JsonSchema`] gets it) and its
+/// objects closed ([`close_objects`]).
+fn json_rule(schema: &Value) -> Result<String> {
+    let mut s = match schema {
+        Value::Object(_) => schema.clone(),
+        Value::Bool(true) | Value::Null => json!({}),
+        _ => return Err(Error::InvalidArgument("a parameter's schema must be a JSON schema object".into())),
+    };
+    close_objects(&mut s, 0);
+    if let Value::Object(m) = &mut s {
+        m.entry("x-guidance").or_insert(
+            json!({ "whitespace_flexible": false, "item_separator": ", ", "key_separator": ": " }),
+        );
+    }
+    Ok(format!("%json {}", serde_json::to_string(&s).map_err(|e| Error::InvalidArgument(e.to_string()))?))
+}
+
+/// The Lark rules being built.
+struct Grammar {
+    lines: Vec<String>,
+    n: usize,
+}
+
+impl Grammar {
+    /// A new rule holding `body`; returns its name.
+    fn rule(&mut self, body: String) -> String {
+        self.n += 1;
+        let name = format!("r{}", self.n);
+        self.lines.push(format!("{name}: {body}"));
+        name
+    }
+
+    /// The expansion of one call of `f` in `family`'s syntax.
+    fn call(&mut self, family: ToolFamily, f: &Value) -> Result<String> {
+        let name = f["name"].as_str().unwrap_or_default();
+        let params = match f.get("parameters") {
+            Some(p @ Value::Object(_)) => p.clone(),
+            _ => json!({ "type": "object" }),
+        };
+        if family == ToolFamily::Qwen3Coder {
+            return self.xml_call(name, &params);
+        }
+        let args = self.rule(json_rule(&params)?);
+        let obj =
+            |key: &str| format!("{} {args} \"}}\"", lit(&format!("{{\"name\": \"{name}\", \"{key}\": ")));
+        Ok(match family {
+            ToolFamily::Hermes => format!("\"<tool_call>\\n\" {} \"\\n</tool_call>\"", obj("arguments")),
+            ToolFamily::Llama3 => obj("parameters"),
+            ToolFamily::MistralArgs => format!("{} {args}", lit(&format!("{name}[ARGS]"))),
+            _ => obj("arguments"),
+        })
+    }
+
+    /// Qwen3-Coder's `<function=NAME>` call: each property of the schema in its order (the
+    /// required ones always, the others optional), strings as raw text, the rest as JSON.
+    fn xml_call(&mut self, name: &str, params: &Value) -> Result<String> {
+        let required: Vec<&str> = params
+            .get("required")
+            .and_then(Value::as_array)
+            .map(|r| r.iter().filter_map(Value::as_str).collect())
+            .unwrap_or_default();
+        let mut parts = vec![lit(&format!("<tool_call>\n<function={name}>\n"))];
+        for (p, schema) in params.get("properties").and_then(Value::as_object).into_iter().flatten() {
+            let open = lit(&format!("<parameter={p}>\n"));
+            let close = lit("\n</parameter>\n");
+            let plain_string = schema.get("type").and_then(Value::as_str) == Some("string")
+                && !["enum", "const", "pattern", "format", "minLength", "maxLength"]
+                    .iter()
+                    .any(|k| schema.get(k).is_some());
+            let entry = if plain_string {
+                // Any text without "</" (so it cannot run past its closing tag), then the tag.
+                let text = self.rule(r#"/([^<]|<[^\/])*\n<\/parameter>\n/"#.to_string());
+                format!("{open} {text}")
+            } else {
+                let value = self.rule(json_rule(schema)?);
+                format!("{open} {value} {close}")
+            };
+            if required.contains(&p.as_str()) {
+                parts.push(entry);
+            } else {
+                parts.push(format!("({entry})?"));
+            }
+        }
+        parts.push(lit("</function>\n</tool_call>"));
+        Ok(parts.join(" "))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn choices_read() {
+        assert_eq!(ToolChoice::from_json(&json!("required")).unwrap(), ToolChoice::Required);
+        assert_eq!(
+            ToolChoice::from_json(&json!({"type": "function", "function": {"name": "f"}})).unwrap(),
+            ToolChoice::Function("f".into())
+        );
+        assert!(ToolChoice::from_json(&json!("always")).is_err());
+    }
+
+    #[test]
+    fn objects_are_closed() {
+        let mut s = json!({"type": "object", "properties": {
+            "properties": {"type": "string"},
+            "inner": {"type": "object", "properties": {"x": {"type": "integer"}}},
+            "open": {"type": "object", "properties": {}, "additionalProperties": true}},
+            "$defs": {"d": {"properties": {"y": {}}}}});
+        close_objects(&mut s, 0);
+        assert_eq!(s["additionalProperties"], false);
+        assert_eq!(s["properties"]["inner"]["additionalProperties"], false);
+        assert_eq!(s["properties"]["open"]["additionalProperties"], true);
+        assert_eq!(s["$defs"]["d"]["additionalProperties"], false);
+        assert!(s["properties"].get("additionalProperties").is_none());
+    }
+
+    #[test]
+    fn bad_tools_are_errors() {
+        for t in [
+            json!({}),
+            json!([{"type": "function"}]),
+            json!([{"type": "function", "function": {"name": "a b"}}]),
+            json!([{"type": "function", "function": {"name": "f", "parameters": 3}}]),
+            json!([{"type": "function", "function": {"name": "f"}}, {"type": "function", "function": {"name": "f"}}]),
+        ] {
+            assert!(validate_tools(&t).is_err(), "{t}");
+        }
+    }
+}
