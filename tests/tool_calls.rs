@@ -3,6 +3,9 @@
 //! JSON fallback), parsed whole and streamed in pieces of every size, giving equal results;
 //! malformed and cut-off calls come back as content or as unfinished, never as calls; the
 //! family is detected from llama.cpp's real templates.
+// Native: `wasm-pack test` builds every test target for wasm32, and the template references
+// are read from files (the wasm build runs the same parser through tests/browser/tools.test.mjs).
+#![cfg(not(target_arch = "wasm32"))]
 
 mod support;
 

@@ -12,6 +12,9 @@ export function setupPicker({ onLoaded, onUnloaded }) {
   url.value = params.get('model') || url.value;
   const useWorker = $('use-worker');
   if (params.has('worker')) useWorker.checked = params.get('worker') !== '0';
+  // ?executor=webgpu|cpu|auto (default auto: a hardware WebGPU adapter, else the CPU, which
+  // beats a software adapter such as SwiftShader).
+  const executor = params.get('executor') || undefined;
   const bar = $('progress');
   const status = $('load-status');
   const note = $('webgpu-note');
@@ -60,6 +63,7 @@ export function setupPicker({ onLoaded, onUnloaded }) {
     try {
       const model = await Wick.load(source, {
         worker: useWorker.checked,
+        executor,
         signal: ctl.signal,
         onProgress: (p) => {
           if (p.total) {
@@ -73,9 +77,11 @@ export function setupPicker({ onLoaded, onUnloaded }) {
       state.model = model;
       const secs = ((performance.now() - t0) / 1000).toFixed(2);
       status.textContent = `loaded ${model.info.name || label} on ${model.executor} in ${secs} s (${model.info.arch}, ${model.info.nLayer} layers)`;
-      if (model.executor === 'cpu') {
+      if (model.executor === 'cpu' && executor !== 'cpu') {
         note.hidden = false;
-        note.textContent = 'No WebGPU adapter: the model runs on the CPU fallback (much slower).';
+        note.textContent = hasWebGPU()
+          ? 'Only a software WebGPU adapter here (slower than the CPU): the model runs on the CPU executor.'
+          : 'No WebGPU adapter: the model runs on the CPU executor (much slower than a GPU).';
       }
       document.body.dataset.loaded = String(Date.now());
       onLoaded(model);

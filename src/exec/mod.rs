@@ -167,21 +167,23 @@ impl std::str::FromStr for ExecutorKind {
 /// Create an executor of the given kind.
 pub async fn create(kind: ExecutorKind) -> Result<Box<dyn Executor>> {
     match kind {
-        // Auto: CUDA when this build has it and it works here, then WebGPU, else the CPU.
-        // Natively only a hardware WebGPU adapter will do (a software one such as lavapipe is
-        // slower than the multi-threaded CPU executor); in the browser any adapter will (the CPU
-        // executor runs single-threaded there, SwiftShader on all cores).
+        // Auto: CUDA when this build has it and it works here, then a hardware WebGPU
+        // adapter, else the CPU. A software adapter (lavapipe, SwiftShader, a browser's
+        // fallback adapter) is slower than the CPU executor, natively and in the browser too,
+        // where the CPU executor runs one wasm thread: SmolLM2 in headless Chromium on 2
+        // cores, 2026-11-25, pp64 / tg32 9.8 / 7.5 tok/s on the CPU against 3.3 / 2.5 on
+        // SwiftShader (issue 20).
         ExecutorKind::Auto => {
             #[cfg(all(feature = "cuda", not(target_arch = "wasm32")))]
             if let Ok(e) = cuda::CudaExecutor::new() {
                 return Ok(Box::new(e));
             }
             #[cfg(feature = "webgpu")]
-            match webgpu::WebGpuExecutor::acquire(cfg!(target_arch = "wasm32")).await {
+            match webgpu::WebGpuExecutor::acquire(false).await {
                 Ok(e) => return Ok(Box::new(e)),
                 Err(_e) => {
                     #[cfg(target_arch = "wasm32")]
-                    browser_warning(&format!("{_e}; running on the CPU executor instead (much slower)"));
+                    browser_warning(&format!("{_e}; running on the CPU executor"));
                 }
             }
             #[cfg(all(target_arch = "wasm32", not(feature = "webgpu")))]

@@ -17,7 +17,7 @@ const browser = await launch();
 try {
   const page = await browser.context.newPage();
   echo(page, 'chat');
-  await page.goto(`${server.base}/www/?model=${encodeURIComponent(modelPath)}`);
+  await page.goto(`${server.base}/www/?executor=webgpu&model=${encodeURIComponent(modelPath)}`);
   check(await page.evaluate(() => !!navigator.gpu), 'the page has WebGPU (SwiftShader)');
 
   // 1. Load: the progress bar moves, the model arrives.
@@ -75,7 +75,7 @@ try {
   for (const worker of ['1', '0']) {
     const again = await browser.context.newPage();
     echo(again, `reload worker=${worker}`);
-    await again.goto(`${server.base}/www/?worker=${worker}&model=${encodeURIComponent(modelPath)}`);
+    await again.goto(`${server.base}/www/?executor=webgpu&worker=${worker}&model=${encodeURIComponent(modelPath)}`);
     await again.click('#load');
     await again.waitForFunction(() => document.body.dataset.loaded, null, { timeout: 120_000 });
     const p2 = await again.evaluate(() => window.wickDemo.state.progress);
@@ -94,7 +94,7 @@ try {
   // 6. The bench page reports prefill and decode tokens/s for the loaded model.
   const bench = await browser.context.newPage();
   echo(bench, 'bench');
-  await bench.goto(`${server.base}/www/bench.html?autoload=1&model=${encodeURIComponent(modelPath)}`);
+  await bench.goto(`${server.base}/www/bench.html?executor=webgpu&autoload=1&model=${encodeURIComponent(modelPath)}`);
   await bench.waitForFunction(() => document.body.dataset.loaded, null, { timeout: 120_000 });
   await bench.fill('#n-prompt', '64');
   await bench.fill('#n-gen', '16');

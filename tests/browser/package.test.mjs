@@ -61,7 +61,7 @@ try {
   // 2. The OpenAI shape, on WebGPU in the worker; an abort through an AbortSignal.
   const api = await page.evaluate(async (url) => {
     const { Wick } = await import('/pkg/index.js');
-    const model = await Wick.load(url);
+    const model = await Wick.load(url, { executor: 'webgpu' });
     const chunks = [];
     for await (const c of model.chat.completions.create({
       messages: [{ role: 'user', content: 'Hi' }],
@@ -120,7 +120,7 @@ try {
   const cl = api.chunks[api.chunks.length - 1];
   console.log(`  first chunk: ${JSON.stringify(c0)}`);
   console.log(`  last chunk: ${JSON.stringify(cl)}`);
-  check(api.executor === 'webgpu', 'Wick.load defaults to a worker on WebGPU');
+  check(api.executor === 'webgpu', 'Wick.load runs in a worker on WebGPU when asked');
   check(api.chunks.every((c) => c.object === 'chat.completion.chunk' && c.choices[0].index === 0 && c.id === c0.id), 'chunks have the OpenAI shape and one id');
   check(c0.choices[0].delta.role === 'assistant' && c0.choices[0].finish_reason === null, 'the first chunk opens the assistant turn');
   check(cl.choices[0].finish_reason === 'length' && cl.usage.completion_tokens === 8, 'the last chunk has finish_reason "length" and usage');

@@ -65,8 +65,9 @@ impl Gpu {
             .await
             .map_err(|e| err(format!("no WebGPU adapter found ({e}); natively, install a Vulkan driver")))?;
         let info = adapter.get_info();
-        if !allow_software && info.device_type == wgpu::DeviceType::Cpu {
-            return Err(err(format!("only a software adapter was found ({})", info.name)));
+        let software = software_adapter(&info).await;
+        if let (false, Some(what)) = (allow_software, &software) {
+            return Err(err(format!("the only WebGPU adapter is a software one ({what})")));
         }
         let mut limits = adapter.limits();
         let have = adapter.features();
@@ -139,7 +140,7 @@ impl Gpu {
             queue,
             limits,
             adapter: format!("{} ({:?}, {:?}, {path})", info.name, info.backend, info.device_type),
-            software: info.device_type == wgpu::DeviceType::Cpu,
+            software: software.is_some(),
             f16,
             subgroups,
             profiling,
@@ -173,6 +174,49 @@ impl Gpu {
             .map_err(|e| err(format!("device lost: {e}")))?;
         Ok(())
     }
+}
+
+/// Names of CPU-emulated GPUs, as drivers and browsers report them.
+const SOFTWARE_NAMES: [&str; 4] = ["swiftshader", "llvmpipe", "lavapipe", "software"];
+
+/// What makes `info`'s adapter a software (CPU-emulated) one, if it is: the driver says so
+/// (natively a CPU device type; in the browser `isFallbackAdapter`), or its name is one of the
+/// CPU rasterizers. In the browser wgpu passes on only the description, often empty, so the
+/// page's own `GPUAdapterInfo` (vendor, architecture, device) is read too: headless Chromium's
+/// SwiftShader says "swiftshader" there.
+async fn software_adapter(info: &wgpu::AdapterInfo) -> Option<String> {
+    let named = |s: &str| SOFTWARE_NAMES.iter().any(|k| s.to_lowercase().contains(k));
+    if info.device_type == wgpu::DeviceType::Cpu || named(&info.name) {
+        return Some(if info.name.is_empty() { "a fallback adapter".into() } else { info.name.clone() });
+    }
+    #[cfg(target_arch = "wasm32")]
+    if let Some(desc) = browser_adapter_info().await.filter(|d| named(d)) {
+        return Some(desc);
+    }
+    None
+}
+
+/// The browser's own description of its preferred adapter ("vendor architecture device
+/// description" of `GPUAdapterInfo`), read through `navigator.gpu` (in a page or a worker).
+#[cfg(target_arch = "wasm32")]
+async fn browser_adapter_info() -> Option<String> {
+    use js_sys::Reflect;
+    use wasm_bindgen::JsCast;
+    let get =
+        |o: &wasm_bindgen::JsValue, k: &str| Reflect::get(o, &k.into()).ok().filter(|v| !v.is_undefined());
+    let gpu = get(&get(&js_sys::global(), "navigator")?, "gpu")?;
+    let request: js_sys::Function = get(&gpu, "requestAdapter")?.dyn_into().ok()?;
+    let opts = js_sys::Object::new();
+    Reflect::set(&opts, &"powerPreference".into(), &"high-performance".into()).ok()?;
+    let promise: js_sys::Promise = request.call1(&gpu, &opts).ok()?.dyn_into().ok()?;
+    let adapter = wasm_bindgen_futures::JsFuture::from(promise).await.ok().filter(|a| !a.is_null())?;
+    let info = get(&adapter, "info")?;
+    let text = ["vendor", "architecture", "device", "description"]
+        .iter()
+        .filter_map(|k| get(&info, k).and_then(|v| v.as_string()))
+        .collect::<Vec<_>>()
+        .join(" ");
+    Some(text.trim().to_string())
 }
 
 /// Refuse a buffer of `size` bytes that a device with `limits` cannot hold as one buffer (and,
