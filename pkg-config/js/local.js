@@ -22,10 +22,17 @@ const nextTask = (() => {
   if (typeof MessageChannel === 'undefined') return () => new Promise((r) => setTimeout(r, 0));
   const ch = new MessageChannel();
   const waiting = [];
-  ch.port1.onmessage = () => waiting.shift()?.();
+  // In Node a port with a listener keeps the process alive: hold it only while a turn is
+  // awaited (`ref`/`unref` exist in Node only).
+  ch.port1.onmessage = () => {
+    waiting.shift()?.();
+    if (waiting.length === 0) ch.port1.unref?.();
+  };
+  ch.port1.unref?.();
   return () =>
     new Promise((r) => {
       waiting.push(r);
+      ch.port1.ref?.();
       ch.port2.postMessage(0);
     });
 })();
