@@ -51,26 +51,7 @@ fn random_walks_under_a_schema_write_its_json() {
     let mut rng = Rng::new(3);
     let mut ended = 0;
     for _ in 0..5 {
-        let mut guide = c.guide(&Constraint::JsonSchema(schema.clone())).expect("compiles");
-        let mut logits = vec![0.0f32; tok.n_vocab()];
-        let mut text = Vec::new();
-        for _ in 0..200 {
-            if guide.is_finished() {
-                break;
-            }
-            logits.iter_mut().for_each(|l| *l = 0.0);
-            guide.mask(&mut logits).expect("mask");
-            let allowed: Vec<u32> =
-                (0..logits.len() as u32).filter(|&i| logits[i as usize].is_finite()).collect();
-            // End as soon as the text may end; else a random allowed token.
-            if allowed.iter().any(|&i| tok.is_eog(i)) {
-                break;
-            }
-            let id = allowed[rng.below(allowed.len() as u64) as usize];
-            guide.accept(id).expect("accept");
-            text.extend_from_slice(tok.token_bytes(id));
-        }
-        let text = String::from_utf8(text).expect("UTF-8");
+        let Some(text) = walk(&tok, &c, &schema, &mut rng, 200, false) else { continue };
         say!("walk: {text}");
         if let Ok(v) = serde_json::from_str::<Value>(&text) {
             assert!(v["a"]["x"].is_u64() && v["ok"].is_boolean(), "{text}");
@@ -81,10 +62,9 @@ fn random_walks_under_a_schema_write_its_json() {
 }
 
 /// Every schema of the native test (`tests/support/schemas.rs`, 25) in wasm: seeded random
-/// walks through its masks (any allowed token, closing brackets favoured, ending as soon as the
-/// end is allowed); each walk
-/// that ends must write JSON that validates against the schema (the `jsonschema` crate, in wasm
-/// too), and each schema must see a walk end. Seeded: the same walks every run.
+/// walks through its masks ([`walk`], closing brackets favoured); each walk that ends must
+/// write JSON that validates against the schema (the `jsonschema` crate, in wasm too), and each
+/// schema must see a walk end. Seeded: the same walks every run.
 #[wasm_bindgen_test]
 fn every_schema_walks_to_json_that_validates() {
     let (tok, c) = compiler();
@@ -95,41 +75,8 @@ fn every_schema_walks_to_json_that_validates() {
             jsonschema::options().should_validate_formats(true).build(&schema).expect("a valid schema");
         let mut ended = 0;
         for _ in 0..4 {
-            let mut guide = c.guide(&Constraint::JsonSchema(schema.clone())).expect("compiles");
-            let mut logits = vec![0.0f32; tok.n_vocab()];
-            let mut text = Vec::new();
-            let mut done = false;
-            for _ in 0..400 {
-                if guide.is_finished() {
-                    done = true;
-                    break;
-                }
-                logits.iter_mut().for_each(|l| *l = 0.0);
-                guide.mask(&mut logits).expect("mask");
-                let allowed: Vec<u32> =
-                    (0..logits.len() as u32).filter(|&i| logits[i as usize].is_finite()).collect();
-                if allowed.iter().any(|&i| tok.is_eog(i)) {
-                    done = true;
-                    break;
-                }
-                // Half the time close an object or array where that is allowed: open objects
-                // (no `additionalProperties: false`) take any key, and a uniform walk would
-                // add keys for ever.
-                let closers: Vec<u32> =
-                    allowed.iter().copied().filter(|&i| matches!(tok.token_bytes(i), b"}" | b"]")).collect();
-                let id = if !closers.is_empty() && rng.below(2) == 0 {
-                    closers[rng.below(closers.len() as u64) as usize]
-                } else {
-                    allowed[rng.below(allowed.len() as u64) as usize]
-                };
-                guide.accept(id).expect("accept");
-                text.extend_from_slice(tok.token_bytes(id));
-            }
-            if !done {
-                continue;
-            }
+            let Some(text) = walk(&tok, &c, &schema, &mut rng, 400, true) else { continue };
             ended += 1;
-            let text = String::from_utf8(text).expect("UTF-8");
             match serde_json::from_str::<Value>(&text) {
                 Err(e) => failures.push(format!("{what}: not JSON ({e}): {text}")),
                 Ok(v) => {
@@ -145,4 +92,43 @@ fn every_schema_walks_to_json_that_validates() {
         }
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+/// A seeded random walk of at most `steps` tokens through the masks of `schema`: any allowed
+/// token, ending as soon as the end is allowed; with `favour_closers`, half the time a `}` or
+/// `]` where one is allowed (open objects take any key, and a uniform walk would add keys for
+/// ever). The text written, if the walk ended.
+fn walk(
+    tok: &Tokenizer,
+    c: &ConstraintCompiler,
+    schema: &Value,
+    rng: &mut Rng,
+    steps: usize,
+    favour_closers: bool,
+) -> Option<String> {
+    let mut guide = c.guide(&Constraint::JsonSchema(schema.clone())).expect("compiles");
+    let mut logits = vec![0.0f32; tok.n_vocab()];
+    let mut text = Vec::new();
+    for _ in 0..steps {
+        if guide.is_finished() {
+            return Some(String::from_utf8(text).expect("UTF-8"));
+        }
+        logits.iter_mut().for_each(|l| *l = 0.0);
+        guide.mask(&mut logits).expect("mask");
+        let allowed: Vec<u32> =
+            (0..logits.len() as u32).filter(|&i| logits[i as usize].is_finite()).collect();
+        if allowed.iter().any(|&i| tok.is_eog(i)) {
+            return Some(String::from_utf8(text).expect("UTF-8"));
+        }
+        let closers: Vec<u32> =
+            allowed.iter().copied().filter(|&i| matches!(tok.token_bytes(i), b"}" | b"]")).collect();
+        let id = if favour_closers && !closers.is_empty() && rng.below(2) == 0 {
+            closers[rng.below(closers.len() as u64) as usize]
+        } else {
+            allowed[rng.below(allowed.len() as u64) as usize]
+        };
+        guide.accept(id).expect("accept");
+        text.extend_from_slice(tok.token_bytes(id));
+    }
+    None
 }
