@@ -240,6 +240,17 @@ fn auto_grammar_is_free_until_the_trigger() {
         other => panic!("{other:?}"),
     }
     assert_eq!(takes(&model, &g, free), (true, true), "a control trigger: free text");
+    // Llama 3's <|python_tag|> (a control token) may open a call too; the grammar compiles.
+    let g = tool_choice_grammar(ToolFamily::Llama3, &tools, &ToolChoice::Auto, true, &|t| {
+        (t == "<|python_tag|>").then_some(7)
+    })
+    .expect("ok")
+    .expect("auto has a grammar");
+    match &g {
+        wick::Constraint::Lark(text) => assert!(text.contains("<[7]> call"), "{text}"),
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(takes(&model, &g, free), (true, true), "Llama 3 with <|python_tag|>: free text");
 }
 
 /// Generate under `auto` with `family`'s syntax explained in the system prompt; returns the

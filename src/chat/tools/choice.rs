@@ -178,6 +178,12 @@ pub fn tool_choice_grammar(
                 format!("start: TEXT? | prefix {rest}")
             }
         };
+        // Llama 3.1 may also open a call with its `<|python_tag|>` control token, which the
+        // free text cannot write.
+        let start = match special("<|python_tag|>").filter(|_| family == ToolFamily::Llama3) {
+            Some(id) => format!("{start} | TEXT? <[{id}]> call"),
+            None => start,
+        };
         g.lines.insert(0, start);
         return Ok(Some(Constraint::Lark(g.lines.join("\n"))));
     }
