@@ -229,6 +229,15 @@ fn auto_grammar_is_free_until_the_trigger() {
         let cut = &call[..call.rfind([':', '\n']).expect("a cut") + 1];
         assert_eq!(takes(&model, &g, cut), (true, false), "{family:?}: {cut}");
     }
+    // The JSON trigger takes whitespace after the brace, and then forces the call too.
+    let g = tool_choice_grammar(ToolFamily::Generic, &tools, &ToolChoice::Auto, false, &|_| None)
+        .expect("ok")
+        .expect("auto has a grammar");
+    let spaced = "Here:\n{\n  \"name\": \"add\", \"arguments\": {\"a\": 1, \"b\": 2}}";
+    assert_eq!(takes(&model, &g, spaced), (true, true), "{spaced}");
+    assert!(!takes(&model, &g, "{ \"name\": \"sub\"").0, "an undeclared function after {{ \"name\"");
+    let out = parse_tool_calls(spaced, ToolFamily::Generic, false);
+    assert_eq!(out.calls.len(), 1, "{out:?}");
     // A control-token trigger is named by id: the grammar compiles and text stays free.
     let g = tool_choice_grammar(ToolFamily::MistralArgs, &tools, &ToolChoice::Auto, true, &|t| {
         (t == "[TOOL_CALLS]").then_some(9)

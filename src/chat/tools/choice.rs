@@ -4,7 +4,7 @@
 //!
 //! `auto` gets a lazy grammar (what llama.cpp does in its sampler with trigger words, here in
 //! the grammar itself): any text that does not contain the family's trigger (`<tool_call>`,
-//! `[TOOL_CALLS]`, or `{"name"` for the JSON families), or text up to the first trigger, then
+//! `[TOOL_CALLS]`, or `{"name"` for the JSON families, with any whitespace after the brace), or text up to the first trigger, then
 //! a call forced exactly as under `required`. The prefix is one `[lazy]` lexeme, so it ends at
 //! the first trigger; the free alternative is a regex that excludes the trigger (`& ~`), so
 //! once the trigger is written the free way is closed. A trigger that is a control token is
@@ -172,7 +172,12 @@ pub fn tool_choice_grammar(
                 format!("start: TEXT? | TEXT? <[{id}]> {rest}")
             }
             None => {
-                let t = regex_escape(trigger);
+                // The JSON families' trigger takes any whitespace after the brace, as models
+                // write it (`{ "name"`, `{\n  "name"`).
+                let t = match family {
+                    ToolFamily::Llama3 | ToolFamily::Generic => r#"\{\s*"name""#.to_string(),
+                    _ => regex_escape(trigger),
+                };
                 g.lines.push(format!("TEXT: /(?s:.+)/ & ~/(?s:.*){t}(?s:.*)/"));
                 g.lines.push(format!("prefix[lazy]: /(?s:.*){t}/"));
                 format!("start: TEXT? | prefix {rest}")
