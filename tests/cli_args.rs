@@ -131,7 +131,8 @@ fn constraints_are_checked_before_generating() {
 
 /// `--tools FILE` is read and checked before the model loads (bad JSON, bad names, an unknown
 /// `--tool-choice`, a forced call beside another constraint); with `--tool-choice required`
-/// the reply is a call, printed after the text as one JSON line.
+/// the reply is a call, printed after the text as one JSON line; with `auto` a call the model
+/// starts is forced to parse, and a `--json-object` of the caller's takes over.
 #[test]
 fn tools_are_checked_and_calls_printed() {
     let dir = std::env::temp_dir().join(format!("wick-cli-tools-{}", std::process::id()));
@@ -178,5 +179,32 @@ fn tools_are_checked_and_calls_printed() {
     assert_eq!(call["name"], "get_weather");
     let args: serde_json::Value = serde_json::from_str(call["arguments"].as_str().unwrap()).unwrap();
     assert!(args["city"].is_string(), "{args}");
+    // `--tool-choice auto`: where the model starts a call (here `{` then `"name"` on the next
+    // line, inside other text), the lazy grammar makes it a call of the declared function.
+    let run = |extra: &[&str]| {
+        let out = Command::new(env!("CARGO_BIN_EXE_wick"))
+            .args(["generate", "-m", model.to_str().unwrap(), "--executor", "cpu", "--no-progress", "--chat"])
+            .args(["-n", "60", "--temp", "0", "--tools", &good, "--tool-choice", "auto"])
+            .args(extra)
+            .output()
+            .expect("run wick");
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let stdout = String::from_utf8_lossy(&out.stdout).to_string();
+        let last = stdout.lines().last().expect("output").to_string();
+        serde_json::from_str::<serde_json::Value>(&last).unwrap_or_else(|e| panic!("{e}: {stdout}"))
+    };
+    let sys = r#"You call functions by writing {"name": "get_weather", "arguments": {"city": "Paris"}} with the right city."#;
+    let v = run(&["--system", sys, "-p", "Call the function for Lyon."]);
+    assert_eq!(v["finish_reason"], "tool_calls", "{v}");
+    let call = &v["tool_calls"][0]["function"];
+    assert_eq!(call["name"], "get_weather", "{v}");
+    let args: serde_json::Value = serde_json::from_str(call["arguments"].as_str().unwrap()).unwrap();
+    assert!(args["city"].is_string(), "{args}");
+    // With a constraint of the caller's, auto's grammar gives way: the reply is its JSON.
+    let v = run(&["-p", "Say hello to Ann.", "--json-object"]);
+    assert_eq!(v["finish_reason"], "stop", "{v}");
+    let content: serde_json::Value =
+        serde_json::from_str(v["content"].as_str().expect("content")).expect("the reply is JSON");
+    assert!(content.is_object(), "{content}");
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -387,6 +387,47 @@ fn openai_python_client() {
     assert!(out.status.success(), "the openai client failed: {text}");
 }
 
+/// A tool loop through the server, greedy: under `tool_choice: "auto"` (its lazy grammar) the
+/// model calls `get_weather` (finish `tool_calls`), the client sends the call back with its
+/// result as a `tool` message, and the second turn answers in text from the result (finish
+/// `stop`), with the result counted in its prompt.
+#[test]
+fn tool_loop_call_result_answer() {
+    let _turn = turn();
+    let srv = start(&[]);
+    let chat = |body: &Value| json_call(&srv.addr, "/v1/chat/completions", body, None);
+    let mut body = tool_body(json!("auto"), json!({}));
+    body["messages"] = json!([
+        { "role": "system", "content": "You can call get_weather(city). To call it, write the call and nothing else. When a tool result comes back, answer the user in one sentence." },
+        { "role": "user", "content": "What is the weather in Paris?" },
+        { "role": "assistant", "content": "{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}" },
+        { "role": "user", "content": "And what is the weather in Lyon?" },
+    ]);
+    let (code, v) = chat(&body);
+    assert_eq!(code, 200, "{v}");
+    let choice = &v["choices"][0];
+    assert_eq!(choice["finish_reason"], "tool_calls", "{v}");
+    let call = choice["message"]["tool_calls"][0].clone();
+    assert_eq!(call["function"]["name"], "get_weather", "{v}");
+    let args: Value =
+        serde_json::from_str(call["function"]["arguments"].as_str().expect("arguments")).unwrap();
+    let city = args["city"].as_str().expect("a city").to_string();
+    let first_prompt = v["usage"]["prompt_tokens"].as_u64().expect("usage");
+    let result = format!("{city}: 18 degrees C, sunny");
+    body["messages"].as_array_mut().unwrap().extend([
+        json!({ "role": "assistant", "content": null, "tool_calls": [call.clone()] }),
+        json!({ "role": "tool", "tool_call_id": call["id"].clone(), "content": result }),
+    ]);
+    let (code, v) = chat(&body);
+    assert_eq!(code, 200, "{v}");
+    let choice = &v["choices"][0];
+    assert_eq!(choice["finish_reason"], "stop", "{v}");
+    assert!(choice["message"]["tool_calls"].is_null(), "{v}");
+    let answer = choice["message"]["content"].as_str().expect("a text answer");
+    assert!(answer.contains("18"), "the answer does not use the result: {answer:?}");
+    assert!(v["usage"]["prompt_tokens"].as_u64().expect("usage") > first_prompt + 8, "{v}");
+}
+
 /// A streamed chat completion's chunks (the `choices[0]` of each).
 fn stream_choices(addr: &str, body: &Value) -> Vec<Value> {
     let (code, mut r) = request(addr, "POST", "/v1/chat/completions", Some(body), None);

@@ -1,7 +1,8 @@
 //! `tool_choice` enforced by a grammar, on the CPU executor with the real SmolLM2: under
 //! `required` and a named function, every generation in every family's syntax parses as a
 //! call of a declared function whose arguments validate against its schema (the `jsonschema`
-//! crate); `auto` and `none` give no grammar; bad tools and choices are errors.
+//! crate); `auto`'s lazy grammar leaves text free until the model starts a call, then forces
+//! the call the same way; `none` gives no grammar; bad tools and choices are errors.
 #![cfg(not(target_arch = "wasm32"))]
 
 mod support;
@@ -147,9 +148,13 @@ fn required_and_named_calls_parse_and_validate() {
 fn auto_none_and_bad_choices() {
     let tools = tools();
     for family in FAMILIES {
-        for choice in [ToolChoice::Auto, ToolChoice::None] {
-            assert_eq!(tool_choice_grammar(family, &tools, &choice, true, &|_| None).expect("ok"), None);
-        }
+        assert_eq!(
+            tool_choice_grammar(family, &tools, &ToolChoice::None, true, &|_| None).expect("ok"),
+            None
+        );
+        assert!(tool_choice_grammar(family, &tools, &ToolChoice::Auto, true, &|_| None)
+            .expect("ok")
+            .is_some());
         let missing = ToolChoice::Function("nope".into());
         assert!(tool_choice_grammar(family, &tools, &missing, true, &|_| None).is_err());
         assert!(tool_choice_grammar(family, &json!([]), &ToolChoice::Required, true, &|_| None).is_err());
@@ -173,4 +178,167 @@ fn control_markers_are_named_by_id() {
         wick::Constraint::Lark(text) => assert!(text.contains("<[9]>"), "{text}"),
         other => panic!("{other:?}"),
     }
+}
+
+/// Whether `c` takes the tokens of `text` one by one, and whether it may end after them.
+fn takes(model: &Model, c: &wick::Constraint, text: &str) -> (bool, bool) {
+    let mut guide = model.constraints().expect("constraints").guide(c).expect("the grammar compiles");
+    let tok = model.tokenizer();
+    let mut logits = vec![0f32; tok.n_vocab()];
+    for id in tok.encode(text, false, false).expect("encode") {
+        if let Err(e) = guide.mask(&mut logits).and_then(|_| guide.accept(id)) {
+            eprintln!("{text:?}: token {id} {:?}: {e}", tok.decode(&[id]));
+            return (false, false);
+        }
+    }
+    let ends = guide.is_finished()
+        || (guide.mask(&mut logits).is_ok() && tok.eog_ids().iter().any(|&e| guide.allows(e)));
+    (true, ends)
+}
+
+/// `auto`'s lazy grammar, token by token: free text (with braces, tags and brackets that are
+/// not the trigger) passes and may end; text that starts a call must go on as a valid call of
+/// a declared function; a whole valid call after some text passes and ends.
+#[test]
+fn auto_grammar_is_free_until_the_trigger() {
+    let model = load_cpu(SMOLLM2);
+    let tools = tools();
+    let free = "Sure! The weather is {mild} <b>today</b> [really], {\"city\": 3}.";
+    let cases: [(ToolFamily, &str, &str); 6] = [
+        (ToolFamily::Hermes, "Let me check.\n<tool_call>\n{\"name\": \"add\", \"arguments\": {\"a\": 12, \"b\": 30.5}}\n</tool_call>", "<tool_call>\n{\"name\": \"add\", \"arguments\": {\"a\": \"twelve\""),
+        (ToolFamily::Qwen3Coder, "<tool_call>\n<function=add>\n<parameter=a>\n1\n</parameter>\n<parameter=b>\n2\n</parameter>\n</function>\n</tool_call>", "<tool_call>\n<function=get_time>"),
+        (ToolFamily::Generic, "OK: {\"name\": \"get_weather\", \"arguments\": {\"city\": \"Lyon\"}}", "{\"name\": \"get_weather\", \"arguments\": {\"town\""),
+        (ToolFamily::Llama3, "{\"name\": \"add\", \"parameters\": {\"a\": 1, \"b\": 2}}", "{\"name\": \"add\", \"arguments\""),
+        (ToolFamily::Mistral, "[TOOL_CALLS][{\"name\": \"add\", \"arguments\": {\"a\": 1, \"b\": 2}}]", "[TOOL_CALLS] hello"),
+        (ToolFamily::MistralArgs, "[TOOL_CALLS]add[ARGS]{\"a\": 1, \"b\": 2}", "[TOOL_CALLS]sub[ARGS]"),
+    ];
+    for (family, call, bad) in cases {
+        let g = tool_choice_grammar(family, &tools, &ToolChoice::Auto, true, &|_| None)
+            .expect("ok")
+            .expect("auto has a grammar");
+        let req = tool_choice_grammar(family, &tools, &ToolChoice::Required, true, &|_| None)
+            .expect("ok")
+            .expect("required has a grammar");
+        let bare = &call[call.find(['<', '{', '[']).expect("a call")..];
+        assert_eq!(takes(&model, &req, bare), (true, true), "{family:?} required: {bare}");
+        assert_eq!(takes(&model, &g, free), (true, true), "{family:?}: free text");
+        assert_eq!(takes(&model, &g, ""), (true, true), "{family:?}: nothing");
+        assert_eq!(takes(&model, &g, call), (true, true), "{family:?}: {call}");
+        assert!(!takes(&model, &g, bad).0, "{family:?} takes {bad}");
+        // Once the trigger is written, text cannot end without the call.
+        let cut = &call[..call.rfind([':', '\n']).expect("a cut") + 1];
+        assert_eq!(takes(&model, &g, cut), (true, false), "{family:?}: {cut}");
+    }
+    // The JSON trigger takes whitespace after the brace, and then forces the call too.
+    let g = tool_choice_grammar(ToolFamily::Generic, &tools, &ToolChoice::Auto, false, &|_| None)
+        .expect("ok")
+        .expect("auto has a grammar");
+    let spaced = "Here:\n{\n  \"name\": \"add\", \"arguments\": {\"a\": 1, \"b\": 2}}";
+    assert_eq!(takes(&model, &g, spaced), (true, true), "{spaced}");
+    assert!(!takes(&model, &g, "{ \"name\": \"sub\"").0, "an undeclared function after {{ \"name\"");
+    let out = parse_tool_calls(spaced, ToolFamily::Generic, false);
+    assert_eq!(out.calls.len(), 1, "{out:?}");
+    // A control-token trigger is named by id: the grammar compiles and text stays free.
+    let g = tool_choice_grammar(ToolFamily::MistralArgs, &tools, &ToolChoice::Auto, true, &|t| {
+        (t == "[TOOL_CALLS]").then_some(9)
+    })
+    .expect("ok")
+    .expect("auto has a grammar");
+    match &g {
+        wick::Constraint::Lark(text) => assert!(text.contains("<[9]>"), "{text}"),
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(takes(&model, &g, free), (true, true), "a control trigger: free text");
+    // Llama 3's <|python_tag|> (a control token) may open a call too; the grammar compiles.
+    let g = tool_choice_grammar(ToolFamily::Llama3, &tools, &ToolChoice::Auto, true, &|t| {
+        (t == "<|python_tag|>").then_some(7)
+    })
+    .expect("ok")
+    .expect("auto has a grammar");
+    match &g {
+        wick::Constraint::Lark(text) => assert!(text.contains("<[7]> call"), "{text}"),
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(takes(&model, &g, free), (true, true), "Llama 3 with <|python_tag|>: free text");
+}
+
+/// Generate under `auto` with `family`'s syntax explained in the system prompt; returns the
+/// outputs and their finish reasons.
+fn auto_outputs(
+    model: &Model,
+    family: ToolFamily,
+    question: &str,
+    seeds: u64,
+) -> Vec<(String, FinishReason)> {
+    // One example of a call in the family's syntax, as a few-shot turn.
+    let example = "{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}";
+    let example = match family {
+        ToolFamily::Hermes => format!("<tool_call>\n{example}\n</tool_call>"),
+        _ => example.to_string(),
+    };
+    let msgs = [
+        ChatMessage::new("system", "You can call get_weather(city, unit) and add(a, b). To call one, write the call and nothing else. Otherwise answer in words."),
+        ChatMessage::new("user", "What is the weather in Paris?"),
+        ChatMessage::new("assistant", example),
+        ChatMessage::new("user", question),
+    ];
+    let text = model.chat_template().expect("a chat template").render(&msgs, true).expect("render");
+    let p = model.tokenizer().encode(&text, false, true).expect("encode");
+    let g = tool_choice_grammar(family, &tools(), &ToolChoice::Auto, false, &|_| None).expect("ok");
+    let mut session = model.session(SessionOptions { n_ctx: 1024, ..Default::default() }).expect("session");
+    (0..seeds)
+        .map(|seed| {
+            let sampling = if seed == 0 {
+                SamplingParams::greedy()
+            } else {
+                SamplingParams { seed: 11 + seed, ..SamplingParams::default() }
+            };
+            let opts =
+                GenerateOptions { max_tokens: 120, sampling, constraint: g.clone(), ..Default::default() };
+            let out = generate(&mut session, &p, opts);
+            eprintln!("{family:?} {question:?} #{seed}: {out:?}");
+            out
+        })
+        .collect()
+}
+
+/// `auto` on SmolLM2: asked something a tool answers, the model's calls always parse and
+/// their arguments validate; asked to just talk, it answers in text with no call.
+#[test]
+fn auto_calls_parse_and_text_stays_free() {
+    let model = load_cpu(SMOLLM2);
+    let tools = tools();
+    let mut failures = Vec::new();
+    let mut calls = 0;
+    for family in [ToolFamily::Hermes, ToolFamily::Generic] {
+        let mut outputs = auto_outputs(&model, family, "And what is the weather in Lyon?", 3);
+        outputs.extend(auto_outputs(&model, family, "And what is 12 plus 30.5?", 3));
+        for (text, finish) in outputs {
+            let out = parse_tool_calls(&text, family, false);
+            if finish == FinishReason::Length && !out.calls.is_empty() {
+                failures.push(format!("{family:?}: a call ran to max_tokens: {text:?}"));
+            }
+            for c in &out.calls {
+                calls += 1;
+                let Some(s) = schema(&tools, &c.name) else {
+                    failures.push(format!("{family:?}: undeclared function {}", c.name));
+                    continue;
+                };
+                let args: Value = serde_json::from_str(&c.arguments).expect("arguments are JSON");
+                let v = jsonschema::validator_for(&s).expect("a valid schema");
+                failures.extend(v.iter_errors(&args).map(|e| format!("{family:?} {}: {e}", c.name)));
+            }
+            if out.calls.is_empty() && out.unfinished.is_none() && text.contains("<tool_call>") {
+                failures.push(format!("{family:?}: a started call did not parse: {text:?}"));
+            }
+        }
+        for (text, finish) in auto_outputs(&model, family, "Say hello to Ann in one short sentence.", 1) {
+            let out = parse_tool_calls(&text, family, false);
+            if !out.calls.is_empty() || out.content.trim().is_empty() || finish != FinishReason::Eog {
+                failures.push(format!("{family:?}: a direct answer came out as {out:?} ({finish:?})"));
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+    assert!(calls > 0, "no generation called a tool");
 }

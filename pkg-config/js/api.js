@@ -110,7 +110,10 @@ export class WickModel {
       let grammar;
       if (useTools) {
         grammar = await self._backend.toolChoiceGrammar(tools, tool_choice ?? 'auto', parallel);
-        if (grammar && (sampling.response_format || sampling.json_schema || sampling.grammar)) {
+        const own = sampling.response_format || sampling.json_schema || sampling.grammar;
+        // auto's lazy grammar (free text until a call starts) gives way to the caller's own.
+        if (grammar && own && (tool_choice ?? 'auto') === 'auto') grammar = undefined;
+        if (grammar && own) {
           throw new BadRequestError('tool_choice "required" or a function cannot be combined with response_format, json_schema or grammar');
         }
       }

@@ -138,8 +138,9 @@ export interface ChatCompletionTool {
   };
 }
 
-/** `auto` (the model decides), `none` (no tools rendered), `required` (a call is forced by a
- *  grammar), or a named function (that function is forced). */
+/** `auto` (the model decides; once it starts a call, a lazy grammar makes the call parse and
+ *  match its schema), `none` (no tools rendered), `required` (a call is forced by a grammar),
+ *  or a named function (that function is forced). */
 export type ToolChoice = 'auto' | 'none' | 'required' | { type: 'function'; function: { name: string } };
 
 /** A call the model made. */

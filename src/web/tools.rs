@@ -95,7 +95,8 @@ impl WickModel {
     }
 
     /// Check OpenAI's `tools` and `tool_choice` and return the Lark grammar that forces the
-    /// call (`required`, a named function), or undefined (`auto`, `none`). Bad tools or a
+    /// call (`required`, a named function), the lazy one that lets the model answer in text or
+    /// makes a call it starts parse (`auto`), or undefined (`none`). Bad tools or a
     /// choice naming no tool are errors.
     #[wasm_bindgen(js_name = toolChoiceGrammar)]
     pub fn tool_choice_grammar(

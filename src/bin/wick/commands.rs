@@ -177,8 +177,12 @@ pub async fn generate(a: GenerateArgs) -> Result<()> {
     if let Some((list, choice)) = &tools {
         let tok = model.tokenizer();
         let special = |text: &str| tok.find_token(text).filter(|&id| tok.is_control(id));
+        // `auto`'s lazy grammar gives way to a constraint of the caller's (--json-schema,
+        // --grammar); `required` and a named function replace it.
         if let Some(c) = tool_choice_grammar(family, list, choice, parallel, &special)? {
-            constraint = Some(c);
+            if *choice != ToolChoice::Auto || constraint.is_none() {
+                constraint = Some(c);
+            }
         }
     }
     let text = if a.chat {

@@ -173,8 +173,9 @@ struct GenerateArgs {
     /// (`{"content", "tool_calls", "finish_reason"}`).
     #[arg(long, value_name = "FILE", requires = "chat")]
     tools: Option<PathBuf>,
-    /// With --tools: auto (the model decides), none, required (a call is forced by a grammar),
-    /// or a function's name (that function is forced).
+    /// With --tools: auto (the model decides; a call it starts is made to parse by a lazy
+    /// grammar, unless --json-schema or --grammar is given), none, required (a call is forced
+    /// by a grammar), or a function's name (that function is forced).
     #[arg(long, value_name = "CHOICE", default_value = "auto", requires = "tools")]
     tool_choice: String,
     /// With --tools: keep only the model's first call.

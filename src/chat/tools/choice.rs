@@ -2,10 +2,13 @@
 //! in the family's syntax whose arguments match the function's JSON schema (llguidance's Lark,
 //! `%json {...}` for the arguments).
 //!
-//! `auto` leaves generation free: a call under `auto` is parsed but not enforced. Not done yet:
-//! a lazy grammar (free text until the call marker, then the call's grammar), as llama.cpp
-//! does in its sampler with trigger words. llguidance's Lark has `[lazy]` rules that might
-//! express the free prefix in the grammar itself; that was not tried.
+//! `auto` gets a lazy grammar (what llama.cpp does in its sampler with trigger words, here in
+//! the grammar itself): any text that does not contain the family's trigger (`<tool_call>`,
+//! `[TOOL_CALLS]`, or `{"name"` for the JSON families, with any whitespace after the brace), or text up to the first trigger, then
+//! a call forced exactly as under `required`. The prefix is one `[lazy]` lexeme, so it ends at
+//! the first trigger; the free alternative is a regex that excludes the trigger (`& ~`), so
+//! once the trigger is written the free way is closed. A trigger that is a control token is
+//! named by id and needs no exclusion (text lexemes never match a control token).
 
 use serde_json::{json, Value};
 
@@ -97,7 +100,8 @@ pub fn validate_tools(tools: &Value) -> Result<()> {
     Ok(())
 }
 
-/// The grammar forcing a call for `choice`, `None` for `auto` and `none`. `tools` must pass
+/// The grammar for `choice`: one forcing a call for `required` and a named function, the lazy
+/// one (free text, or a call once the model starts one) for `auto`, `None` for `none`. `tools` must pass
 /// [`validate_tools`]; a named function must be one of them. `special` gives the id of a
 /// control token by its text (`[TOOL_CALLS]`, `<|python_tag|>`), which the grammar then names
 /// by id, as the model writes it; markers that are not control tokens are written as text.
@@ -112,8 +116,9 @@ pub fn tool_choice_grammar(
     validate_tools(tools)?;
     let all = tools.as_array().map(Vec::as_slice).unwrap_or_default();
     let functions: Vec<&Value> = match choice {
-        ToolChoice::Auto | ToolChoice::None => return Ok(None),
-        ToolChoice::Required => all.iter().filter_map(|t| t.get("function")).collect(),
+        ToolChoice::None => return Ok(None),
+        ToolChoice::Auto if all.is_empty() => return Ok(None),
+        ToolChoice::Auto | ToolChoice::Required => all.iter().filter_map(|t| t.get("function")).collect(),
         ToolChoice::Function(name) => {
             let f = all.iter().filter_map(|t| t.get("function")).find(|f| f["name"] == name.as_str());
             vec![f.ok_or_else(|| {
@@ -124,16 +129,69 @@ pub fn tool_choice_grammar(
     if functions.is_empty() {
         return Err(Error::InvalidArgument("tool_choice 'required' needs at least one tool".into()));
     }
+    let lazy = *choice == ToolChoice::Auto;
+    // Under `auto` the trigger opens the call: it is written by the free prefix, so the first
+    // call (Hermes, Qwen3-Coder, JSON) or the start rule (Mistral) leaves it out.
+    let trigger = match family {
+        ToolFamily::Hermes | ToolFamily::Qwen3Coder => "<tool_call>",
+        ToolFamily::Mistral | ToolFamily::MistralArgs => "[TOOL_CALLS]",
+        ToolFamily::Llama3 | ToolFamily::Generic => "{\"name\"",
+    };
+    let in_call = !matches!(family, ToolFamily::Mistral | ToolFamily::MistralArgs);
     let mut g = Grammar { lines: Vec::new(), n: 0 };
     let mut calls = Vec::new();
+    let mut firsts = Vec::new();
     for f in &functions {
-        calls.push(g.call(family, f)?);
+        calls.push(g.call(family, f, "")?);
+        if lazy && in_call {
+            firsts.push(g.call(family, f, trigger)?);
+        }
     }
     g.lines.push(format!("call: {}", calls.join(" | ")));
+    if !firsts.is_empty() {
+        g.lines.push(format!("first_call: {}", firsts.join(" | ")));
+    }
     let marker = |text: &str| match special(text) {
         Some(id) => format!("<[{id}]>"),
         None => lit(text),
     };
+    if lazy {
+        // What follows the trigger: the rest of the first call, then what `required` allows.
+        let rest = match (family, parallel) {
+            (ToolFamily::Hermes | ToolFamily::Qwen3Coder, true) => "first_call (\"\\n\" call)*".to_string(),
+            (ToolFamily::Mistral, p) => {
+                format!("\"[\" call{} \"]\"", if p { " (\", \" call)*" } else { "" })
+            }
+            (ToolFamily::MistralArgs, true) => format!("call ({} call)*", marker("[TOOL_CALLS]")),
+            (ToolFamily::MistralArgs, false) => "call".to_string(),
+            _ => "first_call".to_string(),
+        };
+        let start = match special(trigger) {
+            Some(id) => {
+                g.lines.push("TEXT: /(?s:.+)/".to_string());
+                format!("start: TEXT? | TEXT? <[{id}]> {rest}")
+            }
+            None => {
+                // The JSON families' trigger takes any whitespace after the brace, as models
+                // write it (`{ "name"`, `{\n  "name"`).
+                let t = match family {
+                    ToolFamily::Llama3 | ToolFamily::Generic => r#"\{\s*"name""#.to_string(),
+                    _ => regex_escape(trigger),
+                };
+                g.lines.push(format!("TEXT: /(?s:.+)/ & ~/(?s:.*){t}(?s:.*)/"));
+                g.lines.push(format!("prefix[lazy]: /(?s:.*){t}/"));
+                format!("start: TEXT? | prefix {rest}")
+            }
+        };
+        // Llama 3.1 may also open a call with its `<|python_tag|>` control token, which the
+        // free text cannot write.
+        let start = match special("<|python_tag|>").filter(|_| family == ToolFamily::Llama3) {
+            Some(id) => format!("{start} | TEXT? <[{id}]> call"),
+            None => start,
+        };
+        g.lines.insert(0, start);
+        return Ok(Some(Constraint::Lark(g.lines.join("\n"))));
+    }
     let start = match (family, parallel) {
         (ToolFamily::Hermes | ToolFamily::Qwen3Coder, true) => "call (\"\\n\" call)*".to_string(),
         (ToolFamily::Mistral, p) => {
@@ -147,6 +205,18 @@ pub fn tool_choice_grammar(
     };
     g.lines.insert(0, format!("start: {start}"));
     Ok(Some(Constraint::Lark(g.lines.join("\n"))))
+}
+
+/// `s` as a regex matching itself, for a Lark `/.../` (which ends at an unescaped `/`).
+fn regex_escape(s: &str) -> String {
+    let mut out = String::new();
+    for c in s.chars() {
+        if "\\.+*?()|[]{}^$/-#&~\"".contains(c) {
+            out.push('\\');
+        }
+        out.push(c);
+    }
+    out
 }
 
 /// A Lark string literal (JSON's escapes are Lark's).
@@ -216,36 +286,43 @@ impl Grammar {
         name
     }
 
-    /// The expansion of one call of `f` in `family`'s syntax.
-    fn call(&mut self, family: ToolFamily, f: &Value) -> Result<String> {
+    /// The expansion of one call of `f` in `family`'s syntax, less `lead` (the text already
+    /// written before it: the trigger of a lazy grammar) where its first literal starts so.
+    fn call(&mut self, family: ToolFamily, f: &Value, lead: &str) -> Result<String> {
         let name = f["name"].as_str().unwrap_or_default();
         let params = match f.get("parameters") {
             Some(p @ Value::Object(_)) => p.clone(),
             _ => json!({ "type": "object" }),
         };
         if family == ToolFamily::Qwen3Coder {
-            return self.xml_call(name, &params);
+            return self.xml_call(name, &params, lead);
         }
         let args = self.rule(json_rule(&params)?);
-        let obj =
-            |key: &str| format!("{} {args} \"}}\"", lit(&format!("{{\"name\": \"{name}\", \"{key}\": ")));
+        let head = |text: &str| lit(text.strip_prefix(lead).filter(|t| !t.is_empty()).unwrap_or(text));
+        let obj = |key: &str, lead_here: bool| {
+            let text = format!("{{\"name\": \"{name}\", \"{key}\": ");
+            format!("{} {args} \"}}\"", if lead_here { head(&text) } else { lit(&text) })
+        };
         Ok(match family {
-            ToolFamily::Hermes => format!("\"<tool_call>\\n\" {} \"\\n</tool_call>\"", obj("arguments")),
-            ToolFamily::Llama3 => obj("parameters"),
+            ToolFamily::Hermes => {
+                format!("{} {} \"\\n</tool_call>\"", head("<tool_call>\n"), obj("arguments", false))
+            }
+            ToolFamily::Llama3 => obj("parameters", true),
             ToolFamily::MistralArgs => format!("{} {args}", lit(&format!("{name}[ARGS]"))),
-            _ => obj("arguments"),
+            _ => obj("arguments", true),
         })
     }
 
     /// Qwen3-Coder's `<function=NAME>` call: each property of the schema in its order (the
     /// required ones always, the others optional), strings as raw text, the rest as JSON.
-    fn xml_call(&mut self, name: &str, params: &Value) -> Result<String> {
+    fn xml_call(&mut self, name: &str, params: &Value, lead: &str) -> Result<String> {
         let required: Vec<&str> = params
             .get("required")
             .and_then(Value::as_array)
             .map(|r| r.iter().filter_map(Value::as_str).collect())
             .unwrap_or_default();
-        let mut parts = vec![lit(&format!("<tool_call>\n<function={name}>\n"))];
+        let open_call = format!("<tool_call>\n<function={name}>\n");
+        let mut parts = vec![lit(open_call.strip_prefix(lead).unwrap_or(&open_call))];
         for (p, schema) in params.get("properties").and_then(Value::as_object).into_iter().flatten() {
             let open = lit(&format!("<parameter={p}>\n"));
             let close = lit("\n</parameter>\n");
