@@ -142,10 +142,10 @@ pub enum Kernel {
     /// sizes the other attention kernels do not take (not a multiple of 4).
     Attention,
     /// Decode attention, one split of the keys per workgroup for `heads` query heads of a KV
-    /// head (attention_split.wgsl).
-    AttentionSplit { heads: u8 },
-    /// The merge of the splits (attention_combine.wgsl).
-    AttentionCombine,
+    /// head of `dims` dimensions (attention_split.wgsl).
+    AttentionSplit { heads: u8, dims: u16 },
+    /// The merge of the splits (attention_combine.wgsl) for heads of `dims` dimensions.
+    AttentionCombine { dims: u16 },
     /// Prefill attention in tiles (attention_tiled.wgsl): see [`Tiles`].
     AttentionTiled(Tiles),
     /// silu(gate) · up in place (gated_act.wgsl).
@@ -189,9 +189,16 @@ impl Tiles {
     }
 }
 
-/// Bytes of workgroup memory attention_split.wgsl declares for `heads` query heads.
-pub fn split_workgroup_bytes(heads: usize) -> usize {
-    4 * (heads * 256 + 2 * heads * 64 + heads + 64)
+/// Bytes of workgroup memory attention_split.wgsl declares for `heads` query heads of
+/// `head_dim` dimensions.
+pub fn split_workgroup_bytes(heads: usize, head_dim: usize) -> usize {
+    4 * (heads * head_dim + split_red(heads) + heads * 64 + heads)
+}
+
+/// attention_split.wgsl's `red`: the partial scores of a tile (heads × 64 keys × 4 parts), and
+/// at the end a four-value output per invocation (256 of them).
+fn split_red(heads: usize) -> usize {
+    (heads * 256).max(1024)
 }
 
 /// The cache read as four f16 (attention_keys.wgsl): the binding's element and its conversion.
@@ -431,18 +438,47 @@ impl Kernel {
                     .render()?;
                 ([COMMON, &src, STEP].concat(), "attention")
             }
-            Kernel::AttentionSplit { heads } => {
-                let h = heads as usize;
+            Kernel::AttentionSplit { heads, dims } => {
+                let (h, d4) = (heads as usize, dims as usize / 4);
+                // attention_split.wgsl's constants: P invocations a key, KPT pieces each; VG
+                // groups of D4 invocations in the values, VPT keys each.
+                let kpt = d4.div_ceil(4);
+                let vg = 256 / d4;
+                let vpt = 64usize.div_ceil(vg);
+                let loads = lines(kpt, |i| format!("let k{i} = kc[kr0 + min(kp + {i}u * P, D4 - 1u)];"))
+                    + "\n        "
+                    + &lines(vpt, |i| format!("let v{i} = vc[vr0 + min(vk + {i}u * VG, cnt - 1u) * vrow];"));
+                let dots = lines(kpt, |i| {
+                    format!(
+                        "{{ let c = kp + {i}u * P; let k = select(vec4<f32>(0.0), kv4(k{i}), c < D4); \
+                         for (var h = 0u; h < HB; h++) {{ d[h] += dot(k, qs[h * D4 + min(c, D4 - 1u)]); }} }}"
+                    )
+                });
+                let accumulate = lines(vpt, |i| {
+                    format!(
+                        "{{ let j = vk + {i}u * VG; if (j < cnt) {{ let v = kv4(v{i}); \
+                         for (var h = 0u; h < HB; h++) {{ acc[h] += pe[h * T + j] * v; }} }} }}"
+                    )
+                });
                 let tpl = Template::new(ATTENTION_SPLIT)
                     .set("HB", h.to_string())
-                    .set("QS", (64 * h).to_string())
-                    .set("HB64", (64 * h).to_string());
+                    .set("D4", d4.to_string())
+                    .set("QS", (h * d4).to_string())
+                    .set("RED", split_red(h).to_string())
+                    .set("HBT", (64 * h).to_string())
+                    .set("LOADS", loads)
+                    .set("DOTS", dots)
+                    .set("ACCUMULATE", accumulate)
+                    .set("OUTPUTS", lines(h, |i| format!("output_head({i}u, acc[{i}], lid, nh, o);")));
                 (attention_source(f16, tpl)?, "attention_split")
             }
-            Kernel::AttentionCombine => {
+            Kernel::AttentionCombine { dims } => {
                 let (elem, read) = kv4(f16);
                 let keys = Template::new(ATTENTION_KEYS).set("KV4", elem).set("KV4F", read).render()?;
-                let body = with_params::<AttentionParams>(ATTENTION_COMBINE)?;
+                let body = Template::new(ATTENTION_COMBINE)
+                    .set("PARAMS", AttentionParams::WGSL)
+                    .set("D4", (dims / 4).to_string())
+                    .render()?;
                 ([COMMON, &body, &keys, STEP].concat(), "attention_combine")
             }
             Kernel::AttentionTiled(t) => {

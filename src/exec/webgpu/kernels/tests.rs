@@ -172,7 +172,6 @@ fn all_kernels() -> Vec<Kernel> {
         Kernel::RopeKv,
         Kernel::KvStore,
         Kernel::Attention,
-        Kernel::AttentionCombine,
         Kernel::GatedSilu,
         Kernel::GatedGelu,
         Kernel::Add,
@@ -180,7 +179,12 @@ fn all_kernels() -> Vec<Kernel> {
         Kernel::TakeLast,
     ]);
     for heads in [1, 2, 4, 8] {
-        ks.push(Kernel::AttentionSplit { heads });
+        for dims in [64, 80, 128, 256] {
+            ks.push(Kernel::AttentionSplit { heads, dims });
+        }
+    }
+    for dims in [64, 80, 128, 256] {
+        ks.push(Kernel::AttentionCombine { dims });
     }
     for (pairs, chunks) in [(32, 1), (32, 2), (32, 3), (32, 4), (16, 4)] {
         for keys in [32, 64] {

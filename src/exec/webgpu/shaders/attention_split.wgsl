@@ -1,10 +1,23 @@
 // Decode attention, split along the cache (flash-decoding), first pass: a workgroup takes one
 // split of the keys a row sees (split_len keys from split_from, computed from the row's own
 // position at run time: the command buffer is replayed for every token; each row may belong
-// to another sequence, whose block table maps its keys to cache rows: step.wgsl) for one KV head and HB of the query heads
-// that share it, so each key and value is read once for all of them. Keys are walked in tiles
-// of 64 with an online softmax; the split's running max, sum and unnormalized output per head
-// go to `part`, which attention_combine.wgsl merges. Workgroups past the last split exit.
+// to another sequence, whose block table maps its keys to cache rows: step.wgsl) for one KV
+// head and HB of the query heads that share it, so each key and value is read once for all of
+// them. The split's running max, sum and unnormalized output per head go to `part`, which
+// attention_combine.wgsl merges. Workgroups past the last split exit.
+//
+// Keys are walked in tiles of T = 64 (one block of the cache). A tile costs one round trip to
+// memory: every invocation issues its loads of the tile's keys and values together, into
+// registers, before any of them is used (the kernel is bound by latency, not bandwidth: a
+// split is a tile or two). Then, with three barriers a tile:
+// - scores: P invocations a key, each taking every P-th four dimensions (so that the P
+//   neighbours read 32 contiguous bytes), partial dot products for the HB heads to `red`;
+// - softmax: WG / HB invocations a head, each summing the parts of its key(s) into a score,
+//   then the tile's max over the head's scores, the running max and the rescaling `alpha`,
+//   and probabilities to `pe`;
+// - values: VG groups of D4 invocations, group k taking keys k, k + VG, ... (an invocation owns
+//   four dimensions: the D4 of a group read one whole value row), accumulating every head.
+// At the end the VG groups' outputs are summed through `red`, a head at a time.
 // Layout of `part`: (m, l) pairs for every (row, head, split), then the outputs (head_dim
 // values each) in the same order.
 
@@ -17,22 +30,35 @@
 @group(0) @binding(4) var<storage, read> vc: array<{{KV4}}>;
 @group(0) @binding(5) var<storage, read_write> part: array<f32>;
 
-const WG: u32 = 64u;
+const WG: u32 = 256u;
+// Keys per tile.
+const T: u32 = 64u;
 // Query heads per workgroup.
 const HB: u32 = {{HB}}u;
-// Threads per head in the softmax step (each owns HB keys of the tile).
-const SEGW: u32 = WG / HB;
+// Four-value pieces of a head (head_dim / 4: the kernel is built per head size).
+const D4: u32 = {{D4}}u;
+// Invocations per key in the scores, and the pieces each loads.
+const P: u32 = WG / T;
+const KPT: u32 = (D4 + P - 1u) / P;
+// Key groups in the values, and the keys each invocation of a group loads.
+const VG: u32 = WG / D4;
+const VPT: u32 = (T + VG - 1u) / VG;
+// Invocations per head in the softmax, and the keys each takes.
+const SPH: u32 = WG / HB;
+const KS: u32 = (T + SPH - 1u) / SPH;
 
-// The queries (rounded to f16, as the CPU's K·Q product with f16 keys), head h at h * 64.
+// The queries (rounded to f16, as the CPU's K·Q product with f16 keys), head h at h * D4.
 var<workgroup> qs: array<vec4<f32>, {{QS}}>;
-// Scores and probabilities of the tile, head h at h * WG.
-var<workgroup> sc: array<f32, {{HB64}}>;
-var<workgroup> pr: array<f32, {{HB64}}>;
+// Partial scores (head, key, part), and the score of (head, key) in place of its first part
+// (read and written by one invocation); at the end, the running sums, then the groups'
+// outputs of one head.
+var<workgroup> red: array<f32, {{RED}}>;
+// The tile's probabilities, head h at h * T.
+var<workgroup> pe: array<f32, {{HBT}}>;
 // Each head's rescaling of the output for this tile.
 var<workgroup> alpha: array<f32, HB>;
-var<workgroup> lsum: array<f32, WG>;
 
-@compute @workgroup_size(64)
+@compute @workgroup_size(256)
 fn attention_split(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
     var idx = wg_index(wid);
     let n_kv = p.n_heads / p.group;
@@ -56,151 +82,147 @@ fn attention_split(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocat
         return;
     }
     let c1 = min(hi, c0 + len);
-    let d4 = p.head_dim / 4u;
     let h0 = kvh * p.group + blk * HB;
     let nh = min(HB, p.group - blk * HB);
 
-    for (var i = lid; i < HB * 64u; i += WG) {
-        let h = i / 64u;
-        let t = i % 64u;
-        var v = vec4<f32>(0.0);
-        if (h < nh && t < d4) {
-            let x = q[(r * p.q_width + (h0 + h) * p.head_dim) / 4u + t];
-            v = vec4<f32>(f16_round(x.x), f16_round(x.y), f16_round(x.z), f16_round(x.w));
-        }
-        qs[i] = v;
-    }
-    workgroupBarrier();
-
-    // Softmax role: head oh, keys seg * HB .. of each tile; running max m and partial sum l.
-    let oh = lid / SEGW;
-    let seg = lid % SEGW;
+    // Scores role: key kk of the tile, pieces kp, kp + P, ...
+    let kk = lid / P;
+    let kp = lid % P;
+    // Softmax role: head oh, keys oj * KS ..; running max m and this invocation's share l of
+    // the running sum.
+    let oh = lid / SPH;
+    let oj = lid % SPH;
     var m = NEG;
     var l = 0.0;
-    // Output role: values 4 dq .. 4 dq + 3 of heads hs, hs + ns, ...
-    let ns = WG / d4;
-    let dq = lid % d4;
-    let hs = lid / d4;
-    var acc: array<vec4<f32>, HB>;
+    // Values role: keys vk, vk + VG, ..., pieces vd of every head.
+    let vk = lid / D4;
+    let vd = lid % D4;
     let kb = kvh * p.head_dim / 4u;
+    let krow = p.k_dim / 4u;
+    let vrow = p.v_dim / 4u;
 
-    // Scores: invocation lid takes key t0 + lid for every head. Zeroed by hand at every tile
-    // rather than declared in the loop body (Chromium's compiler zeroes a loop-local `var` only
-    // once: see attention_tiled.wgsl).
+    // Zeroed by hand at every tile rather than declared in the loop body (Chromium's compiler
+    // zeroes a loop-local `var` only once: see attention_tiled.wgsl).
     var d: array<f32, HB>;
-    for (var t0 = c0; t0 < c1; t0 += WG) {
-        let cnt = min(WG, c1 - t0);
+    var acc: array<vec4<f32>, HB>;
+    for (var t0 = c0; t0 < c1; t0 += T) {
+        let cnt = min(T, c1 - t0);
         // The tile's cache rows: t0 is a multiple of 64, so its keys lie in one block.
         let pb = step_block(seq, t0 / 64u) * 64u;
+        // Every load of the tile before any use, written out (k0, k1, ..., v0, v1, ...: the
+        // loaded values in registers, never in an array). Rows past the split are clamped to
+        // its last key (rows of a block past the sequence's end hold anything, NaN included)
+        // and masked below; pieces past the head (D4 not a multiple of P) are zeroed.
+        let kr0 = (pb + min(kk, cnt - 1u)) * krow + kb;
+        let vr0 = pb * vrow + kb + vd;
+        {{LOADS}}
+        // The queries, staged once while the first tile's loads are in flight.
+        if (t0 == c0) {
+            for (var i = lid; i < HB * D4; i += WG) {
+                let h = i / D4;
+                var v = vec4<f32>(0.0);
+                if (h < nh) {
+                    let x = q[(r * p.q_width + (h0 + h) * p.head_dim) / 4u + i % D4];
+                    v = vec4<f32>(f16_round(x.x), f16_round(x.y), f16_round(x.z), f16_round(x.w));
+                }
+                qs[i] = v;
+            }
+            workgroupBarrier();
+        }
+
         for (var h = 0u; h < HB; h++) {
             d[h] = 0.0;
         }
-        if (lid < cnt) {
-            let row = (pb + lid) * (p.k_dim / 4u) + kb;
-            // Four loads issued before their products.
-            var t = 0u;
-            for (; t + 4u <= d4; t += 4u) {
-                let k0 = kv4(kc[row + t]);
-                let k1 = kv4(kc[row + t + 1u]);
-                let k2 = kv4(kc[row + t + 2u]);
-                let k3 = kv4(kc[row + t + 3u]);
-                for (var h = 0u; h < HB; h++) {
-                    let b = h * 64u + t;
-                    d[h] += dot(k0, qs[b]) + dot(k1, qs[b + 1u]) + dot(k2, qs[b + 2u]) + dot(k3, qs[b + 3u]);
-                }
-            }
-            for (; t < d4; t++) {
-                let k = kv4(kc[row + t]);
-                for (var h = 0u; h < HB; h++) {
-                    d[h] += dot(k, qs[h * 64u + t]);
-                }
-            }
-        }
+        {{DOTS}}
         for (var h = 0u; h < HB; h++) {
-            sc[h * WG + lid] = select(NEG, score_of(d[h]), lid < cnt && t0 + lid >= lo);
+            red[(h * T + kk) * P + kp] = d[h];
+        }
+        workgroupBarrier();
+
+        for (var k = 0u; k < KS; k++) {
+            let j = oj * KS + k;
+            if (j < T) {
+                var x = 0.0;
+                for (var i = 0u; i < P; i++) {
+                    x += red[(oh * T + j) * P + i];
+                }
+                red[(oh * T + j) * P] = select(NEG, score_of(x), j < cnt && t0 + j >= lo);
+            }
         }
         workgroupBarrier();
 
         var tmax = NEG;
-        for (var j = 0u; j < cnt; j++) {
-            tmax = max(tmax, sc[oh * WG + j]);
+        for (var j = 0u; j < T; j++) {
+            tmax = max(tmax, red[(oh * T + j) * P]);
         }
         let mn = max(m, tmax);
         let a = exp(m - mn);
         m = mn;
         var ls = 0.0;
-        for (var k = 0u; k < HB; k++) {
-            let j = seg * HB + k;
-            let e = select(0.0, exp(sc[oh * WG + j] - mn), j < cnt);
-            pr[oh * WG + j] = e;
-            ls += e;
+        for (var k = 0u; k < KS; k++) {
+            let j = oj * KS + k;
+            if (j < T) {
+                let e = select(0.0, exp(red[(oh * T + j) * P] - mn), j < cnt);
+                pe[oh * T + j] = e;
+                ls += e;
+            }
         }
         l = l * a + ls;
-        if (seg == 0u) {
+        if (oj == 0u) {
             alpha[oh] = a;
         }
         workgroupBarrier();
 
-        if (hs < ns) {
-            for (var k = 0u; k < HB; k++) {
-                let h = hs + k * ns;
-                if (h < HB) {
-                    acc[k] *= alpha[h];
-                }
+        if (vk < VG) {
+            for (var h = 0u; h < HB; h++) {
+                acc[h] *= alpha[h];
             }
-            let vrow = p.v_dim / 4u;
-            let vb = pb * vrow + kb + dq;
-            // Four loads issued before their products.
-            var j = 0u;
-            for (; j + 4u <= cnt; j += 4u) {
-                let v0 = kv4(vc[vb + j * vrow]);
-                let v1 = kv4(vc[vb + (j + 1u) * vrow]);
-                let v2 = kv4(vc[vb + (j + 2u) * vrow]);
-                let v3 = kv4(vc[vb + (j + 3u) * vrow]);
-                for (var k = 0u; k < HB; k++) {
-                    let h = hs + k * ns;
-                    if (h < HB) {
-                        let b = h * WG + j;
-                        acc[k] += pr[b] * v0 + pr[b + 1u] * v1 + pr[b + 2u] * v2 + pr[b + 3u] * v3;
-                    }
-                }
-            }
-            for (; j < cnt; j++) {
-                let v = kv4(vc[vb + j * vrow]);
-                for (var k = 0u; k < HB; k++) {
-                    let h = hs + k * ns;
-                    if (h < HB) {
-                        acc[k] += pr[h * WG + j] * v;
-                    }
-                }
-            }
+            {{ACCUMULATE}}
         }
-        workgroupBarrier();
     }
 
-    lsum[lid] = l;
+    // The sums: each head's SPH shares, through `red`.
+    workgroupBarrier();
+    red[lid] = l;
     workgroupBarrier();
     let base = (r * p.n_heads + h0) * p.splits + s;
-    if (seg == 0u && oh < nh) {
+    if (oj == 0u && oh < nh) {
         var tot = 0.0;
-        for (var i = 0u; i < SEGW; i++) {
-            tot += lsum[lid + i];
+        for (var i = 0u; i < SPH; i++) {
+            tot += red[lid + i];
         }
         let ml = 2u * (base + oh * p.splits);
         part[ml] = m;
         part[ml + 1u] = tot;
     }
-    if (hs < ns) {
-        let outs = 2u * p.rows * p.n_heads * p.splits;
-        for (var k = 0u; k < HB; k++) {
-            let h = hs + k * ns;
-            if (h < nh) {
-                let o = outs + (base + h * p.splits) * p.head_dim + 4u * dq;
-                part[o] = acc[k].x;
-                part[o + 1u] = acc[k].y;
-                part[o + 2u] = acc[k].z;
-                part[o + 3u] = acc[k].w;
-            }
+    // The outputs: the VG groups' sums, a head at a time (written out: `acc` indexed by
+    // constants only, so that it stays in registers).
+    let o = 2u * p.rows * p.n_heads * p.splits + base * p.head_dim + 4u * lid;
+    {{OUTPUTS}}
+}
+
+// Head h's output: every group's `a` (invocation (vk, vd)'s four dimensions) summed through
+// `red` by the first D4 invocations, to `part` at `o` + h's offset. Called in uniform control
+// flow (it has barriers).
+fn output_head(h: u32, a: vec4<f32>, lid: u32, nh: u32, o: u32) {
+    workgroupBarrier();
+    if (lid < VG * D4) {
+        red[4u * lid] = a.x;
+        red[4u * lid + 1u] = a.y;
+        red[4u * lid + 2u] = a.z;
+        red[4u * lid + 3u] = a.w;
+    }
+    workgroupBarrier();
+    if (lid < D4 && h < nh) {
+        var sum = vec4<f32>(0.0);
+        for (var g = 0u; g < VG; g++) {
+            let i = 4u * (g * D4 + lid);
+            sum += vec4<f32>(red[i], red[i + 1u], red[i + 2u], red[i + 3u]);
         }
+        let i = o + h * p.splits * p.head_dim;
+        part[i] = sum.x;
+        part[i + 1u] = sum.y;
+        part[i + 2u] = sum.z;
+        part[i + 3u] = sum.w;
     }
 }
