@@ -1,9 +1,10 @@
-//! Sections of calls, each call with markers of its own: Kimi K2's
-//! `<|tool_calls_section_begin|>` + `<|tool_call_begin|>functions.NAME:IDX<|tool_call_argument_begin|>{...}<|tool_call_end|>`
-//! + `<|tool_calls_section_end|>`, and DeepSeek's `<｜tool▁calls▁begin｜>` + calls +
-//! `<｜tool▁calls▁end｜>`, where a call is V3/R1's
-//! `<｜tool▁call▁begin｜>function<｜tool▁sep｜>NAME\n```json\n{...}\n```<｜tool▁call▁end｜>` or V3.1's
-//! `<｜tool▁call▁begin｜>NAME<｜tool▁sep｜>{...}<｜tool▁call▁end｜>`.
+//! Sections of calls, each call with markers of its own:
+//! - Kimi K2: `<|tool_calls_section_begin|>`, then calls
+//!   `<|tool_call_begin|>functions.NAME:IDX<|tool_call_argument_begin|>{...}<|tool_call_end|>`,
+//!   then `<|tool_calls_section_end|>`;
+//! - DeepSeek: `<｜tool▁calls▁begin｜>`, then calls, then `<｜tool▁calls▁end｜>`, where a call is
+//!   V3/R1's `<｜tool▁call▁begin｜>function<｜tool▁sep｜>NAME\n```json\n{...}\n```<｜tool▁call▁end｜>`
+//!   or V3.1's `<｜tool▁call▁begin｜>NAME<｜tool▁sep｜>{...}<｜tool▁call▁end｜>`.
 //!
 //! A section is read call by call: the calls complete so far are given out while the rest of
 //! the section is still being written.
@@ -138,28 +139,28 @@ pub(super) fn closes(s: &str, marks: &[&str], end: bool) -> Result<usize, bool> 
 
 /// A JSON object at the start of `s` (after whitespace), then `marks`: the arguments' text and
 /// the bytes taken.
-fn json_then(s: &str, marks: &[&str], end: bool) -> Step2 {
+fn json_then(s: &str, marks: &[&str], end: bool) -> ArgsStep {
     let ws = s.len() - s.trim_start().len();
     let n = match json_end(&s[ws..]) {
         JsonEnd::At(n) => n,
-        _ if ws == s.len() => return Step2::Open,
-        JsonEnd::Open => return Step2::Open,
-        JsonEnd::Invalid => return Step2::Invalid,
+        _ if ws == s.len() => return ArgsStep::Open,
+        JsonEnd::Open => return ArgsStep::Open,
+        JsonEnd::Invalid => return ArgsStep::Invalid,
     };
     let Some(args) =
         serde_json::from_str::<Value>(&s[ws..ws + n]).ok().and_then(|v| arguments_text(Some(&v)))
     else {
-        return Step2::Invalid;
+        return ArgsStep::Invalid;
     };
     match closes(&s[ws + n..], marks, end) {
-        Ok(len) => Step2::Args { len: ws + n + len, args },
-        Err(true) => Step2::Open,
-        Err(false) => Step2::Invalid,
+        Ok(len) => ArgsStep::Args { len: ws + n + len, args },
+        Err(true) => ArgsStep::Open,
+        Err(false) => ArgsStep::Invalid,
     }
 }
 
 /// What [`json_then`] found.
-enum Step2 {
+enum ArgsStep {
     Args { len: usize, args: String },
     Open,
     Invalid,
@@ -176,13 +177,13 @@ fn head<'a>(s: &'a str, marker: &str) -> Result<(&'a str, &'a str), bool> {
 }
 
 /// A step from the parts of a call.
-fn step(taken: usize, name: &str, id: Option<String>, args: Step2) -> Step {
+fn step(taken: usize, name: &str, id: Option<String>, args: ArgsStep) -> Step {
     match args {
-        Step2::Args { len, args } => {
+        ArgsStep::Args { len, args } => {
             Step::Call { len: taken + len, call: RawCall { name: name.to_string(), arguments: args, id } }
         }
-        Step2::Open => Step::Open,
-        Step2::Invalid => Step::Invalid,
+        ArgsStep::Open => Step::Open,
+        ArgsStep::Invalid => Step::Invalid,
     }
 }
 

@@ -155,7 +155,7 @@ impl<'a> Grammar<'a> {
                     XmlStyle { open: "<seed:tool_call>\n", value_open: "", close: "</seed:tool_call>" };
                 return self.xml_call(name, &params, &style, lead);
             }
-            ToolFamily::Glm => return self.glm_call(name, &params, &strip(format!("<tool_call>{name}"))),
+            ToolFamily::Glm => return self.glm_call(&params, &strip(format!("<tool_call>{name}"))),
             ToolFamily::GptOss => return self.harmony_call(name, &params, !lead.is_empty()),
             _ => {}
         }
@@ -232,8 +232,7 @@ impl<'a> Grammar<'a> {
 
     /// GLM's call: `head` (`<tool_call>NAME`, less the trigger), then a key and value pair for
     /// each property (newlines between them optional: GLM 4.6 writes them, 4.7 does not).
-    fn glm_call(&mut self, name: &str, params: &Value, head: &str) -> Result<String> {
-        let _ = name;
+    fn glm_call(&mut self, params: &Value, head: &str) -> Result<String> {
         let mut parts = vec![lit(head)];
         for p in params_of(params) {
             let key = lit(&format!("<arg_key>{}</arg_key>", p.name));
