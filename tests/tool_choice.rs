@@ -315,6 +315,50 @@ fn auto_grammar_is_free_until_the_trigger() {
     assert_eq!(takes(&model, &g, free), (true, true), "Llama 3 with <|python_tag|>: free text");
 }
 
+/// The calls the families' own templates write (jinja2's renderings, from llama.cpp's
+/// reference templates) are taken by the `required` grammar of the template's family, and by
+/// `auto`'s after the text before them: the grammars write the syntax the models were shown.
+#[test]
+fn grammars_take_the_calls_templates_write() {
+    let model = load_cpu(SMOLLM2);
+    let refs = support::models::reference("llamacpp_template_refs.json");
+    let tools = refs["tools"].clone();
+    let mut checked = 0;
+    for t in refs["templates"].as_array().expect("templates") {
+        let family = ToolFamily::detect(t["source"].as_str().expect("source"));
+        // Where the call starts and ends in the rendering.
+        let (open, close) = match family {
+            ToolFamily::Glm => ("<tool_call>", "</tool_call>"),
+            ToolFamily::SeedOss => ("<seed:tool_call>", "</seed:tool_call>"),
+            ToolFamily::Nemotron => ("<TOOLCALL>", "</TOOLCALL>"),
+            ToolFamily::KimiK2 => ("<|tool_calls_section_begin|>", "<|tool_calls_section_end|>"),
+            ToolFamily::DeepSeekR1 | ToolFamily::DeepSeekV31 => ("<｜tool▁calls▁begin｜>", "<｜tool▁calls▁end｜>"),
+            ToolFamily::GptOss => ("<|start|>assistant to=", "<|call|>"),
+            _ => continue,
+        };
+        let rendered = t["cases"].as_array().expect("cases").iter().find_map(|c| {
+            (c["conversation"] == "tool_call" && c["tools"] == true).then(|| c["expected"].as_str()).flatten()
+        });
+        let Some(text) = rendered else { continue };
+        let question = text.rfind("What is the weather in Paris?").expect("the question");
+        let Some(start) = text[question..].find(open).map(|p| question + p) else { continue };
+        let end = start + text[start..].find(close).expect("the call's end");
+        let name = t["name"].as_str().unwrap_or_default();
+        // gpt-oss's `<|call|>` ends the generation (an end-of-generation token, not text).
+        let call = if family == ToolFamily::GptOss { &text[start..end] } else { &text[start..end + close.len()] };
+        let auto = tool_choice_grammar(family, &tools, &ToolChoice::Auto, true, &|_| None).expect("ok").expect("a grammar");
+        assert_eq!(takes(&model, &auto, &format!("Let me see. {call}")), (true, true), "{name} auto: {call}");
+        if family != ToolFamily::GptOss {
+            let req = tool_choice_grammar(family, &tools, &ToolChoice::Required, true, &|_| None)
+                .expect("ok")
+                .expect("a grammar");
+            assert_eq!(takes(&model, &req, call), (true, true), "{name} required: {call}");
+        }
+        checked += 1;
+    }
+    assert!(checked >= 10, "only {checked} templates checked");
+}
+
 /// Generate under `auto` with `family`'s syntax explained in the system prompt; returns the
 /// outputs and their finish reasons.
 fn auto_outputs(
