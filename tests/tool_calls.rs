@@ -702,7 +702,8 @@ fn calls_rendered_by_real_templates_parse_back() {
         let from = text.rfind(question).expect("the question") + question.len();
         let to = text[from..].find("temp").map_or(text.len(), |p| from + p);
         let out = parse_tool_calls(&text[from..to], family, true);
-        let got: Vec<(String, Value)> = out.calls.iter().map(|k| (k.name.clone(), args(&k.arguments))).collect();
+        let got: Vec<(String, Value)> =
+            out.calls.iter().map(|k| (k.name.clone(), args(&k.arguments))).collect();
         if got != vec![("get_weather".to_string(), json!({"city": "Paris"}))] {
             wrong.push(format!("{name} ({}): {:?} from {:?}", family.name(), got, &text[from..to]));
         }

@@ -210,7 +210,9 @@ fn auto_grammar_is_free_until_the_trigger() {
         (ToolFamily::Mistral, "[TOOL_CALLS][{\"name\": \"add\", \"arguments\": {\"a\": 1, \"b\": 2}}]", "[TOOL_CALLS] hello"),
         (ToolFamily::MistralArgs, "[TOOL_CALLS]add[ARGS]{\"a\": 1, \"b\": 2}", "[TOOL_CALLS]sub[ARGS]"),
         (ToolFamily::Glm, "Let me check.\n<tool_call>add\n<arg_key>a</arg_key>\n<arg_value>12</arg_value>\n<arg_key>b</arg_key>\n<arg_value>30.5</arg_value>\n</tool_call>", "<tool_call>sub"),
-        (ToolFamily::Glm, "<tool_call>get_weather<arg_key>city</arg_key><arg_value>\"Lyon: old town\"</arg_value></tool_call>", "<tool_call>get_weather<arg_key>town"),
+        // A string enum's value is written raw, as the templates write strings.
+        (ToolFamily::Glm, "<tool_call>get_weather<arg_key>city</arg_key><arg_value>\"Lyon: old town\"</arg_value><arg_key>unit</arg_key><arg_value>celsius</arg_value></tool_call>", "<tool_call>get_weather<arg_key>town"),
+        (ToolFamily::SeedOss, "<seed:tool_call>\n<function=get_weather>\n<parameter=city>\"Lyon\"</parameter>\n<parameter=unit>fahrenheit</parameter>\n</function>\n</seed:tool_call>", "<seed:tool_call>\n<function=get_weather>\n<parameter=city>\"Lyon\"</parameter>\n<parameter=unit>kelvin"),
         (ToolFamily::SeedOss, "<seed:tool_call>\n<function=add>\n<parameter=a>1</parameter>\n<parameter=b>2</parameter>\n</function>\n</seed:tool_call>", "<seed:tool_call>\n<function=get_time>"),
         (ToolFamily::Nemotron, "<TOOLCALL>[{\"name\": \"add\", \"arguments\": {\"a\": 1, \"b\": 2}}]</TOOLCALL>", "<TOOLCALL> hello"),
         (ToolFamily::KimiK2, "<|tool_calls_section_begin|><|tool_call_begin|>functions.add:0<|tool_call_argument_begin|>{\"a\": 1, \"b\": 2}<|tool_call_end|><|tool_calls_section_end|>", "<|tool_calls_section_begin|><|tool_call_begin|>functions.sub"),
@@ -332,7 +334,9 @@ fn grammars_take_the_calls_templates_write() {
             ToolFamily::SeedOss => ("<seed:tool_call>", "</seed:tool_call>"),
             ToolFamily::Nemotron => ("<TOOLCALL>", "</TOOLCALL>"),
             ToolFamily::KimiK2 => ("<|tool_calls_section_begin|>", "<|tool_calls_section_end|>"),
-            ToolFamily::DeepSeekR1 | ToolFamily::DeepSeekV31 => ("<｜tool▁calls▁begin｜>", "<｜tool▁calls▁end｜>"),
+            ToolFamily::DeepSeekR1 | ToolFamily::DeepSeekV31 => {
+                ("<｜tool▁calls▁begin｜>", "<｜tool▁calls▁end｜>")
+            }
             ToolFamily::GptOss => ("<|start|>assistant to=", "<|call|>"),
             _ => continue,
         };
@@ -345,8 +349,11 @@ fn grammars_take_the_calls_templates_write() {
         let end = start + text[start..].find(close).expect("the call's end");
         let name = t["name"].as_str().unwrap_or_default();
         // gpt-oss's `<|call|>` ends the generation (an end-of-generation token, not text).
-        let call = if family == ToolFamily::GptOss { &text[start..end] } else { &text[start..end + close.len()] };
-        let auto = tool_choice_grammar(family, &tools, &ToolChoice::Auto, true, &|_| None).expect("ok").expect("a grammar");
+        let call =
+            if family == ToolFamily::GptOss { &text[start..end] } else { &text[start..end + close.len()] };
+        let auto = tool_choice_grammar(family, &tools, &ToolChoice::Auto, true, &|_| None)
+            .expect("ok")
+            .expect("a grammar");
         assert_eq!(takes(&model, &auto, &format!("Let me see. {call}")), (true, true), "{name} auto: {call}");
         if family != ToolFamily::GptOss {
             let req = tool_choice_grammar(family, &tools, &ToolChoice::Required, true, &|_| None)

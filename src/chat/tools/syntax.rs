@@ -113,6 +113,27 @@ fn plain_string(schema: &Value) -> bool {
             .any(|k| schema.get(k).is_some())
 }
 
+/// The values of a string `enum` or `const` where each reads back as that string when written
+/// raw (not as JSON of another type, not empty, no `<`); `None` where one does not.
+fn raw_strings(schema: &Value) -> Option<Vec<&str>> {
+    let values: Vec<&Value> = match (schema.get("enum"), schema.get("const")) {
+        (Some(Value::Array(a)), None) if !a.is_empty() => a.iter().collect(),
+        (None, Some(c)) => vec![c],
+        _ => return None,
+    };
+    values
+        .into_iter()
+        .map(|v| {
+            v.as_str().filter(|s| {
+                !s.is_empty()
+                    && !s.contains('<')
+                    && s.trim() == *s
+                    && serde_json::from_str::<Value>(s).is_err()
+            })
+        })
+        .collect()
+}
+
 impl<'a> Grammar<'a> {
     pub(super) fn new(special: &'a dyn Fn(&str) -> Option<u32>) -> Grammar<'a> {
         Grammar { lines: Vec::new(), n: 0, special }
@@ -204,10 +225,14 @@ impl<'a> Grammar<'a> {
     }
 
     /// A parameter's value: raw text up to `close` for a plain string (any text without `</`,
-    /// so it cannot run past its closing tag), else JSON then `close`.
+    /// so it cannot run past its closing tag), one of the raw texts of a string `enum` or
+    /// `const` (as the templates write strings), else JSON then `close`.
     fn xml_value(&mut self, schema: &Value, close: &str) -> Result<String> {
         if plain_string(schema) {
             Ok(self.rule(format!("/([^<]|<[^\\/])*{}/", regex_escape(close))))
+        } else if let Some(texts) = raw_strings(schema) {
+            let alternatives: Vec<String> = texts.into_iter().map(lit).collect();
+            Ok(format!("({}) {}", alternatives.join(" | "), lit(close)))
         } else {
             let value = self.rule(json_rule(schema)?);
             Ok(format!("{value} {}", lit(close)))
@@ -287,5 +312,19 @@ mod tests {
         assert_eq!(s["properties"]["open"]["additionalProperties"], true);
         assert_eq!(s["$defs"]["d"]["additionalProperties"], false);
         assert!(s["properties"].get("additionalProperties").is_none());
+    }
+
+    #[test]
+    fn raw_enum_values() {
+        assert_eq!(
+            raw_strings(&json!({"enum": ["celsius", "fahrenheit"]})),
+            Some(vec!["celsius", "fahrenheit"])
+        );
+        assert_eq!(raw_strings(&json!({"const": "on"})), Some(vec!["on"]));
+        // Values that would read back as another type (or run into a tag) stay JSON.
+        assert_eq!(raw_strings(&json!({"enum": ["1", "2"]})), None);
+        assert_eq!(raw_strings(&json!({"enum": ["a", 3]})), None);
+        assert_eq!(raw_strings(&json!({"enum": ["<b>"]})), None);
+        assert_eq!(raw_strings(&json!({"type": "string"})), None);
     }
 }
