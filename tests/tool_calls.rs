@@ -289,6 +289,13 @@ fn cases() -> Vec<Case> {
             calls: vec![],
             unfinished: true,
         },
+        // The R1 distills' misspelled section marker, and a call without its opening marker.
+        case(
+            DeepSeekR1,
+            "<｜tool_calls_begin｜>function<｜tool▁sep｜>get_weather\n```json\n{\"city\": \"Paris\"}\n```<｜tool▁call▁end｜><｜tool▁calls▁end｜>",
+            "",
+            vec![("get_weather", json!({"city": "Paris"}))],
+        ),
         case(
             DeepSeekV31,
             "Let me look that up.<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>get_weather<｜tool▁sep｜>{\"city\": \"Paris\"}<｜tool▁call▁end｜><｜tool▁call▁begin｜>add<｜tool▁sep｜>{\"a\": 1, \"b\": 2.5}<｜tool▁call▁end｜><｜tool▁calls▁end｜>",

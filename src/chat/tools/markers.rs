@@ -109,6 +109,15 @@ fn json_call(s: &str, keys: &[&str]) -> Match {
     }
 }
 
+/// DeepSeek's section opening, and the spellings of it the R1 distills write.
+const DEEPSEEK_BEGINS: [&str; 5] = [
+    "<｜tool▁calls▁begin｜>",
+    "<｜tool_calls_begin｜>",
+    "<｜tool calls begin｜>",
+    "<｜tool\\_calls\\_begin｜>",
+    "<｜tool▁calls｜>",
+];
+
 /// The first of two alternatives that is not `No`.
 fn either(a: Match, b: impl FnOnce() -> Match) -> Match {
     match a {
@@ -150,7 +159,17 @@ pub(super) fn match_at(family: ToolFamily, s: &str) -> Match {
         }
         (ToolFamily::KimiK2, b'<') => tagged(s, Section::Kimi.begin(), Opening::Section(Section::Kimi), true),
         (ToolFamily::DeepSeekR1 | ToolFamily::DeepSeekV31, b'<') => {
-            tagged(s, Section::DeepSeek.begin(), Opening::Section(Section::DeepSeek), true)
+            // The R1 distills also misspell the section's opening marker.
+            let opening = Opening::Section(Section::DeepSeek);
+            let mut m = Match::No;
+            for marker in DEEPSEEK_BEGINS {
+                m = match (m, tagged(s, marker, opening, true)) {
+                    (_, start @ Match::Start { .. }) => return start,
+                    (Match::Partial, _) | (_, Match::Partial) => Match::Partial,
+                    _ => Match::No,
+                };
+            }
+            m
         }
         // The header is read whole by the harmony parser, from `<|start|>assistant`, from
         // `<|channel|>`, or from ` to=` where the generation prompt wrote `<|start|>assistant`.

@@ -224,6 +224,9 @@ fn deepseek_call(s: &str, end: bool) -> Step {
     const END: &str = "<｜tool▁call▁end｜>";
     let r = match after(s, "<｜tool▁call▁begin｜>") {
         Ok(r) => r,
+        // The R1 distills may leave the call's opening marker out before `function<｜tool▁sep｜>`.
+        Err(false) if s.starts_with("function<｜tool▁sep｜>") => s,
+        Err(false) if "function<｜tool▁sep｜>".starts_with(s) => return Step::Open,
         Err(open) => return open_or_invalid(open),
     };
     let (first, rest) = match head(r, "<｜tool▁sep｜>") {
