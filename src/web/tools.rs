@@ -87,7 +87,8 @@ impl ToolCallParser {
 #[wasm_bindgen]
 impl WickModel {
     /// The syntax of this model's tool calls, read from its chat template: `llama3`, `hermes`,
-    /// `qwen3-coder`, `mistral`, `mistral-args` or `generic`.
+    /// `qwen3-coder`, `mistral`, `mistral-args`, `glm`, `seed-oss`, `nemotron`, `kimi-k2`,
+    /// `deepseek-r1`, `deepseek-v3.1`, `gpt-oss` or `generic`.
     #[wasm_bindgen(getter, js_name = toolFamily)]
     pub fn tool_family(&self) -> Result<String, JsValue> {
         let m = self.get()?;

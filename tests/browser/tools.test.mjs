@@ -43,6 +43,8 @@ test('the wasm parser gives the same calls in pieces of any size', () => {
     ['qwen3-coder', '<tool_call>\n<function=add>\n<parameter=a>\n1\n</parameter>\n</function>\n</tool_call>', '', [['add', { a: 1 }]]],
     ['llama3', '{"name": "get_weather", "parameters": {"city": "Paris"}}', '', [['get_weather', { city: 'Paris' }]]],
     ['generic', 'No call {here}.', 'No call {here}.', []],
+    ['glm', '<tool_call>get_weather<arg_key>city</arg_key><arg_value>Paris</arg_value></tool_call><tool_call>get_time<arg_key>tz</arg_key><arg_value>Europe/Paris</arg_value></tool_call>', '', [['get_weather', { city: 'Paris' }], ['get_time', { tz: 'Europe/Paris' }]]],
+    ['kimi-k2', "I'll check both.<|tool_calls_section_begin|><|tool_call_begin|>functions.get_weather:0<|tool_call_argument_begin|>{\"city\": \"Paris\"}<|tool_call_end|><|tool_call_begin|>functions.get_time:1<|tool_call_argument_begin|>{\"tz\": \"Europe/Paris\"}<|tool_call_end|><|tool_calls_section_end|>", "I'll check both.", [['get_weather', { city: 'Paris' }], ['get_time', { tz: 'Europe/Paris' }]]],
   ];
   for (const [family, text, content, calls] of cases) {
     for (let size = 1; size <= text.length; size++) {

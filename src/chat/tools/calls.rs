@@ -1,5 +1,5 @@
 //! A complete call's text to the calls it holds: JSON objects in their several shapes,
-//! Qwen3-Coder's XML, and Mistral's `NAME[ARGS]{...}`. `None` when the text is not a call.
+//! Qwen3-Coder's XML, GLM's key and value pairs, and Mistral's `NAME[ARGS]{...}`. `None` when the text is not a call.
 
 use serde_json::{Map, Value};
 
@@ -16,12 +16,12 @@ pub(super) struct RawCall {
 /// The longest function name a call may have.
 const MAX_NAME: usize = 256;
 
-fn valid_name(name: &str) -> bool {
+pub(super) fn valid_name(name: &str) -> bool {
     !name.is_empty() && name.len() <= MAX_NAME && !name.chars().any(|c| c.is_whitespace() || c.is_control())
 }
 
 /// Arguments given as an object, or as the JSON text of one, as JSON text.
-fn arguments_text(v: Option<&Value>) -> Option<String> {
+pub(super) fn arguments_text(v: Option<&Value>) -> Option<String> {
     match v {
         None | Some(Value::Null) => Some("{}".into()),
         Some(o @ Value::Object(_)) => serde_json::to_string(o).ok(),
@@ -121,12 +121,7 @@ pub(super) fn xml_calls(body: &str, string_param: &dyn Fn(&str, &str) -> bool) -
             let p = params.strip_prefix("<parameter=")?;
             let (pname, p) = p.split_once('>')?;
             let (raw, p) = p.split_once("</parameter>")?;
-            let text = xml_value(raw);
-            let value = match serde_json::from_str::<Value>(text) {
-                Ok(v) if !string_param(name, pname) => v,
-                _ => Value::String(text.to_string()),
-            };
-            args.insert(pname.to_string(), value);
+            args.insert(pname.to_string(), typed_value(name, pname, xml_value(raw), string_param));
             params = p.trim();
         }
         calls.push(RawCall {
@@ -137,6 +132,43 @@ pub(super) fn xml_calls(body: &str, string_param: &dyn Fn(&str, &str) -> bool) -
         rest = tail.trim();
     }
     (!calls.is_empty()).then_some(calls)
+}
+
+/// A parameter's value as the XML families write it: JSON where it reads as JSON, unless the
+/// tool declares the parameter a string (`string_param(function, parameter)`).
+fn typed_value(function: &str, param: &str, text: &str, string_param: &dyn Fn(&str, &str) -> bool) -> Value {
+    match serde_json::from_str::<Value>(text) {
+        Ok(v) if !string_param(function, param) => v,
+        _ => Value::String(text.to_string()),
+    }
+}
+
+/// GLM's call body: `NAME` then `<arg_key>K</arg_key><arg_value>V</arg_value>` pairs (with or
+/// without newlines between them); values as [`typed_value`] reads them.
+pub(super) fn arg_calls(body: &str, string_param: &dyn Fn(&str, &str) -> bool) -> Option<Vec<RawCall>> {
+    let (name, mut rest) = match body.find("<arg_key>") {
+        Some(p) => (body[..p].trim(), &body[p..]),
+        None => (body.trim(), ""),
+    };
+    if !valid_name(name) {
+        return None;
+    }
+    let mut args = Map::new();
+    loop {
+        rest = rest.trim_start();
+        if rest.is_empty() {
+            break;
+        }
+        let (key, r) = rest.strip_prefix("<arg_key>")?.split_once("</arg_key>")?;
+        let (raw, r) = r.trim_start().strip_prefix("<arg_value>")?.split_once("</arg_value>")?;
+        args.insert(key.trim().to_string(), typed_value(name, key.trim(), raw, string_param));
+        rest = r;
+    }
+    Some(vec![RawCall {
+        name: name.to_string(),
+        arguments: serde_json::to_string(&Value::Object(args)).ok()?,
+        id: None,
+    }])
 }
 
 #[cfg(test)]
@@ -163,5 +195,16 @@ mod tests {
         .unwrap();
         assert_eq!(c[0].arguments, r#"{"city":"Paris","days":3}"#);
         assert!(xml_calls("<function=f><parameter=x>1", &|_, _| false).is_none());
+    }
+
+    #[test]
+    fn glm_pairs() {
+        let c = arg_calls("get_weather\n<arg_key>city</arg_key>\n<arg_value>Paris</arg_value>\n<arg_key>days</arg_key>\n<arg_value>3</arg_value>\n", &|_, _| false).unwrap();
+        assert_eq!(c[0].arguments, r#"{"city":"Paris","days":3}"#);
+        let c = arg_calls("f<arg_key>zip</arg_key><arg_value>75001</arg_value>", &|_, p| p == "zip").unwrap();
+        assert_eq!(c[0].arguments, r#"{"zip":"75001"}"#);
+        assert_eq!(arg_calls("get_time", &|_, _| false).unwrap()[0].arguments, "{}");
+        assert!(arg_calls("two words", &|_, _| false).is_none());
+        assert!(arg_calls("f<arg_key>x</arg_key>", &|_, _| false).is_none());
     }
 }

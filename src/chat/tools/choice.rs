@@ -4,14 +4,16 @@
 //!
 //! `auto` gets a lazy grammar (what llama.cpp does in its sampler with trigger words, here in
 //! the grammar itself): any text that does not contain the family's trigger (`<tool_call>`,
-//! `[TOOL_CALLS]`, or `{"name"` for the JSON families, with any whitespace after the brace), or text up to the first trigger, then
+//! `[TOOL_CALLS]`, a section's opening marker, gpt-oss's `to=functions.`, or `{"name"` for the
+//! JSON families, with any whitespace after the brace), or text up to the first trigger, then
 //! a call forced exactly as under `required`. The prefix is one `[lazy]` lexeme, so it ends at
 //! the first trigger; the free alternative is a regex that excludes the trigger (`& ~`), so
 //! once the trigger is written the free way is closed. A trigger that is a control token is
 //! named by id and needs no exclusion (text lexemes never match a control token).
 
-use serde_json::{json, Value};
+use serde_json::Value;
 
+use super::syntax::{regex_escape, Grammar};
 use super::ToolFamily;
 use crate::constrain::Constraint;
 use crate::{Error, Result};
@@ -130,15 +132,14 @@ pub fn tool_choice_grammar(
         return Err(Error::InvalidArgument("tool_choice 'required' needs at least one tool".into()));
     }
     let lazy = *choice == ToolChoice::Auto;
-    // Under `auto` the trigger opens the call: it is written by the free prefix, so the first
-    // call (Hermes, Qwen3-Coder, JSON) or the start rule (Mistral) leaves it out.
-    let trigger = match family {
-        ToolFamily::Hermes | ToolFamily::Qwen3Coder => "<tool_call>",
-        ToolFamily::Mistral | ToolFamily::MistralArgs => "[TOOL_CALLS]",
-        ToolFamily::Llama3 | ToolFamily::Generic => "{\"name\"",
-    };
-    let in_call = !matches!(family, ToolFamily::Mistral | ToolFamily::MistralArgs);
-    let mut g = Grammar { lines: Vec::new(), n: 0 };
+    let trigger = trigger(family);
+    let mut g = Grammar::new(special);
+    // The families whose calls are wrapped (a list, a section) rather than written one by one.
+    let wrapped = wrapped(family, parallel, &g);
+    // Under `auto` the trigger is written by the free prefix: where it opens a call (Hermes,
+    // Qwen3-Coder, GLM, Seed-OSS, JSON) or lies inside one (gpt-oss's `to=functions.`), the
+    // first call leaves it out; where it opens a wrapper, the wrapper follows it.
+    let in_call = wrapped.is_none() && family != ToolFamily::MistralArgs;
     let mut calls = Vec::new();
     let mut firsts = Vec::new();
     for f in &functions {
@@ -151,19 +152,16 @@ pub fn tool_choice_grammar(
     if !firsts.is_empty() {
         g.lines.push(format!("first_call: {}", firsts.join(" | ")));
     }
-    let marker = |text: &str| match special(text) {
-        Some(id) => format!("<[{id}]>"),
-        None => lit(text),
-    };
+    // The families whose calls follow each other on lines of their own.
+    let lines =
+        matches!(family, ToolFamily::Hermes | ToolFamily::Qwen3Coder | ToolFamily::Glm | ToolFamily::SeedOss);
     if lazy {
         // What follows the trigger: the rest of the first call, then what `required` allows.
-        let rest = match (family, parallel) {
-            (ToolFamily::Hermes | ToolFamily::Qwen3Coder, true) => "first_call (\"\\n\" call)*".to_string(),
-            (ToolFamily::Mistral, p) => {
-                format!("\"[\" call{} \"]\"", if p { " (\", \" call)*" } else { "" })
-            }
-            (ToolFamily::MistralArgs, true) => format!("call ({} call)*", marker("[TOOL_CALLS]")),
-            (ToolFamily::MistralArgs, false) => "call".to_string(),
+        let rest = match (family, parallel, &wrapped) {
+            (_, _, Some(w)) => w.clone(),
+            (_, true, _) if lines => "first_call (\"\\n\" call)*".to_string(),
+            (ToolFamily::MistralArgs, true, _) => format!("call ({} call)*", g.marker("[TOOL_CALLS]")),
+            (ToolFamily::MistralArgs, false, _) => "call".to_string(),
             _ => "first_call".to_string(),
         };
         let start = match special(trigger) {
@@ -192,14 +190,11 @@ pub fn tool_choice_grammar(
         g.lines.insert(0, start);
         return Ok(Some(Constraint::Lark(g.lines.join("\n"))));
     }
-    let start = match (family, parallel) {
-        (ToolFamily::Hermes | ToolFamily::Qwen3Coder, true) => "call (\"\\n\" call)*".to_string(),
-        (ToolFamily::Mistral, p) => {
-            let more = if p { " (\", \" call)*" } else { "" };
-            format!("{} \"[\" call{more} \"]\"", marker("[TOOL_CALLS]"))
-        }
-        (ToolFamily::MistralArgs, p) => {
-            format!("({} call){}", marker("[TOOL_CALLS]"), if p { "+" } else { "" })
+    let start = match (family, parallel, wrapped) {
+        (_, _, Some(w)) => format!("{} {w}", g.marker(trigger)),
+        (_, true, _) if lines => "call (\"\\n\" call)*".to_string(),
+        (ToolFamily::MistralArgs, p, _) => {
+            format!("({} call){}", g.marker("[TOOL_CALLS]"), if p { "+" } else { "" })
         }
         _ => "call".to_string(),
     };
@@ -207,151 +202,38 @@ pub fn tool_choice_grammar(
     Ok(Some(Constraint::Lark(g.lines.join("\n"))))
 }
 
-/// `s` as a regex matching itself, for a Lark `/.../` (which ends at an unescaped `/`).
-fn regex_escape(s: &str) -> String {
-    let mut out = String::new();
-    for c in s.chars() {
-        if "\\.+*?()|[]{}^$/-#&~\"".contains(c) {
-            out.push('\\');
-        }
-        out.push(c);
-    }
-    out
-}
-
-/// A Lark string literal (JSON's escapes are Lark's).
-fn lit(s: &str) -> String {
-    serde_json::to_string(s).unwrap_or_default()
-}
-
-/// Every object of `schema` that lists `properties` and says nothing of others gets
-/// `additionalProperties: false`: a function takes the parameters it declares (as llama.cpp's
-/// tool grammars and OpenAI's strict mode read it), and a small model let free to add keys
-/// keeps adding them until `max_tokens`.
-fn close_objects(schema: &mut Value, depth: usize) {
-    if depth > 64 {
-        return;
-    }
-    let Value::Object(m) = schema else { return };
-    if m.contains_key("properties") && !m.contains_key("additionalProperties") {
-        m.insert("additionalProperties".into(), Value::Bool(false));
-    }
-    // The subschemas: maps of them, lists of them, and single ones.
-    for key in ["properties", "$defs", "definitions"] {
-        if let Some(Value::Object(sub)) = m.get_mut(key) {
-            sub.values_mut().for_each(|v| close_objects(v, depth + 1));
-        }
-    }
-    for key in ["anyOf", "oneOf", "allOf", "prefixItems"] {
-        if let Some(Value::Array(sub)) = m.get_mut(key) {
-            sub.iter_mut().for_each(|v| close_objects(v, depth + 1));
-        }
-    }
-    for key in ["items", "additionalProperties"] {
-        if let Some(v) = m.get_mut(key) {
-            close_objects(v, depth + 1);
-        }
+/// The text whose writing starts a call under `auto`.
+fn trigger(family: ToolFamily) -> &'static str {
+    match family {
+        ToolFamily::Hermes | ToolFamily::Qwen3Coder | ToolFamily::Glm => "<tool_call>",
+        ToolFamily::SeedOss => "<seed:tool_call>",
+        ToolFamily::Mistral | ToolFamily::MistralArgs => "[TOOL_CALLS]",
+        ToolFamily::Nemotron => "<TOOLCALL>",
+        ToolFamily::KimiK2 => "<|tool_calls_section_begin|>",
+        ToolFamily::DeepSeekR1 | ToolFamily::DeepSeekV31 => "<｜tool▁calls▁begin｜>",
+        ToolFamily::GptOss => "to=functions.",
+        ToolFamily::Llama3 | ToolFamily::Generic => "{\"name\"",
     }
 }
 
-/// A JSON schema with wick's compact layout (as [`Constraint::JsonSchema`] gets it) and its
-/// objects closed ([`close_objects`]).
-fn json_rule(schema: &Value) -> Result<String> {
-    let mut s = match schema {
-        Value::Object(_) => schema.clone(),
-        Value::Bool(true) | Value::Null => json!({}),
-        _ => return Err(Error::InvalidArgument("a parameter's schema must be a JSON schema object".into())),
-    };
-    close_objects(&mut s, 0);
-    if let Value::Object(m) = &mut s {
-        m.entry("x-guidance").or_insert(
-            json!({ "whitespace_flexible": false, "item_separator": ", ", "key_separator": ": " }),
-        );
-    }
-    Ok(format!("%json {}", serde_json::to_string(&s).map_err(|e| Error::InvalidArgument(e.to_string()))?))
-}
-
-/// The Lark rules being built.
-struct Grammar {
-    lines: Vec<String>,
-    n: usize,
-}
-
-impl Grammar {
-    /// A new rule holding `body`; returns its name.
-    fn rule(&mut self, body: String) -> String {
-        self.n += 1;
-        let name = format!("r{}", self.n);
-        self.lines.push(format!("{name}: {body}"));
-        name
-    }
-
-    /// The expansion of one call of `f` in `family`'s syntax, less `lead` (the text already
-    /// written before it: the trigger of a lazy grammar) where its first literal starts so.
-    fn call(&mut self, family: ToolFamily, f: &Value, lead: &str) -> Result<String> {
-        let name = f["name"].as_str().unwrap_or_default();
-        let params = match f.get("parameters") {
-            Some(p @ Value::Object(_)) => p.clone(),
-            _ => json!({ "type": "object" }),
-        };
-        if family == ToolFamily::Qwen3Coder {
-            return self.xml_call(name, &params, lead);
-        }
-        let args = self.rule(json_rule(&params)?);
-        let head = |text: &str| lit(text.strip_prefix(lead).filter(|t| !t.is_empty()).unwrap_or(text));
-        let obj = |key: &str, lead_here: bool| {
-            let text = format!("{{\"name\": \"{name}\", \"{key}\": ");
-            format!("{} {args} \"}}\"", if lead_here { head(&text) } else { lit(&text) })
-        };
-        Ok(match family {
-            ToolFamily::Hermes => {
-                format!("{} {} \"\\n</tool_call>\"", head("<tool_call>\n"), obj("arguments", false))
-            }
-            ToolFamily::Llama3 => obj("parameters", true),
-            ToolFamily::MistralArgs => format!("{} {args}", lit(&format!("{name}[ARGS]"))),
-            _ => obj("arguments", true),
-        })
-    }
-
-    /// Qwen3-Coder's `<function=NAME>` call: each property of the schema in its order (the
-    /// required ones always, the others optional), strings as raw text, the rest as JSON.
-    fn xml_call(&mut self, name: &str, params: &Value, lead: &str) -> Result<String> {
-        let required: Vec<&str> = params
-            .get("required")
-            .and_then(Value::as_array)
-            .map(|r| r.iter().filter_map(Value::as_str).collect())
-            .unwrap_or_default();
-        let open_call = format!("<tool_call>\n<function={name}>\n");
-        let mut parts = vec![lit(open_call.strip_prefix(lead).unwrap_or(&open_call))];
-        for (p, schema) in params.get("properties").and_then(Value::as_object).into_iter().flatten() {
-            let open = lit(&format!("<parameter={p}>\n"));
-            let close = lit("\n</parameter>\n");
-            let plain_string = schema.get("type").and_then(Value::as_str) == Some("string")
-                && !["enum", "const", "pattern", "format", "minLength", "maxLength"]
-                    .iter()
-                    .any(|k| schema.get(k).is_some());
-            let entry = if plain_string {
-                // Any text without "</" (so it cannot run past its closing tag), then the tag.
-                let text = self.rule(r#"/([^<]|<[^\/])*\n<\/parameter>\n/"#.to_string());
-                format!("{open} {text}")
-            } else {
-                let value = self.rule(json_rule(schema)?);
-                format!("{open} {value} {close}")
-            };
-            if required.contains(&p.as_str()) {
-                parts.push(entry);
-            } else {
-                parts.push(format!("({entry})?"));
-            }
-        }
-        parts.push(lit("</function>\n</tool_call>"));
-        Ok(parts.join(" "))
-    }
+/// What follows the trigger of a family whose calls are wrapped: Mistral's and Nemotron's JSON
+/// list, Kimi K2's and DeepSeek's section (closed by its marker). `None` for the others.
+fn wrapped(family: ToolFamily, parallel: bool, g: &Grammar<'_>) -> Option<String> {
+    let more = |sep: &str| if parallel { format!(" ({sep}call)*") } else { String::new() };
+    Some(match family {
+        ToolFamily::Mistral => format!("\"[\" call{} \"]\"", more("\", \" ")),
+        ToolFamily::Nemotron => format!("\"[\" call{} \"]\" {}", more("\", \" "), g.marker("</TOOLCALL>")),
+        ToolFamily::KimiK2 => format!("call{} {}", more(""), g.marker("<|tool_calls_section_end|>")),
+        ToolFamily::DeepSeekR1 => format!("call{} {}", more("\"\\n\" "), g.marker("<｜tool▁calls▁end｜>")),
+        ToolFamily::DeepSeekV31 => format!("call{} {}", more(""), g.marker("<｜tool▁calls▁end｜>")),
+        _ => return None,
+    })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     #[test]
     fn choices_read() {
@@ -361,21 +243,6 @@ mod tests {
             ToolChoice::Function("f".into())
         );
         assert!(ToolChoice::from_json(&json!("always")).is_err());
-    }
-
-    #[test]
-    fn objects_are_closed() {
-        let mut s = json!({"type": "object", "properties": {
-            "properties": {"type": "string"},
-            "inner": {"type": "object", "properties": {"x": {"type": "integer"}}},
-            "open": {"type": "object", "properties": {}, "additionalProperties": true}},
-            "$defs": {"d": {"properties": {"y": {}}}}});
-        close_objects(&mut s, 0);
-        assert_eq!(s["additionalProperties"], false);
-        assert_eq!(s["properties"]["inner"]["additionalProperties"], false);
-        assert_eq!(s["properties"]["open"]["additionalProperties"], true);
-        assert_eq!(s["$defs"]["d"]["additionalProperties"], false);
-        assert!(s["properties"].get("additionalProperties").is_none());
     }
 
     #[test]

@@ -1,16 +1,32 @@
 //! Where a call starts in the text, and where a JSON value ends.
 
+use super::sections::Section;
 use super::ToolFamily;
+
+/// How the text between a call's tags reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum TagBody {
+    /// JSON: one call object or a list of them.
+    Json,
+    /// Qwen3-Coder's (and Seed-OSS's) `<function=NAME><parameter=P>` XML, else JSON.
+    Xml,
+    /// GLM's `NAME<arg_key>K</arg_key><arg_value>V</arg_value>...`, else JSON.
+    ArgPairs,
+}
 
 /// How the text after a start marker is read.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Opening {
-    /// Everything up to `end` is the call's body (JSON, or Qwen3-Coder's XML when `xml`).
-    Tagged { end: &'static str, xml: bool },
+    /// Everything up to `end` is the call's body.
+    Tagged { end: &'static str, body: TagBody },
     /// One JSON value (object or list) is the body; leading whitespace is skipped.
     Json,
     /// Mistral: a JSON list, or `NAME[ARGS]{...}`.
     Mistral,
+    /// A section of calls (Kimi K2, DeepSeek), each given out as soon as it is complete.
+    Section(Section),
+    /// A gpt-oss message header naming `functions.NAME`, then the JSON arguments.
+    Harmony,
 }
 
 /// What the text at a position is.
@@ -93,9 +109,32 @@ fn json_call(s: &str, keys: &[&str]) -> Match {
     }
 }
 
+/// DeepSeek's section opening, and the spellings of it the R1 distills write.
+const DEEPSEEK_BEGINS: [&str; 5] = [
+    "<｜tool▁calls▁begin｜>",
+    "<｜tool_calls_begin｜>",
+    "<｜tool calls begin｜>",
+    "<｜tool\\_calls\\_begin｜>",
+    "<｜tool▁calls｜>",
+];
+
+/// The first of two alternatives that is not `No`.
+fn either(a: Match, b: impl FnOnce() -> Match) -> Match {
+    match a {
+        Match::No => b(),
+        m => m,
+    }
+}
+
+/// Whether the character `c` may begin a call of `family` (the only places [`match_at`] is asked).
+pub(super) fn may_start(family: ToolFamily, c: char) -> bool {
+    matches!(c, '<' | '[' | '{') || (c == ' ' && family == ToolFamily::GptOss)
+}
+
 /// Whether a call of `family` starts at the beginning of `s`.
 pub(super) fn match_at(family: ToolFamily, s: &str) -> Match {
-    let hermes = Opening::Tagged { end: "</tool_call>", xml: false };
+    let hermes = Opening::Tagged { end: "</tool_call>", body: TagBody::Json };
+    let xml = |end| Opening::Tagged { end, body: TagBody::Xml };
     let first = match s.as_bytes().first() {
         Some(c) => *c,
         None => return Match::No,
@@ -104,15 +143,42 @@ pub(super) fn match_at(family: ToolFamily, s: &str) -> Match {
         (ToolFamily::Hermes, b'<') => tagged(s, "<tool_call>", hermes, true),
         (ToolFamily::Generic, b'<') => tagged(s, "<tool_call>", hermes, true),
         (ToolFamily::Generic, b'{') => json_call(s, &JSON_CALL_KEYS[..4]),
-        (ToolFamily::Qwen3Coder, b'<') => {
-            let xml = Opening::Tagged { end: "</tool_call>", xml: true };
-            match tagged(s, "<tool_call>", xml, true) {
-                Match::No => {
-                    tagged(s, "<function=", Opening::Tagged { end: "</function>", xml: true }, false)
-                }
-                m => m,
-            }
+        (ToolFamily::Qwen3Coder, b'<') => either(tagged(s, "<tool_call>", xml("</tool_call>"), true), || {
+            tagged(s, "<function=", xml("</function>"), false)
+        }),
+        (ToolFamily::SeedOss, b'<') => {
+            either(tagged(s, "<seed:tool_call>", xml("</seed:tool_call>"), true), || {
+                tagged(s, "<function=", xml("</function>"), false)
+            })
         }
+        (ToolFamily::Glm, b'<') => {
+            tagged(s, "<tool_call>", Opening::Tagged { end: "</tool_call>", body: TagBody::ArgPairs }, true)
+        }
+        (ToolFamily::Nemotron, b'<') => {
+            tagged(s, "<TOOLCALL>", Opening::Tagged { end: "</TOOLCALL>", body: TagBody::Json }, true)
+        }
+        (ToolFamily::KimiK2, b'<') => tagged(s, Section::Kimi.begin(), Opening::Section(Section::Kimi), true),
+        (ToolFamily::DeepSeekR1 | ToolFamily::DeepSeekV31, b'<') => {
+            // The R1 distills also misspell the section's opening marker.
+            let opening = Opening::Section(Section::DeepSeek);
+            let mut m = Match::No;
+            for marker in DEEPSEEK_BEGINS {
+                m = match (m, tagged(s, marker, opening, true)) {
+                    (_, start @ Match::Start { .. }) => return start,
+                    (Match::Partial, _) | (_, Match::Partial) => Match::Partial,
+                    _ => Match::No,
+                };
+            }
+            m
+        }
+        // The header is read whole by the harmony parser, from `<|start|>assistant`, from
+        // `<|channel|>`, or from ` to=` where the generation prompt wrote `<|start|>assistant`.
+        (ToolFamily::GptOss, b'<') => {
+            either(tagged(s, "<|start|>assistant", Opening::Harmony, false), || {
+                tagged(s, "<|channel|>", Opening::Harmony, false)
+            })
+        }
+        (ToolFamily::GptOss, b' ') => tagged(s, " to=functions.", Opening::Harmony, false),
         (ToolFamily::Llama3, b'<') => tagged(s, "<|python_tag|>", Opening::Json, true),
         (ToolFamily::Llama3, b'{') => json_call(s, &["name", "type", "function"]),
         (ToolFamily::Mistral | ToolFamily::MistralArgs, b'[') => {

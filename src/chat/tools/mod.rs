@@ -8,6 +8,14 @@
 //! - Qwen3-Coder: `<tool_call><function=f><parameter=p>value</parameter></function></tool_call>`;
 //! - Mistral: `[TOOL_CALLS][{"name": "f", "arguments": {...}}]`, and the newer
 //!   `[TOOL_CALLS]f[ARGS]{...}`;
+//! - GLM 4.5/4.6/4.7 (and Ling, Laguna): `<tool_call>f\n<arg_key>p</arg_key>\n<arg_value>v</arg_value>\n</tool_call>`;
+//! - Seed-OSS: `<seed:tool_call>\n<function=f>\n<parameter=p>v</parameter>\n</function>\n</seed:tool_call>`;
+//! - NVIDIA Nemotron Nano 2: `<TOOLCALL>[{"name": "f", "arguments": {...}}]</TOOLCALL>`;
+//! - Kimi K2: `<|tool_calls_section_begin|><|tool_call_begin|>functions.f:0<|tool_call_argument_begin|>{...}<|tool_call_end|><|tool_calls_section_end|>`;
+//! - DeepSeek V3/R1: `<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>f\n```json\n{...}\n```<｜tool▁call▁end｜><｜tool▁calls▁end｜>`,
+//!   and V3.1's `<｜tool▁call▁begin｜>f<｜tool▁sep｜>{...}<｜tool▁call▁end｜>` (each family reads both);
+//! - gpt-oss (harmony): `<|channel|>commentary to=functions.f <|constrain|>json<|message|>{...}<|call|>`,
+//!   or with the recipient before the channel (`<|start|>assistant to=functions.f<|channel|>commentary json<|message|>`);
 //! - generic: a bare JSON object `{"name": "f", "arguments": {...}}` (or `{"tool_call": {...}}`,
 //!   `{"tool_calls": [...]}`), and `<tool_call>` tags as Hermes writes them.
 //!
@@ -22,8 +30,11 @@
 
 mod calls;
 mod choice;
+mod harmony;
 mod markers;
+mod sections;
 mod stream;
+mod syntax;
 
 pub use choice::{tool_choice_grammar, validate_tools, ToolChoice};
 pub use stream::{ToolCallStream, ToolDelta};
@@ -41,23 +52,47 @@ pub enum ToolFamily {
     Mistral,
     /// Mistral (v11 tokenizer and later): `[TOOL_CALLS]NAME[ARGS]{...}`, one per call.
     MistralArgs,
+    /// GLM 4.5 to 4.7 (and Ling 3, Laguna): `<tool_call>NAME` + `<arg_key>K</arg_key><arg_value>V</arg_value>`
+    /// pairs + `</tool_call>`.
+    Glm,
+    /// Seed-OSS: `<seed:tool_call>` + Qwen3-Coder's `<function=NAME><parameter=P>` XML + `</seed:tool_call>`.
+    SeedOss,
+    /// NVIDIA Nemotron Nano 2: `<TOOLCALL>` + a JSON list of `{"name", "arguments"}` + `</TOOLCALL>`.
+    Nemotron,
+    /// Kimi K2: `<|tool_call_begin|>functions.NAME:IDX<|tool_call_argument_begin|>{...}<|tool_call_end|>`
+    /// calls in a `<|tool_calls_section_begin|>` ... `<|tool_calls_section_end|>` section.
+    KimiK2,
+    /// DeepSeek V3 and R1: `<｜tool▁call▁begin｜>function<｜tool▁sep｜>NAME` + a fenced JSON block +
+    /// `<｜tool▁call▁end｜>`, in a `<｜tool▁calls▁begin｜>` ... `<｜tool▁calls▁end｜>` section.
+    DeepSeekR1,
+    /// DeepSeek V3.1: `<｜tool▁call▁begin｜>NAME<｜tool▁sep｜>{...}<｜tool▁call▁end｜>` in the same section.
+    DeepSeekV31,
+    /// gpt-oss (harmony): a `commentary` message to `functions.NAME` whose body is the JSON arguments.
+    GptOss,
     /// Anything else: a bare JSON object with `name` and `arguments` (or `parameters`).
     Generic,
 }
 
 impl ToolFamily {
     /// Every family, in the order of [`ToolFamily::name`].
-    pub const ALL: [ToolFamily; 6] = [
+    pub const ALL: [ToolFamily; 13] = [
         ToolFamily::Llama3,
         ToolFamily::Hermes,
         ToolFamily::Qwen3Coder,
         ToolFamily::Mistral,
         ToolFamily::MistralArgs,
+        ToolFamily::Glm,
+        ToolFamily::SeedOss,
+        ToolFamily::Nemotron,
+        ToolFamily::KimiK2,
+        ToolFamily::DeepSeekR1,
+        ToolFamily::DeepSeekV31,
+        ToolFamily::GptOss,
         ToolFamily::Generic,
     ];
 
-    /// The family's name: `llama3`, `hermes`, `qwen3-coder`, `mistral`, `mistral-args`,
-    /// `generic`.
+    /// The family's name: `llama3`, `hermes`, `qwen3-coder`, `mistral`, `mistral-args`, `glm`,
+    /// `seed-oss`, `nemotron`, `kimi-k2`, `deepseek-r1`, `deepseek-v3.1`, `gpt-oss`, `generic`.
     pub fn name(self) -> &'static str {
         match self {
             ToolFamily::Llama3 => "llama3",
@@ -65,6 +100,13 @@ impl ToolFamily {
             ToolFamily::Qwen3Coder => "qwen3-coder",
             ToolFamily::Mistral => "mistral",
             ToolFamily::MistralArgs => "mistral-args",
+            ToolFamily::Glm => "glm",
+            ToolFamily::SeedOss => "seed-oss",
+            ToolFamily::Nemotron => "nemotron",
+            ToolFamily::KimiK2 => "kimi-k2",
+            ToolFamily::DeepSeekR1 => "deepseek-r1",
+            ToolFamily::DeepSeekV31 => "deepseek-v3.1",
+            ToolFamily::GptOss => "gpt-oss",
             ToolFamily::Generic => "generic",
         }
     }
@@ -74,9 +116,15 @@ impl ToolFamily {
         ToolFamily::ALL.into_iter().find(|f| f.name() == name)
     }
 
-    /// The family of a chat template, from the call markers its text contains.
+    /// The family of a chat template, from the call markers its text contains. The markers of
+    /// the families that reuse another's tags (Seed-OSS's XML, GLM's `<tool_call>`) are looked
+    /// for first.
     pub fn detect(template: &str) -> ToolFamily {
-        if template.contains("<function=") && template.contains("<parameter=") {
+        if template.contains("<seed:tool_call>") {
+            ToolFamily::SeedOss
+        } else if template.contains("<arg_key>") && template.contains("<tool_call>") {
+            ToolFamily::Glm
+        } else if template.contains("<function=") && template.contains("<parameter=") {
             ToolFamily::Qwen3Coder
         } else if template.contains("<tool_call>") {
             ToolFamily::Hermes
@@ -86,6 +134,19 @@ impl ToolFamily {
             } else {
                 ToolFamily::Mistral
             }
+        } else if template.contains("<TOOLCALL>") {
+            ToolFamily::Nemotron
+        } else if template.contains("<|tool_calls_section_begin|>") {
+            ToolFamily::KimiK2
+        } else if template.contains("<｜tool▁calls▁begin｜>") {
+            // R1 and V3 fence the arguments as a JSON block after `function<｜tool▁sep｜>NAME`.
+            if template.contains("```json") {
+                ToolFamily::DeepSeekR1
+            } else {
+                ToolFamily::DeepSeekV31
+            }
+        } else if template.contains("<|channel|>") && template.contains("<|call|>") {
+            ToolFamily::GptOss
         } else if template.contains("<|python_tag|>")
             || (template.contains("<|start_header_id|>") && template.contains("\"parameters\""))
         {

@@ -1,7 +1,9 @@
 //! The streaming parser: text in, OpenAI-style deltas out.
 
-use super::calls::{json_calls, mistral_named, xml_calls, RawCall};
-use super::markers::{json_end, match_at, JsonEnd, Match, Opening};
+use super::calls::{arg_calls, json_calls, mistral_named, xml_calls, RawCall};
+use super::harmony::harmony_body;
+use super::markers::{json_end, match_at, may_start, JsonEnd, Match, Opening, TagBody};
+use super::sections::section_body;
 use super::ToolFamily;
 
 /// A piece of parsed output, as OpenAI streams a chat completion's `delta`.
@@ -31,9 +33,11 @@ pub enum ToolDelta {
 const MAX_MISTRAL_HEAD: usize = 300;
 
 /// How far a call's body has come.
-enum Body {
+pub(super) enum Body {
     /// Complete: `len` bytes (end marker included), holding these calls (None: not a call).
     Done { len: usize, calls: Option<Vec<RawCall>> },
+    /// A section of calls goes on: its first `len` bytes held these calls, given out now.
+    Progress { len: usize, calls: Vec<RawCall> },
     /// The text ends inside it.
     Open,
     /// Not a call after all: the marker is content.
@@ -90,8 +94,8 @@ impl ToolCallStream {
         self
     }
 
-    /// The tools of the request (OpenAI's list): Qwen3-Coder's parameter values of a declared
-    /// `string` type stay strings even when they read as JSON (`"123"`).
+    /// The tools of the request (OpenAI's list): the XML families' parameter values (Qwen3-Coder,
+    /// Seed-OSS, GLM) of a declared `string` type stay strings even when they read as JSON (`"123"`).
     pub fn tools(mut self, tools: &serde_json::Value) -> ToolCallStream {
         self.string_params.clear();
         for t in tools.as_array().map(Vec::as_slice).unwrap_or_default() {
@@ -188,7 +192,13 @@ impl ToolCallStream {
     fn drain(&mut self, end: bool, out: &mut Vec<ToolDelta>) {
         loop {
             if let Some((skip, opening)) = self.open {
-                match self.body(opening, &self.buf[skip..], end) {
+                match self.body(opening, &self.buf[skip..], end, skip > 0) {
+                    Body::Progress { len, calls } => {
+                        // The marker and these calls are taken; the section stays open.
+                        self.buf.drain(..skip + len);
+                        self.open = Some((0, opening));
+                        self.emit_calls(calls, out);
+                    }
                     Body::Done { len, calls } => {
                         let raw: String = self.buf.drain(..skip + len).collect();
                         self.open = None;
@@ -211,7 +221,7 @@ impl ToolCallStream {
             let mut hold = None;
             let mut start = None;
             for (i, c) in self.buf.char_indices() {
-                if !matches!(c, '<' | '[' | '{') {
+                if !may_start(self.family, c) {
                     continue;
                 }
                 match match_at(self.family, &self.buf[i..]) {
@@ -239,30 +249,37 @@ impl ToolCallStream {
         }
     }
 
-    /// How far the body of a call (the text after its marker) has come.
-    fn body(&self, opening: Opening, body: &str, end: bool) -> Body {
+    /// How far the body of a call (the text after its marker) has come; `fresh`: its marker is
+    /// still in the text (a section whose calls are being given out is not fresh).
+    fn body(&self, opening: Opening, body: &str, end: bool, fresh: bool) -> Body {
         match opening {
-            Opening::Tagged { end: close, xml } => {
-                let parse = |text: &str| {
-                    if xml {
-                        let string =
-                            |f: &str, p: &str| self.string_params.iter().any(|(a, b)| a == f && b == p);
-                        xml_calls(text, &string).or_else(|| json_calls(text))
-                    } else {
-                        json_calls(text)
-                    }
+            Opening::Tagged { end: close, body: kind } => {
+                let string = |f: &str, p: &str| self.string_params.iter().any(|(a, b)| a == f && b == p);
+                let parse = |text: &str| match kind {
+                    TagBody::Json => json_calls(text),
+                    TagBody::Xml => xml_calls(text, &string).or_else(|| json_calls(text)),
+                    TagBody::ArgPairs => arg_calls(text, &string).or_else(|| json_calls(text)),
                 };
                 match body.find(close) {
                     Some(p) => Body::Done { len: p + close.len(), calls: parse(&body[..p]) },
-                    // A model that ends right after a complete call without closing the tag.
-                    None if end => match parse(body) {
-                        Some(c) => Body::Done { len: body.len(), calls: Some(c) },
-                        None => Body::Open,
-                    },
+                    // A model that ends right after a complete call without closing the tag: a
+                    // JSON call (complete when its brackets close) or a whole `<function=>`
+                    // (GLM's pairs cannot tell a cut call from a whole one).
+                    None if end
+                        && (kind == TagBody::Json
+                            || (kind == TagBody::Xml && body.trim_end().ends_with("</function>"))) =>
+                    {
+                        match parse(body) {
+                            Some(c) => Body::Done { len: body.len(), calls: Some(c) },
+                            None => Body::Open,
+                        }
+                    }
                     None => Body::Open,
                 }
             }
             Opening::Json => json_body(body, 0, json_calls),
+            Opening::Section(kind) => section_body(kind, body, end, fresh),
+            Opening::Harmony => harmony_body(body, end),
             Opening::Mistral => {
                 let ws = body.len() - body.trim_start().len();
                 let rest = &body[ws..];
