@@ -495,7 +495,12 @@ impl Kernel {
                     .set("QS", (m * d / 4).to_string())
                     .set("KS", (c * d / 4).to_string())
                     .set("PS", (m * c).to_string())
-                    .set("ACC", (4 * n).to_string())
+                    .set("ACC_DECLS", lines(n, |c| format!("var acc{c}: array<vec4<f32>, 4>;")))
+                    .set(
+                        "PV_CHUNKS",
+                        lines(n, |c| format!("    acc{c} = pv_chunk({c}u, acc{c}, k0, key_hi, pb, kb, lid);")),
+                    )
+                    .set("STORES", lines(n, |c| format!("store_chunk({c}u, acc{c}, m0, m_end, o, lid);")))
                     .set("SN", (4 * c / tj).to_string());
                 (attention_source(f16, tpl)?, "attention_tiled")
             }

@@ -90,7 +90,10 @@ fn attention_tiled(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocat
         rm[lid] = NEG;
         rl[lid] = 0.0;
     }
-    var acc: array<vec4<f32>, {{ACC}}>;
+    // Outputs of the invocation's four pairs, a variable per dimension chunk (acc0, acc1, ...:
+    // written out, so that no array is indexed by the chunk loops, which hold barriers and
+    // are not unrolled: an array indexed by anything but constants would live in memory).
+    {{ACC_DECLS}}
     // The tile's scores of the invocation's pairs and keys, zeroed by hand at every tile. Not
     // a `var` without initializer in the loop body: WGSL makes that a fresh zero at each
     // iteration, but Chromium's compiler (seen in Chromium 156 on SwiftShader) zeroes it once,
@@ -180,47 +183,60 @@ fn attention_tiled(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocat
         }
         workgroupBarrier();
 
-        for (var i = 0u; i < 4u; i++) {
-            let a = ra[4u * ti + i];
-            for (var c = 0u; c < NCH; c++) {
-                acc[c * 4u + i] *= a;
-            }
-        }
-        for (var c = 0u; c < NCH; c++) {
-            let c4 = c * (DC / 4u);
-            for (var i = lid; i < BC * DC / 4u; i += WG) {
-                let jl = i / (DC / 4u);
-                let dq = i % (DC / 4u);
-                let j = k0 + jl;
-                var v = vec4<f32>(0.0);
-                if (j < key_hi && c4 + dq < d4) {
-                    v = kv4(vc[(pb + jl) * (p.v_dim / 4u) + kb + c4 + dq]);
-                }
-                ks[jl * (DC / 4u) + dq] = v;
-            }
-            workgroupBarrier();
-            for (var j = 0u; j < BC; j++) {
-                let v = ks[j * (DC / 4u) + tj];
-                for (var i = 0u; i < 4u; i++) {
-                    acc[c * 4u + i] += ps[(4u * ti + i) * BC + j] * v;
-                }
-            }
-            workgroupBarrier();
-        }
+        {{PV_CHUNKS}}
     }
 
+    let o = (kvh * g * p.head_dim) / 4u + tj;
+    {{STORES}}
+}
+
+// Chunk c of the outputs of the invocation's pairs (`a`), rescaled by the tile's `ra`, plus
+// the tile's probabilities times the chunk's values, staged through `ks`. Called in uniform
+// control flow (barriers).
+fn pv_chunk(c: u32, a: array<vec4<f32>, 4>, k0: u32, key_hi: u32, pb: u32, kb: u32, lid: u32) -> array<vec4<f32>, 4> {
+    let ti = lid / TJ;
+    let tj = lid % TJ;
+    let d4 = p.head_dim / 4u;
+    var out = a;
+    for (var i = 0u; i < 4u; i++) {
+        out[i] *= ra[4u * ti + i];
+    }
+    let c4 = c * (DC / 4u);
+    for (var i = lid; i < BC * DC / 4u; i += WG) {
+        let jl = i / (DC / 4u);
+        let dq = i % (DC / 4u);
+        let j = k0 + jl;
+        var v = vec4<f32>(0.0);
+        if (j < key_hi && c4 + dq < d4) {
+            v = kv4(vc[(pb + jl) * (p.v_dim / 4u) + kb + c4 + dq]);
+        }
+        ks[jl * (DC / 4u) + dq] = v;
+    }
+    workgroupBarrier();
+    for (var j = 0u; j < BC; j++) {
+        let v = ks[j * (DC / 4u) + tj];
+        for (var i = 0u; i < 4u; i++) {
+            out[i] += ps[(4u * ti + i) * BC + j] * v;
+        }
+    }
+    workgroupBarrier();
+    return out;
+}
+
+// Chunk c of the outputs of the invocation's pairs, divided by their sums, to `dst` (`o`: the
+// KV head's first query head's first piece, plus the invocation's column).
+fn store_chunk(c: u32, a: array<vec4<f32>, 4>, m0: u32, m_end: u32, o: u32, lid: u32) {
+    let g = p.group;
+    let ti = lid / TJ;
+    let dq = c * (DC / 4u) + lid % TJ;
+    if (dq >= p.head_dim / 4u) {
+        return;
+    }
     for (var i = 0u; i < 4u; i++) {
         let pl = 4u * ti + i;
         let m = m0 + pl;
         if (m < m_end) {
-            let inv = 1.0 / rl[pl];
-            let o = ((m / g) * p.q_width + (kvh * g + m % g) * p.head_dim) / 4u;
-            for (var c = 0u; c < NCH; c++) {
-                let dq = c * (DC / 4u) + tj;
-                if (dq < d4) {
-                    dst[o + dq] = acc[c * 4u + i] * inv;
-                }
-            }
+            dst[((m / g) * p.q_width) / 4u + ((m % g) * p.head_dim) / 4u + o + c * (DC / 4u)] = a[i] / rl[pl];
         }
     }
 }
