@@ -494,14 +494,25 @@ impl Kernel {
                     .set("KJ", (c / tj).to_string())
                     .set("QS", (m * d / 4).to_string())
                     .set("KS", (c * d / 4).to_string())
-                    .set("PS", (m * c).to_string())
+                    .set("PS4", (m * c / 4).to_string())
+                    .set("S_DECLS", lines(c / tj, |k| format!("    var s{k} = vec4<f32>(0.0);")))
+                    .set(
+                        "QK",
+                        lines(c / tj, |k| {
+                            format!("            s{k} += qv * ks[dd * (BC / 4u) + (tj * KJ + {k}u) / 4u][(tj * KJ + {k}u) % 4u];")
+                        }),
+                    )
+                    .set(
+                        "PUT_SCORES",
+                        lines(c / tj, |k| format!("    put_scores(tj * KJ + {k}u, s{k}, k0, m0, m_end, pos0, r0, ti);")),
+                    )
                     .set("ACC_DECLS", lines(n, |c| format!("var acc{c}: array<vec4<f32>, 4>;")))
                     .set(
                         "PV_CHUNKS",
                         lines(n, |c| format!("    acc{c} = pv_chunk({c}u, acc{c}, k0, key_hi, pb, kb, lid);")),
                     )
                     .set("STORES", lines(n, |c| format!("store_chunk({c}u, acc{c}, m0, m_end, o, lid);")))
-                    .set("SN", (4 * c / tj).to_string());
+                    ;
                 (attention_source(f16, tpl)?, "attention_tiled")
             }
             Kernel::GatedSilu => ([COMMON, &with_params::<CountParams>(GATED_ACT)?].concat(), "gated_silu"),

@@ -66,17 +66,31 @@ pub fn attention(b: &mut Builder, i: usize) -> Result<()> {
         }
         let per_split = 4 * (rows * n_heads * (head_dim + 2)) as u64;
         // `WICK_WEBGPU_SPLITS=N`: at most N splits (natively, to measure the kernel's shape).
-        let most = std::env::var("WICK_WEBGPU_SPLITS").ok().and_then(|v| v.parse().ok()).unwrap_or(MAX_SPLITS);
-        let splits = (b.limits.max_storage_buffer_binding_size / per_split).min(most.clamp(1, MAX_SPLITS) as u64) as usize;
+        let most =
+            std::env::var("WICK_WEBGPU_SPLITS").ok().and_then(|v| v.parse().ok()).unwrap_or(MAX_SPLITS);
+        let splits = (b.limits.max_storage_buffer_binding_size / per_split)
+            .min(most.clamp(1, MAX_SPLITS) as u64) as usize;
         if split_workgroup_bytes(heads, head_dim) <= wg_bytes && splits > 0 {
             p.splits = splits as u32;
             p.blocks = group.div_ceil(heads) as u32;
             b.attn_scratch = b.attn_scratch.max(per_split * splits as u64);
             let what = KvUse::AttendSplit { q, layer, k_dim: kv_dim };
             let n = splits * p.blocks as usize * n_kv_heads * rows;
-            b.kv("attention split", Kernel::AttentionSplit { heads: heads as u8, dims: head_dim as u16 }, &p, what, groups(n));
+            b.kv(
+                "attention split",
+                Kernel::AttentionSplit { heads: heads as u8, dims: head_dim as u16 },
+                &p,
+                what,
+                groups(n),
+            );
             let bufs = vec![Res::Step, Res::AttnScratch, Res::Act(dst)];
-            b.run("attention combine".into(), Kernel::AttentionCombine { dims: head_dim as u16 }, &p, bufs, groups(rows * n_heads));
+            b.run(
+                "attention combine".into(),
+                Kernel::AttentionCombine { dims: head_dim as u16 },
+                &p,
+                bufs,
+                groups(rows * n_heads),
+            );
             b.wrote(dst);
             return Ok(());
         }

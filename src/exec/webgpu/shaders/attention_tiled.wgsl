@@ -37,8 +37,8 @@ const KJ: u32 = {{KJ}}u;
 var<workgroup> qs: array<vec4<f32>, {{QS}}>;
 // Keys of the chunk, dimension-major (scores), then values, key-major (outputs).
 var<workgroup> ks: array<vec4<f32>, {{KS}}>;
-// Scores, then probabilities, of the tile: pair-major.
-var<workgroup> ps: array<f32, {{PS}}>;
+// Scores, then probabilities, of the tile: key-major, four pairs a vector.
+var<workgroup> ps: array<vec4<f32>, {{PS4}}>;
 // Per pair: running max, running sum, this tile's rescaling.
 var<workgroup> rm: array<f32, BM>;
 var<workgroup> rl: array<f32, BM>;
@@ -94,17 +94,14 @@ fn attention_tiled(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocat
     // written out, so that no array is indexed by the chunk loops, which hold barriers and
     // are not unrolled: an array indexed by anything but constants would live in memory).
     {{ACC_DECLS}}
-    // The tile's scores of the invocation's pairs and keys, zeroed by hand at every tile. Not
-    // a `var` without initializer in the loop body: WGSL makes that a fresh zero at each
-    // iteration, but Chromium's compiler (seen in Chromium 156 on SwiftShader) zeroes it once,
-    // so every tile after the first added the previous tiles' scores to its own; naga 30 does
-    // it right (gfx-rs/wgpu#9489), which is why only the browser went wrong.
-    var s: array<f32, {{SN}}>;
 
     for (var k0 = key_lo / BC * BC; k0 < key_hi; k0 += BC) {
-        for (var k = 0u; k < {{SN}}u; k++) {
-            s[k] = 0.0;
-        }
+        // The tile's scores of the invocation's four pairs (a vector) and KJ keys (s0, s1,
+        // ...: written out). Declared with an initializer: a loop-local `var` without one is
+        // a fresh zero at each iteration in WGSL, but Chromium's compiler (seen in Chromium
+        // 156 on SwiftShader) zeroed it once, so every tile added the previous tiles' scores
+        // to its own (naga does it right: gfx-rs/wgpu#9489).
+        {{S_DECLS}}
         // The tile's first key's cache row.
         let pb = step_block(seq, k0 / 64u) * 64u + k0 % 64u;
         for (var c = 0u; c < NCH; c++) {
@@ -137,44 +134,26 @@ fn attention_tiled(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocat
             workgroupBarrier();
             for (var dd = 0u; dd < DC; dd++) {
                 let qv = qs[dd * (BM / 4u) + ti];
-                for (var k = 0u; k < KJ; k++) {
-                    let jl = tj * KJ + k;
-                    let kv = ks[dd * (BC / 4u) + jl / 4u][jl % 4u];
-                    s[k] += qv.x * kv;
-                    s[KJ + k] += qv.y * kv;
-                    s[2u * KJ + k] += qv.z * kv;
-                    s[3u * KJ + k] += qv.w * kv;
-                }
+                {{QK}}
             }
             workgroupBarrier();
         }
 
-        for (var i = 0u; i < 4u; i++) {
-            let pl = 4u * ti + i;
-            let m = m0 + pl;
-            let pos = pos0 + m / g - r0;
-            let lo = keys_from(pos);
-            for (var k = 0u; k < KJ; k++) {
-                let jl = tj * KJ + k;
-                let j = k0 + jl;
-                let ok = m < m_end && j <= pos && j >= lo;
-                ps[pl * BC + jl] = select(NEG, score_of(s[i * KJ + k]), ok);
-            }
-        }
+        {{PUT_SCORES}}
         workgroupBarrier();
         if (lid < BM) {
             var tmax = NEG;
             for (var j = 0u; j < BC; j++) {
-                tmax = max(tmax, ps[lid * BC + j]);
+                tmax = max(tmax, ps[j * (BM / 4u) + lid / 4u][lid % 4u]);
             }
             let mo = rm[lid];
             let mn = max(mo, tmax);
             let a = exp(mo - mn);
             var ls = 0.0;
             for (var j = 0u; j < BC; j++) {
-                let x = ps[lid * BC + j];
+                let x = ps[j * (BM / 4u) + lid / 4u][lid % 4u];
                 let e = select(0.0, exp(x - mn), x > NEG);
-                ps[lid * BC + j] = e;
+                ps[j * (BM / 4u) + lid / 4u][lid % 4u] = e;
                 ls += e;
             }
             rm[lid] = mn;
@@ -188,6 +167,21 @@ fn attention_tiled(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocat
 
     let o = (kvh * g * p.head_dim) / 4u + tj;
     {{STORES}}
+}
+
+// The scores `sv` of key jl of the tile (at k0) for the invocation's four pairs (from m0: row
+// ti of the grid), masked (causal, window, past the pairs), to `ps`.
+fn put_scores(jl: u32, sv: vec4<f32>, k0: u32, m0: u32, m_end: u32, pos0: u32, r0: u32, ti: u32) {
+    var out = vec4<f32>(NEG);
+    let j = k0 + jl;
+    for (var i = 0u; i < 4u; i++) {
+        let m = m0 + 4u * ti + i;
+        let pos = pos0 + m / p.group - r0;
+        if (m < m_end && j <= pos && j >= keys_from(pos)) {
+            out[i] = score_of(sv[i]);
+        }
+    }
+    ps[jl * (BM / 4u) + ti] = out;
 }
 
 // Chunk c of the outputs of the invocation's pairs (`a`), rescaled by the tile's `ra`, plus
@@ -215,8 +209,9 @@ fn pv_chunk(c: u32, a: array<vec4<f32>, 4>, k0: u32, key_hi: u32, pb: u32, kb: u
     workgroupBarrier();
     for (var j = 0u; j < BC; j++) {
         let v = ks[j * (DC / 4u) + tj];
+        let pv = ps[j * (BM / 4u) + ti];
         for (var i = 0u; i < 4u; i++) {
-            out[i] += ps[(4u * ti + i) * BC + j] * v;
+            out[i] += pv[i] * v;
         }
     }
     workgroupBarrier();
