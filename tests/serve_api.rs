@@ -112,28 +112,37 @@ fn json_call(addr: &str, path: &str, body: &Value, key: Option<&str>) -> (u16, V
     (code, serde_json::from_str(&text[start..end]).unwrap_or_else(|e| panic!("{e}: {text}")))
 }
 
-/// A streamed chat completion: the text, and the time to the first content chunk.
-fn stream_chat(addr: &str, body: &Value) -> (String, Duration) {
-    let t = Instant::now();
+/// The events of a streamed chat completion, each with the moment its `data:` line arrived,
+/// up to `[DONE]`.
+fn sse_events(addr: &str, body: &Value) -> Vec<(Instant, Value)> {
     let (code, mut r) = request(addr, "POST", "/v1/chat/completions", Some(body), None);
     assert_eq!(code, 200);
-    let mut text = String::new();
-    let mut first = None;
+    let mut events = Vec::new();
     let mut line = String::new();
     while r.read_line(&mut line).unwrap() > 0 {
         if let Some(data) = line.trim().strip_prefix("data: ") {
             if data == "[DONE]" {
                 break;
             }
-            let v: Value = serde_json::from_str(data).unwrap();
-            if let Some(c) = v["choices"][0]["delta"]["content"].as_str() {
-                if !c.is_empty() && first.is_none() {
-                    first = Some(t.elapsed());
-                }
-                text.push_str(c);
-            }
+            events.push((Instant::now(), serde_json::from_str(data).unwrap()));
         }
         line.clear();
+    }
+    events
+}
+
+/// A streamed chat completion: the text, and the time to the first content chunk.
+fn stream_chat(addr: &str, body: &Value) -> (String, Duration) {
+    let t = Instant::now();
+    let mut text = String::new();
+    let mut first = None;
+    for (at, v) in sse_events(addr, body) {
+        if let Some(c) = v["choices"][0]["delta"]["content"].as_str() {
+            if !c.is_empty() && first.is_none() {
+                first = Some(at - t);
+            }
+            text.push_str(c);
+        }
     }
     (text, first.unwrap_or(t.elapsed()))
 }
@@ -144,23 +153,13 @@ fn chat_body(user: &str, max_tokens: usize, stream: bool) -> Value {
 
 /// The tokens of a streamed chat completion with their log-probability entries.
 fn stream_tokens(addr: &str, body: &Value) -> Vec<Value> {
-    let (code, mut r) = request(addr, "POST", "/v1/chat/completions", Some(body), None);
-    assert_eq!(code, 200);
-    let mut entries = Vec::new();
-    let mut line = String::new();
-    while r.read_line(&mut line).unwrap() > 0 {
-        if let Some(data) = line.trim().strip_prefix("data: ") {
-            if data == "[DONE]" {
-                break;
-            }
-            let v: Value = serde_json::from_str(data).unwrap();
-            if let Some(c) = v["choices"][0]["logprobs"]["content"].as_array() {
-                entries.extend(c.iter().cloned());
-            }
-        }
-        line.clear();
-    }
-    entries
+    let events = sse_events(addr, body);
+    events
+        .iter()
+        .filter_map(|(_, v)| v["choices"][0]["logprobs"]["content"].as_array())
+        .flatten()
+        .cloned()
+        .collect()
 }
 
 #[test]
@@ -428,25 +427,6 @@ fn tool_loop_call_result_answer() {
     assert!(v["usage"]["prompt_tokens"].as_u64().expect("usage") > first_prompt + 8, "{v}");
 }
 
-/// A streamed chat completion's chunks (the `choices[0]` of each).
-fn stream_choices(addr: &str, body: &Value) -> Vec<Value> {
-    let (code, mut r) = request(addr, "POST", "/v1/chat/completions", Some(body), None);
-    assert_eq!(code, 200);
-    let mut out = Vec::new();
-    let mut line = String::new();
-    while r.read_line(&mut line).unwrap() > 0 {
-        if let Some(data) = line.trim().strip_prefix("data: ") {
-            if data == "[DONE]" {
-                break;
-            }
-            let v: Value = serde_json::from_str(data).unwrap();
-            out.push(v["choices"][0].clone());
-        }
-        line.clear();
-    }
-    out
-}
-
 fn tool_body(tool_choice: Value, extra: Value) -> Value {
     let mut b = json!({
         "messages": [
@@ -498,7 +478,10 @@ fn tool_calls_whole_and_streamed() {
         other => panic!("called {other}"),
     }
     // The same request streamed: the same call, in OpenAI's delta order.
-    let chunks = stream_choices(&srv.addr, &tool_body(json!("required"), json!({ "stream": true })));
+    let chunks: Vec<Value> = sse_events(&srv.addr, &tool_body(json!("required"), json!({ "stream": true })))
+        .into_iter()
+        .map(|(_, v)| v["choices"][0].clone())
+        .collect();
     let deltas: Vec<&Value> =
         chunks.iter().filter_map(|c| c["delta"]["tool_calls"].as_array()).flatten().collect();
     let head = deltas.first().expect("a tool_calls delta");

@@ -8,32 +8,15 @@ mod support;
 
 use serde_json::{json, Value};
 use support::block_on;
+use support::chat::{chat_prompt, generate};
 use support::models::{load_cpu, SMOLLM2};
 use support::schemas::schemas;
-use wick::chat::ChatMessage;
 use wick::exec::Readback;
 use wick::sampling::SamplingParams;
-use wick::{Constraint, Error, FinishReason, GenerateOptions, Model, Session, SessionOptions};
+use wick::{Constraint, Error, FinishReason, GenerateOptions, Session, SessionOptions};
 
-/// The prompt of a chat turn asking for `what`.
-fn chat_prompt(model: &Model, what: &str) -> Vec<u32> {
-    let msgs = [ChatMessage::new("system", "You answer with JSON only."), ChatMessage::new("user", what)];
-    let text =
-        model.chat_template().expect("SmolLM2 has a chat template").render(&msgs, true).expect("render");
-    model.tokenizer().encode(&text, false, true).expect("encode")
-}
-
-/// Generate under `opts`; returns the text and the finish reason.
-fn generate(session: &mut Session<'_>, prompt: &[u32], opts: GenerateOptions) -> (String, FinishReason) {
-    block_on(async {
-        let mut gen = session.generate(prompt, opts).expect("generate");
-        let mut text = String::new();
-        while let Some(tok) = gen.next().await {
-            text.push_str(&tok.expect("token").text);
-        }
-        (text, gen.finish_reason().expect("finished"))
-    })
-}
+/// The system message of every prompt.
+const SYSTEM: &str = "You answer with JSON only.";
 
 /// The sampling of generation `i`: greedy first (the device-argmax fallback path), then
 /// llama.cpp's default chain with different seeds.
@@ -57,7 +40,7 @@ fn json_schema_outputs_validate() {
     for (what, schema) in &cases {
         let validator =
             jsonschema::options().should_validate_formats(true).build(schema).expect("a valid schema");
-        let prompt = chat_prompt(&model, &format!("Give me {what}."));
+        let prompt = chat_prompt(&model, SYSTEM, &format!("Give me {what}."));
         for i in 0..SAMPLES {
             let opts = GenerateOptions {
                 max_tokens: 160,
@@ -93,7 +76,7 @@ fn json_schema_outputs_validate() {
 fn json_object_and_response_format() {
     let model = load_cpu(SMOLLM2);
     let mut session = model.session(SessionOptions { n_ctx: 512, ..Default::default() }).expect("session");
-    let prompt = chat_prompt(&model, "Describe a cat in JSON with at most three short fields.");
+    let prompt = chat_prompt(&model, SYSTEM, "Describe a cat in JSON with at most three short fields.");
     let rf = json!({"type": "json_object"});
     let c = Constraint::from_response_format(&rf).expect("valid").expect("a constraint");
     assert_eq!(c, Constraint::JsonObject);
@@ -139,7 +122,7 @@ fn lark_grammar_output_is_in_the_language() {
 start: "Colours: " colour (", " colour){1,3} "."
 colour: "red" | "green" | "blue" | "yellow" | "purple"
 "#;
-    let prompt = chat_prompt(&model, "Name a few colours.");
+    let prompt = chat_prompt(&model, SYSTEM, "Name a few colours.");
     for i in 0..SAMPLES {
         let opts = GenerateOptions {
             max_tokens: 40,
@@ -209,7 +192,7 @@ fn gbnf_example_grammars_constrain_generation() {
         ("arithmetic.gbnf", "Write a simple equation.", arithmetic_ok),
     ];
     for (file, ask, check) in cases {
-        let prompt = chat_prompt(&model, ask);
+        let prompt = chat_prompt(&model, SYSTEM, ask);
         let c = Constraint::grammar_text(grammar(file));
         assert!(matches!(c, Constraint::Gbnf(_)), "{file} is told apart as GBNF");
         for i in 0..SAMPLES {
@@ -233,7 +216,7 @@ fn gbnf_example_grammars_constrain_generation() {
 fn invalid_constraints_fail_before_generating() {
     let model = load_cpu(SMOLLM2);
     let mut session = model.session(SessionOptions { n_ctx: 256, ..Default::default() }).expect("session");
-    let prompt = chat_prompt(&model, "Hi");
+    let prompt = chat_prompt(&model, SYSTEM, "Hi");
     let bad = [
         (Constraint::JsonSchema(json!(5)), "object"),
         (Constraint::JsonSchema(json!(false)), "false"),
@@ -275,7 +258,7 @@ fn log_softmax(row: &[f32]) -> Vec<f64> {
 #[test]
 fn logprobs_are_the_raw_log_softmax() {
     let model = load_cpu(SMOLLM2);
-    let prompt = chat_prompt(&model, "Say hello.");
+    let prompt = chat_prompt(&model, SYSTEM, "Say hello.");
     // The reference: the prompt's last row of logits, straight from the model.
     let mut s0 = model.session(SessionOptions { n_ctx: 256, ..Default::default() }).expect("session");
     let row = block_on(s0.eval(&prompt, Readback::LastLogits)).expect("eval").logits;
@@ -353,7 +336,7 @@ fn logprobs_are_the_raw_log_softmax() {
 fn logit_bias_bans_and_forces() {
     let model = load_cpu(SMOLLM2);
     let mut session = model.session(SessionOptions { n_ctx: 256, ..Default::default() }).expect("session");
-    let prompt = chat_prompt(&model, "Say hello.");
+    let prompt = chat_prompt(&model, SYSTEM, "Say hello.");
     let first = |session: &mut Session<'_>, bias: Vec<(u32, f32)>| {
         block_on(async {
             let opts = GenerateOptions {

@@ -8,12 +8,12 @@
 mod support;
 
 use serde_json::{json, Value};
-use support::block_on;
+use support::chat::{chat_prompt, generate};
 use support::models::{load_cpu, SMOLLM2};
 use wick::chat::tools::{parse_tool_calls, tool_choice_grammar, ToolChoice, ToolFamily};
 use wick::chat::ChatMessage;
 use wick::sampling::SamplingParams;
-use wick::{FinishReason, GenerateOptions, Model, Session, SessionOptions};
+use wick::{FinishReason, GenerateOptions, Model, SessionOptions};
 
 fn tools() -> Value {
     json!([
@@ -32,25 +32,8 @@ fn tools() -> Value {
 
 const FAMILIES: [ToolFamily; 13] = ToolFamily::ALL;
 
-fn prompt(model: &Model, question: &str) -> Vec<u32> {
-    let msgs = [
-        ChatMessage::new("system", "You can call get_weather(city, unit) and add(a, b)."),
-        ChatMessage::new("user", question),
-    ];
-    let text = model.chat_template().expect("a chat template").render(&msgs, true).expect("render");
-    model.tokenizer().encode(&text, false, true).expect("encode")
-}
-
-fn generate(session: &mut Session<'_>, prompt: &[u32], opts: GenerateOptions) -> (String, FinishReason) {
-    block_on(async {
-        let mut gen = session.generate(prompt, opts).expect("generate");
-        let mut text = String::new();
-        while let Some(tok) = gen.next().await {
-            text.push_str(&tok.expect("token").text);
-        }
-        (text, gen.finish_reason().expect("finished"))
-    })
-}
+/// The system message of every prompt.
+const SYSTEM: &str = "You can call get_weather(city, unit) and add(a, b).";
 
 /// The schema of function `name` in `tools`.
 fn schema(tools: &Value, name: &str) -> Option<Value> {
@@ -66,7 +49,7 @@ fn required_and_named_calls_parse_and_validate() {
     let model = load_cpu(SMOLLM2);
     let mut session = model.session(SessionOptions { n_ctx: 1024, ..Default::default() }).expect("session");
     let tools = tools();
-    let p = prompt(&model, "What is 12 plus 30.5? And the weather in Lyon?");
+    let p = chat_prompt(&model, SYSTEM, "What is 12 plus 30.5? And the weather in Lyon?");
     let mut failures = Vec::new();
     let mut n = 0;
     for family in FAMILIES {

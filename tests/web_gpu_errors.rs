@@ -8,12 +8,14 @@
 #![cfg(target_arch = "wasm32")]
 #![cfg(feature = "webgpu")]
 
+mod support;
+
+use support::gpu_errors::{executor_message, kv};
 use wasm_bindgen::prelude::*;
 use wasm_bindgen_test::*;
 use wick::exec::webgpu::WebGpuExecutor;
-use wick::exec::{Executor, KvSpec};
+use wick::exec::Executor;
 use wick::quant::GgmlType;
-use wick::Error;
 
 wasm_bindgen_test_configure!(run_in_browser);
 
@@ -29,19 +31,6 @@ async fn settle() {
 
 async fn gpu() -> WebGpuExecutor {
     WebGpuExecutor::new().await.expect("a WebGPU adapter in headless Chromium")
-}
-
-/// The message of an `Error::Executor` from the WebGPU executor; panics on anything else.
-fn executor_message<T>(r: wick::Result<T>) -> String {
-    match r {
-        Err(Error::Executor { executor: "webgpu", message }) => message,
-        Err(e) => panic!("expected a WebGPU executor error, got {e:?}"),
-        Ok(_) => panic!("expected a WebGPU executor error, got Ok"),
-    }
-}
-
-fn kv(n_ctx: usize, dim: usize) -> KvSpec {
-    KvSpec { n_blocks: wick::exec::blocks_for(n_ctx), k_dims: vec![dim; 2], v_dims: vec![dim; 2] }
 }
 
 #[wasm_bindgen_test]

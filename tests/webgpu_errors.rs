@@ -12,12 +12,13 @@ mod support;
 use std::sync::Mutex;
 
 use support::block_on;
+use support::gpu_errors::{executor_message, kv};
 use support::models::*;
 use wick::exec::webgpu::WebGpuExecutor;
-use wick::exec::{Executor, KvSpec};
+use wick::exec::Executor;
 use wick::quant::GgmlType;
 use wick::sampling::SamplingParams;
-use wick::{Error, ExecutorKind, GenerateOptions, LoadOptions, Model, SessionOptions};
+use wick::{ExecutorKind, GenerateOptions, LoadOptions, Model, SessionOptions};
 
 /// `WICK_WEBGPU_MAX_BUFFER` is read by every executor a test creates: tests that set it, and
 /// those it would disturb, take this lock.
@@ -29,19 +30,6 @@ fn lock() -> std::sync::MutexGuard<'static, ()> {
 
 fn gpu() -> WebGpuExecutor {
     block_on(WebGpuExecutor::new()).expect("a WebGPU adapter (install mesa-vulkan-drivers)")
-}
-
-/// The message of an `Error::Executor` from the WebGPU executor; panics on anything else.
-fn executor_message<T>(r: wick::Result<T>) -> String {
-    match r {
-        Err(Error::Executor { executor: "webgpu", message }) => message,
-        Err(e) => panic!("expected a WebGPU executor error, got {e:?}"),
-        Ok(_) => panic!("expected a WebGPU executor error, got Ok"),
-    }
-}
-
-fn kv(n_ctx: usize, dim: usize) -> KvSpec {
-    KvSpec { n_blocks: wick::exec::blocks_for(n_ctx), k_dims: vec![dim; 2], v_dims: vec![dim; 2] }
 }
 
 #[test]

@@ -1,11 +1,15 @@
 //! The helpers every integration test shares (`mod support;` in a test file): one random
-//! generator, one `block_on`, synthetic tensors, model paths and references, GGUF byte
-//! builders, and the browser tests' streams. Each test uses part of it.
+//! generator, one `block_on`, synthetic tensors, model paths and references, chat prompts and
+//! generations, GGUF byte builders, the GPU-failure checks, and the browser tests' streams.
+//! Each test uses part of it.
 #![allow(dead_code, unused_imports)]
 
 #[cfg(not(target_arch = "wasm32"))]
 pub mod agreement;
+#[cfg(not(target_arch = "wasm32"))]
+pub mod chat;
 pub mod gguf;
+pub mod gpu_errors;
 #[cfg(not(target_arch = "wasm32"))]
 pub mod models;
 pub mod rng;
