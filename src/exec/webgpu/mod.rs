@@ -42,16 +42,22 @@
 //! - Attention (ops/attention.rs) reads the f16 cache in four-value loads and keeps scores
 //!   and sums in f32 with an online softmax. Steps of 1 to 4 rows (decode) split each row's
 //!   keys across workgroups (attention_split.wgsl: a split of at least 64 keys, one KV head
-//!   and up to 8 of its query heads per workgroup, so K and V are read once per KV head; up
-//!   to 128 splits fixed when the graph is compiled, each split's range computed from the
-//!   row's own position at run time, from a multiple of 64 so that key tiles lie in one
-//!   block, empty splits exiting) and merge the splits in a second dispatch
-//!   (attention_combine.wgsl). Longer steps use tiled flash attention (attention_tiled.wgsl:
-//!   32 or 16 (row, query head) pairs of one KV head and one sequence per workgroup, each
-//!   sequence's pairs tiled on their own, key tiles of 64 or 32 staged through workgroup
-//!   memory, sized from `max_compute_workgroup_storage_size`; causally masked tiles are
-//!   skipped). Head sizes that are not a multiple of 4 keep attention.wgsl (a workgroup per
-//!   row and head).
+//!   and up to 8 of its query heads per workgroup of 256, so K and V are read once per KV
+//!   head; up to 128 splits fixed when the graph is compiled, each split's range computed
+//!   from the row's own position at run time, from a multiple of 64 so that key tiles lie in
+//!   one block, empty splits exiting; every invocation issues its loads of a tile's keys and
+//!   values at once, into written-out registers, since a split is a tile or two and the
+//!   kernel is bound by latency) and merge the splits in a second dispatch
+//!   (attention_combine.wgsl: every split read at once, trees in workgroup memory). Longer
+//!   steps use tiled flash attention (attention_tiled.wgsl: 32 or 16 (row, query head) pairs
+//!   of one KV head and one sequence per workgroup, each sequence's pairs tiled on their own,
+//!   key tiles of 64 or 32 staged through workgroup memory, sized from
+//!   `max_compute_workgroup_storage_size`; causally masked tiles are skipped). Head sizes
+//!   that are not a multiple of 4 keep attention.wgsl (a workgroup per row and head).
+//!   Measured on the H100 through Vulkan: an array in a kernel that is indexed by anything
+//!   the driver does not unroll to constants (a loop that holds barriers, a function-local
+//!   array returned) lives in memory, not registers, and cost the tiled kernel 3.4x; the
+//!   kernels write such loops out (template.rs `lines`): acc0, acc1, ..., s0, s1, ...
 //! - Steps of several sequences over the blocked KV cache (exec/step.rs): every kernel that
 //!   reads the step takes each row's token, position and sequence from the packed
 //!   `StepLayout` (shaders/step.wgsl), and reads or writes cache rows through the row's
@@ -84,7 +90,8 @@
 //!   workgroup-memory reduction; `WICK_WEBGPU_COOP=1` forces the cooperative matrix kernels
 //!   and `0` the one-row-per-invocation ones, whatever the adapter type;
 //!   `WICK_WEBGPU_FUSE=0` turns fusions off, `WICK_WEBGPU_AHEAD=0` recording ahead;
-//!   `WICK_WEBGPU_PROFILE=1` profiles (natively); `WICK_WEBGPU_MAX_BUFFER=<bytes>` lowers
+//!   `WICK_WEBGPU_PROFILE=1` profiles (natively); `WICK_WEBGPU_SPLITS=N` caps the decode
+//!   attention's splits (natively, to measure); `WICK_WEBGPU_MAX_BUFFER=<bytes>` lowers
 //!   the buffer and storage binding limits the executor assumes (for tests, as
 //!   [`WebGpuExecutor::limit_buffer_size`]).
 //! - GPU failures are errors, not crashes: every buffer (weight part, KV layer, graph buffer)
