@@ -26,9 +26,14 @@ pub fn model_path(name: &str) -> PathBuf {
 
 /// Load a model on the CPU executor.
 pub fn load_cpu(name: &str) -> wick::Model {
+    load_on(name, wick::ExecutorKind::Cpu)
+}
+
+/// Load a model on `executor`.
+pub fn load_on(name: &str, executor: wick::ExecutorKind) -> wick::Model {
     block_on(async {
         let src = wick::source::FileSource::open(model_path(name)).await.expect("open");
-        let opts = wick::LoadOptions { executor: wick::ExecutorKind::Cpu, ..Default::default() };
+        let opts = wick::LoadOptions { executor, ..Default::default() };
         wick::Model::load(src, opts).await.expect("load")
     })
 }
