@@ -80,6 +80,13 @@ export interface SamplingOptions {
   logit_bias?: Record<string, number>;
   /** Keep generating past end-of-generation tokens, to `max_tokens`. */
   ignore_eos?: boolean;
+  /**
+   * When the context is full: `true` keeps the prompt and drops the older half of the
+   * generated text (whole KV blocks), re-evaluating the rest, and generation goes on; a
+   * number keeps that many tokens from the start instead. At most half the context is kept.
+   * Without it a full context ends the generation (`finish_reason: "length"`).
+   */
+  context_shift?: boolean | number;
 }
 
 /** A JSON Schema (draft 2020-12 keywords; `$ref`s inside the schema only). */

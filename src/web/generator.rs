@@ -26,6 +26,8 @@ pub(crate) struct Request {
     pub(crate) add_special: bool,
     /// Context size asked for (0: the model's, capped at 4096).
     pub(crate) n_ctx: usize,
+    /// Context shift (options.rs `context_shift`): `Some(None)` keeps the prompt.
+    pub(crate) shift: Option<Option<usize>>,
     pub(crate) opts: GenerateOptions,
     pub(crate) on_token: Function,
     pub(crate) resolve: Function,
@@ -155,7 +157,9 @@ async fn run<'m>(
         }
     };
     let t0 = now_ms();
-    let mut gen = session.generate(&ids, req.opts.clone()).map_err(js_err)?;
+    let mut opts = req.opts.clone();
+    opts.context_shift = req.shift.map(|keep| keep.unwrap_or(ids.len()));
+    let mut gen = session.generate(&ids, opts).map_err(js_err)?;
     let n_eval = gen.n_prompt_evaluated();
     let (mut t_first, mut aborted) = (None, false);
     while let Some(tok) = gen.next().await {

@@ -175,7 +175,9 @@ impl WickModel {
     /// Generate a continuation of `prompt`, calling `onToken(text, id)` for every piece of
     /// text (the callback may return a Promise, awaited before the next token; `false`, or a
     /// Promise of `false`, stops). `opts`: sampling options (see the package's types) plus
-    /// `addSpecial` (default true) and `nCtx` (default: the model's, capped at 4096).
+    /// `addSpecial` (default true), `nCtx` (default: the model's, capped at 4096) and
+    /// `context_shift` (`true`: keep the prompt and go on when the context is full, dropping
+    /// the older half of the generated text; a number: keep that many tokens from the start).
     /// Resolves to `{ promptTokens, promptEvaluated, completionTokens, prefillMs, decodeMs,
     /// finishReason }` with `finishReason` one of `"stop"`, `"length"`, `"abort"`.
     pub fn generate(&self, prompt: String, opts: JsValue, on_token: Function) -> Result<Promise, JsValue> {
@@ -183,12 +185,14 @@ impl WickModel {
         let gen_opts = options::generate_options(&opts).map_err(js_err)?;
         let add_special = options::field(&opts, "addSpecial").as_bool().unwrap_or(true);
         let n_ctx = options::count(&opts, "nCtx").map_err(js_err)?.unwrap_or(0);
+        let shift = options::context_shift(&opts).map_err(js_err)?;
         let mut req = None;
         let promise = Promise::new(&mut |resolve, reject| {
             req = Some(generator::Request {
                 prompt: prompt.clone(),
                 add_special,
                 n_ctx,
+                shift,
                 opts: gen_opts.clone(),
                 on_token: on_token.clone(),
                 resolve,

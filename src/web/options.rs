@@ -71,6 +71,25 @@ pub(crate) fn executor(obj: &JsValue) -> Result<ExecutorKind, String> {
     }
 }
 
+/// The `context_shift` option: absent or `false`, none (a full context ends the generation);
+/// `true`, keep the prompt and scroll the generated text (`Some(None)`); a number, keep that
+/// many tokens from the start (`Some(Some(n))`). Either way at most half the context stays.
+pub(crate) fn context_shift(obj: &JsValue) -> Result<Option<Option<usize>>, String> {
+    let v = field(obj, "context_shift");
+    if absent(&v) {
+        return Ok(None);
+    }
+    if let Some(on) = v.as_bool() {
+        return Ok(on.then_some(None));
+    }
+    match count(obj, "context_shift") {
+        Ok(Some(n)) => Ok(Some(Some(n))),
+        _ => {
+            Err("option 'context_shift' must be a boolean or a non-negative integer (tokens to keep)".into())
+        }
+    }
+}
+
 /// An optional JS value as JSON (through `JSON.stringify`); `what` names it in errors.
 pub(crate) fn json(v: &JsValue, what: &str) -> Result<Option<serde_json::Value>, String> {
     if absent(v) {
