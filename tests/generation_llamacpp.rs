@@ -131,3 +131,76 @@ fn smollm2_matches_llamacpp() {
 fn gemma3_matches_llamacpp() {
     check_model(GEMMA3, 6);
 }
+
+/// How far the CPU executor's logits move when every `attn_norm` weight of SmolLM2 moves by
+/// one ulp (a relative change of 1e-7, the size of a different summation order): the same
+/// measure as the checks' "top-logit error" (llama.cpp's top 32 logits at the last prompt
+/// position). A yardstick for the GPU executors, which sum in other orders.
+#[test]
+#[ignore = "an experiment that prints its figures; results in benches/RESULTS.md"]
+fn one_ulp_moves_the_logits() {
+    let path = model_path(SMOLLM2);
+    let bytes = std::fs::read(&path).expect("read the model");
+    let header = block_on(async {
+        let src = wick::source::FileSource::open(&path).await.expect("open");
+        wick::gguf::GgufReader::open(src).await.expect("a GGUF file").into_header()
+    });
+    let mut nudged = bytes.clone();
+    let mut n = 0;
+    for t in header.tensors.iter().filter(|t| t.name.ends_with("attn_norm.weight")) {
+        let at = (header.data_offset + t.offset) as usize;
+        for p in (at..at + 4 * t.n_elements() as usize).step_by(4) {
+            let v = f32::from_le_bytes(nudged[p..p + 4].try_into().unwrap());
+            nudged[p..p + 4].copy_from_slice(&f32::from_bits(v.to_bits() + 1).to_le_bytes());
+        }
+        n += 1;
+    }
+    assert_eq!(n, 30, "SmolLM2 has 30 attn_norm weights");
+    let load = |b: &[u8]| {
+        let opts = wick::LoadOptions { executor: ExecutorKind::Cpu, ..Default::default() };
+        block_on(wick::Model::load(wick::source::MemorySource::new(b.to_vec()), opts)).expect("load")
+    };
+    let (plain, moved) = (load(&bytes), load(&nudged));
+    let last = |m: &wick::Model, prompt: &[u32]| {
+        let mut s = m.session(SessionOptions { n_ctx: 1024, ..Default::default() }).unwrap();
+        let out = block_on(s.eval(prompt, Readback::AllLogits)).unwrap();
+        out.logits[(prompt.len() - 1) * m.n_vocab()..prompt.len() * m.n_vocab()].to_vec()
+    };
+    let refs = reference("generation_refs.json");
+    let mut decisive = 0;
+    for run in refs[SMOLLM2]["runs"].as_array().expect("runs") {
+        let prompt = ids(&run["prompt_ids"]);
+        let (a, b) = (last(&plain, &prompt), last(&moved, &prompt));
+        let (mut err_plain, mut err_moved) = (0f64, 0f64);
+        for pair in run["last_logits_top"].as_array().unwrap() {
+            let (id, v) = (pair[0].as_u64().unwrap() as usize, pair[1].as_f64().unwrap());
+            err_plain = err_plain.max((a[id] as f64 - v).abs());
+            err_moved = err_moved.max((b[id] as f64 - v).abs());
+        }
+        // Free-running greedy tokens of the nudged model against llama.cpp's.
+        let want = ids(&run["greedy"]);
+        let mut s = moved.session(SessionOptions { n_ctx: 1024, ..Default::default() }).unwrap();
+        let opts = GenerateOptions {
+            max_tokens: want.len(),
+            sampling: SamplingParams::greedy(),
+            ..Default::default()
+        };
+        let mut gen = s.generate(&prompt, opts).unwrap();
+        let mut got = Vec::new();
+        while let Some(t) = block_on(gen.next()) {
+            got.extend(t.unwrap().id);
+        }
+        let same = got.iter().zip(&want).take_while(|(a, b)| a == b).count();
+        if same >= want.len().min(MIN_MATCH) {
+            decisive += 1;
+        }
+        eprintln!(
+            "{:?}: top-logit error {err_plain:.3}, with one-ulp norms {err_moved:.3}; their greedy tokens equal \
+             llama.cpp's for {same} of {}",
+            run["prompt"].as_str().unwrap(),
+            want.len()
+        );
+        assert_eq!(err_plain, 0.0, "the CPU executor's logits are llama.cpp's");
+    }
+    eprintln!("with one-ulp norms, {decisive} of 10 prompts agree with llama.cpp for {MIN_MATCH} tokens");
+}
