@@ -36,6 +36,18 @@ fn ids(v: &serde_json::Value) -> Vec<u32> {
     v.as_array().unwrap().iter().map(|x| x.as_u64().unwrap() as u32).collect()
 }
 
+/// Up to `n` greedy tokens after `prompt`, generated through the public API.
+fn greedy(model: &wick::Model, prompt: &[u32], n: usize) -> Vec<u32> {
+    let mut s = model.session(SessionOptions { n_ctx: 1024, ..Default::default() }).unwrap();
+    let opts = GenerateOptions { max_tokens: n, sampling: SamplingParams::greedy(), ..Default::default() };
+    let mut gen = s.generate(prompt, opts).unwrap();
+    let mut got = Vec::new();
+    while let Some(t) = block_on(gen.next()) {
+        got.extend(t.unwrap().id);
+    }
+    got
+}
+
 /// The executor under test: `WICK_TEST_EXECUTOR`, else the CPU.
 fn executor() -> ExecutorKind {
     std::env::var("WICK_TEST_EXECUTOR").map_or(ExecutorKind::Cpu, |v| v.parse().expect("WICK_TEST_EXECUTOR"))
@@ -84,18 +96,7 @@ fn check_model(name: &str, min_full_prompts: usize) {
         }
 
         // Free-running greedy generation through the public API.
-        let mut s = model.session(SessionOptions { n_ctx: 1024, ..Default::default() }).unwrap();
-        let opts = GenerateOptions {
-            max_tokens: want.len(),
-            sampling: SamplingParams::greedy(),
-            stop: vec![],
-            ..Default::default()
-        };
-        let mut gen = s.generate(&prompt, opts).unwrap();
-        let mut got = Vec::new();
-        while let Some(t) = block_on(gen.next()) {
-            got.extend(t.unwrap().id);
-        }
+        let got = greedy(&model, &prompt, want.len());
         let same = got.iter().zip(&want).take_while(|(a, b)| a == b).count();
         let need = want.len().min(MIN_MATCH);
         let first_tie = gaps.iter().position(|&g| g < TIE).unwrap_or(want.len()).min(want.len());
@@ -179,17 +180,7 @@ fn one_ulp_moves_the_logits() {
         }
         // Free-running greedy tokens of the nudged model against llama.cpp's.
         let want = ids(&run["greedy"]);
-        let mut s = moved.session(SessionOptions { n_ctx: 1024, ..Default::default() }).unwrap();
-        let opts = GenerateOptions {
-            max_tokens: want.len(),
-            sampling: SamplingParams::greedy(),
-            ..Default::default()
-        };
-        let mut gen = s.generate(&prompt, opts).unwrap();
-        let mut got = Vec::new();
-        while let Some(t) = block_on(gen.next()) {
-            got.extend(t.unwrap().id);
-        }
+        let got = greedy(&moved, &prompt, want.len());
         let same = got.iter().zip(&want).take_while(|(a, b)| a == b).count();
         if same >= want.len().min(MIN_MATCH) {
             decisive += 1;

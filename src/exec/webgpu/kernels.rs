@@ -440,8 +440,9 @@ impl Kernel {
             }
             Kernel::AttentionSplit { heads, dims } => {
                 let (h, d4) = (heads as usize, dims as usize / 4);
-                // attention_split.wgsl's constants: P invocations a key, KPT pieces each; VG
-                // groups of D4 invocations in the values, VPT keys each.
+                // The loops over attention_split.wgsl's registers, written out: P = 4
+                // invocations a key, kpt pieces each; VG groups of D4 invocations in the
+                // values, vpt keys each.
                 let kpt = d4.div_ceil(4);
                 let vg = 256 / d4;
                 let vpt = 64usize.div_ceil(vg);
@@ -484,6 +485,8 @@ impl Kernel {
             Kernel::AttentionTiled(t) => {
                 let (ti, tj) = t.grid();
                 let (m, c, d, n) = (t.pairs as usize, t.keys as usize, t.chunk_dims(), t.chunks as usize);
+                // Keys scored per invocation.
+                let kj = c / tj;
                 let tpl = Template::new(ATTENTION_TILED)
                     .set("BM", m.to_string())
                     .set("BC", c.to_string())
@@ -491,28 +494,27 @@ impl Kernel {
                     .set("TI", ti.to_string())
                     .set("TJ", tj.to_string())
                     .set("DC", d.to_string())
-                    .set("KJ", (c / tj).to_string())
+                    .set("KJ", kj.to_string())
                     .set("QS", (m * d / 4).to_string())
                     .set("KS", (c * d / 4).to_string())
                     .set("PS4", (m * c / 4).to_string())
-                    .set("S_DECLS", lines(c / tj, |k| format!("    var s{k} = vec4<f32>(0.0);")))
+                    .set("S_DECLS", lines(kj, |k| format!("    var s{k} = vec4<f32>(0.0);")))
                     .set(
                         "QK",
-                        lines(c / tj, |k| {
+                        lines(kj, |k| {
                             format!("            s{k} += qv * ks[dd * (BC / 4u) + (tj * KJ + {k}u) / 4u][(tj * KJ + {k}u) % 4u];")
                         }),
                     )
                     .set(
                         "PUT_SCORES",
-                        lines(c / tj, |k| format!("    put_scores(tj * KJ + {k}u, s{k}, k0, m0, m_end, pos0, r0, ti);")),
+                        lines(kj, |k| format!("    put_scores(tj * KJ + {k}u, s{k}, k0, m0, m_end, pos0, r0, ti);")),
                     )
                     .set("ACC_DECLS", lines(n, |c| format!("var acc{c}: array<vec4<f32>, 4>;")))
                     .set(
                         "PV_CHUNKS",
                         lines(n, |c| format!("    acc{c} = pv_chunk({c}u, acc{c}, k0, key_hi, pb, kb, lid);")),
                     )
-                    .set("STORES", lines(n, |c| format!("store_chunk({c}u, acc{c}, m0, m_end, o, lid);")))
-                    ;
+                    .set("STORES", lines(n, |c| format!("store_chunk({c}u, acc{c}, m0, m_end, o, lid);")));
                 (attention_source(f16, tpl)?, "attention_tiled")
             }
             Kernel::GatedSilu => ([COMMON, &with_params::<CountParams>(GATED_ACT)?].concat(), "gated_silu"),

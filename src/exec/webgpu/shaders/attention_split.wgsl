@@ -37,12 +37,11 @@ const T: u32 = 64u;
 const HB: u32 = {{HB}}u;
 // Four-value pieces of a head (head_dim / 4: the kernel is built per head size).
 const D4: u32 = {{D4}}u;
-// Invocations per key in the scores, and the pieces each loads.
+// Invocations per key in the scores (each loads ceil(D4 / P) pieces: k0, k1, ... written out
+// by kernels.rs).
 const P: u32 = WG / T;
-const KPT: u32 = (D4 + P - 1u) / P;
 // Key groups in the values, and the keys each invocation of a group loads.
 const VG: u32 = WG / D4;
-const VPT: u32 = (T + VG - 1u) / VG;
 // Invocations per head in the softmax, and the keys each takes.
 const SPH: u32 = WG / HB;
 const KS: u32 = (T + SPH - 1u) / SPH;
