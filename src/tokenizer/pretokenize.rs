@@ -3,6 +3,9 @@
 //! compatibility data, copied as llama.cpp spells them. Each regex of a list further splits
 //! the pieces the previous one produced; text between matches stays a piece of its own.
 
+use std::collections::HashMap;
+use std::sync::{Mutex, OnceLock};
+
 use fancy_regex::Regex;
 
 use super::vocab::PreFlags;
@@ -36,6 +39,22 @@ a.x-4.0, mellum, modern-bert, roberta-bpe, exaone4), refact, command-r, qwen2 (d
 olmo, poro-chat, chatglm-bpe (glm4), viking, jais, tekken, smollm, codeshell, bloom, gpt3-finnish, exaone, minerva-7b, \
 gpt-4o (llama4), trillion, granite-docling, bailingmoe (bailingmoe2, llada-moe), seed-coder, grok-2, hunyuan";
 
+/// The compiled regex of a pattern, shared by every tokenizer of the process: compiling a
+/// pattern's Unicode classes takes milliseconds, longer than loading a small vocabulary, and a
+/// page or a test that loads several models would otherwise pay it at every load.
+fn compiled(pattern: &'static str) -> std::result::Result<Regex, fancy_regex::Error> {
+    static CACHE: OnceLock<Mutex<HashMap<&'static str, Regex>>> = OnceLock::new();
+    let cache = CACHE.get_or_init(Default::default);
+    if let Some(re) = cache.lock().ok().and_then(|c| c.get(pattern).cloned()) {
+        return Ok(re);
+    }
+    let re = Regex::new(pattern)?;
+    if let Ok(mut c) = cache.lock() {
+        c.insert(pattern, re.clone());
+    }
+    Ok(re)
+}
+
 impl PreTokenizer {
     /// The pre-tokenizer that `tokenizer.ggml.pre` names (None or empty: "default").
     pub fn new(name: Option<&str>) -> Result<PreTokenizer> {
@@ -44,9 +63,9 @@ impl PreTokenizer {
         let mut add_bos = false;
         let mut clean_spaces = true;
         let mut bos_null = false;
-        let default: &[&str] = &[r"[\p{P}\$\+<=>\^~\|]+", GPT2, r"\p{N}+", r"[0-9][0-9][0-9]"];
-        let starcoder: &[&str] = &[r"\p{N}", GPT2];
-        let patterns: &[&str] = match name {
+        let default: &[&'static str] = &[r"[\p{P}\$\+<=>\^~\|]+", GPT2, r"\p{N}+", r"[0-9][0-9][0-9]"];
+        let starcoder: &[&'static str] = &[r"\p{N}", GPT2];
+        let patterns: &[&'static str] = match name {
             "default" => default,
             "llama3" | "llama-v3" | "llama-bpe" | "falcon3" | "falcon-h1" | "pixtral" | "midm-2.0"
             | "lfm2" | "jina-v5-nano" => {
@@ -141,7 +160,7 @@ impl PreTokenizer {
         let regexes = patterns
             .iter()
             .map(|p| {
-                Regex::new(p)
+                compiled(p)
                     .map_err(|e| Error::Tokenizer(format!("pre-tokenizer '{name}': bad regex {p:?}: {e}")))
             })
             .collect::<Result<Vec<_>>>()?;
