@@ -10,9 +10,16 @@
 //!   least six of the ten prompts per model (measured: all ten for SmolLM2, seven for Gemma 3,
 //!   whose logits are bit-identical to llama.cpp's on most prompts).
 //!
-//! `WICK_TEST_EXECUTOR=cuda` (or `webgpu`) holds a GPU executor to the same checks (by hand,
-//! where a GPU is: CI has none; results in benches/RESULTS.md). Every prompt is checked before
-//! the test fails, so a run lists each prompt that parts.
+//! `WICK_TEST_EXECUTOR=cuda` (or `webgpu`) holds a GPU executor to llama.cpp's own GPU bar (by
+//! hand, where a GPU is: CI has none; results in benches/RESULTS.md). A GPU sums in another
+//! order than llama.cpp's CPU, and the Q8 rounding of every product's input turns that into
+//! logits a few tenths away (a one-ulp change of the weights does the same on the CPU:
+//! `one_ulp_moves_the_logits`). llama.cpp's CUDA backend, measured against these references
+//! on an H100 (tests/scripts/llama_greedy.cpp), has top-logit errors up to 2.9, parts from its
+//! CPU where the CPU's margin is up to 0.65, and keeps 32 tokens on 0-1 of 10 SmolLM2 prompts
+//! and 3-4 of 10 Gemma 3 prompts. So for a GPU: top-logit error at most [`GPU_MAX_ERR`],
+//! near-ties below [`GPU_TIE`], and the decisive prompts reported, not required. Every prompt
+//! is checked before the test fails, so a run lists each prompt that parts.
 // Native only: `wasm-pack test` builds every test target for wasm32 (the browser tests are web_*.rs).
 #![cfg(not(target_arch = "wasm32"))]
 
@@ -31,6 +38,12 @@ const MIN_MATCH: usize = 32;
 /// decode path while the teacher-forced check evaluates one batch, and llama.cpp's own batch
 /// and decode paths differ by up to a few tenths of a logit; at a near-tie either token may win.
 const TIE: f64 = 0.5;
+/// [`TIE`] for a GPU executor: llama.cpp's own CUDA backend parts from its CPU at margins up
+/// to 0.65 (and wick's CUDA executor flips one teacher-forced Gemma 3 token at 0.69).
+const GPU_TIE: f64 = 1.0;
+/// The largest top-logit error allowed a GPU executor (llama.cpp's CUDA backend: up to 2.9 on
+/// SmolLM2, 1.9 on Gemma 3; wick's: up to 0.6 and 1.1). A wrong kernel is off by whole units.
+const GPU_MAX_ERR: f64 = 1.5;
 
 fn ids(v: &serde_json::Value) -> Vec<u32> {
     v.as_array().unwrap().iter().map(|x| x.as_u64().unwrap() as u32).collect()
@@ -56,7 +69,10 @@ fn executor() -> ExecutorKind {
 fn check_model(name: &str, min_full_prompts: usize) {
     let refs = reference("generation_refs.json");
     let runs = refs[name]["runs"].as_array().expect("runs");
-    let model = load_on(name, executor());
+    let kind = executor();
+    let gpu = kind != ExecutorKind::Cpu;
+    let (tie, min_full_prompts) = if gpu { (GPU_TIE, 0) } else { (TIE, min_full_prompts) };
+    let model = load_on(name, kind);
     let mut decisive = 0; // prompts agreeing for MIN_MATCH tokens
     let mut failures = Vec::new();
     for run in runs {
@@ -80,12 +96,15 @@ fn check_model(name: &str, min_full_prompts: usize) {
             let (id, v) = (pair[0].as_u64().unwrap() as usize, pair[1].as_f64().unwrap());
             top_err = top_err.max((out.logits[(prompt.len() - 1) * nv + id] as f64 - v).abs());
         }
+        if gpu && top_err > GPU_MAX_ERR {
+            failures.push(format!("{name} {text:?}: top-logit error {top_err:.3} (a GPU may be {GPU_MAX_ERR} off)"));
+        }
         let mut ties = 0;
         for (i, &t) in want.iter().enumerate() {
             let row = &out.logits[(prompt.len() - 1 + i) * nv..(prompt.len() + i) * nv];
             let got = wick::sampling::argmax(row);
             if got != t {
-                if gaps[i] >= TIE {
+                if gaps[i] >= tie {
                     failures.push(format!(
                         "{name} {text:?}: step {i} wick picks {got}, llama.cpp {t} with a clear margin of {}",
                         gaps[i]
@@ -99,7 +118,7 @@ fn check_model(name: &str, min_full_prompts: usize) {
         let got = greedy(&model, &prompt, want.len());
         let same = got.iter().zip(&want).take_while(|(a, b)| a == b).count();
         let need = want.len().min(MIN_MATCH);
-        let first_tie = gaps.iter().position(|&g| g < TIE).unwrap_or(want.len()).min(want.len());
+        let first_tie = gaps.iter().position(|&g| g < tie).unwrap_or(want.len()).min(want.len());
         eprintln!(
             "{name} {text:?}: top-logit error {top_err:.3}; teacher-forced near-tie flips {ties}; \
              free-running {same}/{} equal, first near-tie of llama.cpp at {first_tie}",
@@ -116,6 +135,7 @@ fn check_model(name: &str, min_full_prompts: usize) {
             decisive += 1;
         }
     }
+    eprintln!("{name} on {kind:?}: {decisive} of {} prompts agree with llama.cpp for {MIN_MATCH} tokens", runs.len());
     assert!(failures.is_empty(), "{}", failures.join("\n"));
     assert!(
         decisive >= min_full_prompts,
