@@ -97,7 +97,9 @@ fn check_model(name: &str, min_full_prompts: usize) {
             top_err = top_err.max((out.logits[(prompt.len() - 1) * nv + id] as f64 - v).abs());
         }
         if gpu && top_err > GPU_MAX_ERR {
-            failures.push(format!("{name} {text:?}: top-logit error {top_err:.3} (a GPU may be {GPU_MAX_ERR} off)"));
+            failures.push(format!(
+                "{name} {text:?}: top-logit error {top_err:.3} (a GPU may be {GPU_MAX_ERR} off)"
+            ));
         }
         let mut ties = 0;
         for (i, &t) in want.iter().enumerate() {
@@ -135,7 +137,10 @@ fn check_model(name: &str, min_full_prompts: usize) {
             decisive += 1;
         }
     }
-    eprintln!("{name} on {kind:?}: {decisive} of {} prompts agree with llama.cpp for {MIN_MATCH} tokens", runs.len());
+    eprintln!(
+        "{name} on {kind:?}: {decisive} of {} prompts agree with llama.cpp for {MIN_MATCH} tokens",
+        runs.len()
+    );
     assert!(failures.is_empty(), "{}", failures.join("\n"));
     assert!(
         decisive >= min_full_prompts,

@@ -42,13 +42,13 @@ gpt-4o (llama4), trillion, granite-docling, bailingmoe (bailingmoe2, llada-moe),
 /// The compiled regex of a pattern, shared by every tokenizer of the process: compiling a
 /// pattern's Unicode classes takes milliseconds, longer than loading a small vocabulary, and a
 /// page or a test that loads several models would otherwise pay it at every load.
-fn compiled(pattern: &'static str) -> std::result::Result<Regex, fancy_regex::Error> {
+fn compiled(pattern: &'static str) -> std::result::Result<Regex, String> {
     static CACHE: OnceLock<Mutex<HashMap<&'static str, Regex>>> = OnceLock::new();
     let cache = CACHE.get_or_init(Default::default);
     if let Some(re) = cache.lock().ok().and_then(|c| c.get(pattern).cloned()) {
         return Ok(re);
     }
-    let re = Regex::new(pattern)?;
+    let re = Regex::new(pattern).map_err(|e| e.to_string())?;
     if let Ok(mut c) = cache.lock() {
         c.insert(pattern, re.clone());
     }

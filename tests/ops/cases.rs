@@ -40,7 +40,8 @@ pub fn matmul_row(t: GgmlType, rows: usize, k: usize, n: usize, bias: bool) -> R
 }
 
 /// Matrix products of every type at every token row count, with and without bias, and with
-/// thousands of weight rows (several rows per cooperative workgroup, ragged at the end).
+/// thousands of weight rows (several rows per cooperative workgroup in prefill, ragged at the
+/// end).
 pub fn matmul() -> Vec<Row> {
     let mut rows = Vec::new();
     for t in TYPES {
@@ -51,6 +52,8 @@ pub fn matmul() -> Vec<Row> {
         rows.push(matmul_row(t, 17, 256, 67, true));
         rows.push(matmul_row(t, 1, 512, 2050, false));
         rows.push(matmul_row(t, 2, 256, 4099, false));
+        // prefill's two weight rows a workgroup on GPUs
+        rows.push(matmul_row(t, 9, 256, 2051, false));
     }
     rows
 }

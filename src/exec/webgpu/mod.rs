@@ -22,8 +22,9 @@
 //!   loads, funnel-shifted). The 64 partial sums per row are reduced through workgroup memory
 //!   (two barriers) or, where the device has `Features::SUBGROUP` (natively only: wgpu never
 //!   reports it in browsers, and naga rejects `enable subgroups;`), one `subgroupAdd` and one
-//!   barrier. Rows per workgroup (1, 2 or 4) leave at least ~1024 workgroups where the matrix
-//!   has 2048 rows or more: an H100 (132 SMs) then has ~8 workgroups of 64 per SM.
+//!   barrier. A workgroup takes one weight row when decoding and two in prefill (ops/matmul.rs
+//!   `coop_rows`): on an H100 more workgroups in flight beat sharing activation loads between
+//!   four rows (decode 12% faster).
 //!   Per 16 bytes of Q4_K: one 16-byte weight load (plus the block header, a cache hit),
 //!   32 activation bytes (shared by the rows), 8 DP4As and ~30 integer and 6 float operations:
 //!   ~2.5 operations per weight byte, far below what an H100 issues per byte of HBM bandwidth.
@@ -91,7 +92,8 @@
 //!   and `0` the one-row-per-invocation ones, whatever the adapter type;
 //!   `WICK_WEBGPU_FUSE=0` turns fusions off, `WICK_WEBGPU_AHEAD=0` recording ahead;
 //!   `WICK_WEBGPU_PROFILE=1` profiles (natively); `WICK_WEBGPU_SPLITS=N` caps the decode
-//!   attention's splits (natively, to measure); `WICK_WEBGPU_MAX_BUFFER=<bytes>` lowers
+//!   attention's splits and `WICK_WEBGPU_MV_ROWS=N` the weight rows of a matvec workgroup
+//!   (to measure); `WICK_WEBGPU_MAX_BUFFER=<bytes>` lowers
 //!   the buffer and storage binding limits the executor assumes (for tests, as
 //!   [`WebGpuExecutor::limit_buffer_size`]).
 //! - GPU failures are errors, not crashes: every buffer (weight part, KV layer, graph buffer)

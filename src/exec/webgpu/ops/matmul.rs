@@ -23,16 +23,23 @@ pub enum MatVecMode {
     },
 }
 
-/// Weight rows per matvec workgroup for a matrix (part) of `n` rows: up to 4 (sharing each
-/// activation load between rows), but at least ~1024 workgroups where the matrix allows, so
-/// that a large GPU (an H100 has 132 SMs, 16 or more workgroups of 64 resident on each) has
-/// enough of them in flight to cover memory latency.
-fn coop_rows(n: usize) -> usize {
-    match n {
-        0..2048 => 1,
-        2048..4096 => 2,
-        _ => 4,
-    }
+/// Weight rows per matvec workgroup for a matrix (part) of `n` rows and `tokens` token rows.
+/// Sharing each activation load between weight rows saves little: on an H100 through Vulkan
+/// (8b Q4_K_M, same call), one weight row a workgroup decoded at 204.6 tok/s against 182.3 with
+/// four (Q8_0 163.6 against 148.7, Q4_0 219.2 against 206.1), more workgroups hiding more
+/// latency; prefill (pp512) ran at 653 / 690 / 594 tok/s with one / two / four.
+/// `WICK_WEBGPU_MV_ROWS` (1, 2 or 4) caps it, for measuring.
+fn coop_rows(n: usize, tokens: usize) -> usize {
+    static CAP: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    let cap = *CAP.get_or_init(|| {
+        std::env::var("WICK_WEBGPU_MV_ROWS")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .filter(|r| [1, 2, 4].contains(r))
+            .unwrap_or(4)
+    });
+    let rows = if tokens <= 4 || n < 2048 { 1 } else { 2 };
+    rows.min(cap)
 }
 
 /// The activations a product reads, as its parameters describe them.
@@ -136,7 +143,7 @@ fn product(b: &mut Builder, i: usize, up: Option<(WeightId, ActId)>) -> Result<(
         let (mv, n_groups) = match b.mode {
             MatVecMode::Rows => (MatVec::Rows, (count as usize).div_ceil(64)),
             MatVecMode::Coop { subgroup } => {
-                let r = coop_rows(count as usize);
+                let r = coop_rows(count as usize, rows);
                 (MatVec::Coop { rows: r as u8, subgroup }, (count as usize).div_ceil(r))
             }
         };
@@ -193,7 +200,7 @@ pub fn triple(b: &mut Builder, i: usize) -> Result<()> {
     let inp = input(b, i)?;
     let mats = [(b.weight(w), dst), (b.weight(w2), d2), (b.weight(w3), d3)];
     let (wt, rows) = (mats[0].0, b.g.rows(dst));
-    let rows_per = mats.map(|(m, _)| coop_rows(m.n_rows as usize));
+    let rows_per = mats.map(|(m, _)| coop_rows(m.n_rows as usize, rows));
     let wgs: Vec<usize> =
         mats.iter().zip(rows_per).map(|((m, _), r)| (m.n_rows as usize).div_ceil(r)).collect();
     let nn = wt.n_rows as usize;
