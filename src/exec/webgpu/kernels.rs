@@ -449,16 +449,19 @@ impl Kernel {
                 let loads = lines(kpt, |i| format!("let k{i} = kc[kr0 + min(kp + {i}u * P, D4 - 1u)];"))
                     + "\n        "
                     + &lines(vpt, |i| format!("let v{i} = vc[vr0 + min(vk + {i}u * VG, cnt - 1u) * vrow];"));
+                // Every head's variables, written out (d0, acc0, d1, acc1, ...).
+                let heads = |f: &dyn Fn(usize) -> String| (0..h).map(f).collect::<Vec<_>>().join(" ");
                 let dots = lines(kpt, |i| {
                     format!(
                         "{{ let c = kp + {i}u * P; let k = select(vec4<f32>(0.0), kv4(k{i}), c < D4); \
-                         for (var h = 0u; h < HB; h++) {{ d[h] += dot(k, qs[h * D4 + min(c, D4 - 1u)]); }} }}"
+                         let qi = min(c, D4 - 1u); {} }}",
+                        heads(&|x| format!("d{x} += dot(k, qs[{x}u * D4 + qi]);"))
                     )
                 });
                 let accumulate = lines(vpt, |i| {
                     format!(
-                        "{{ let j = vk + {i}u * VG; if (j < cnt) {{ let v = kv4(v{i}); \
-                         for (var h = 0u; h < HB; h++) {{ acc[h] += pe[h * T + j] * v; }} }} }}"
+                        "{{ let j = vk + {i}u * VG; if (j < cnt) {{ let v = kv4(v{i}); {} }} }}",
+                        heads(&|x| format!("acc{x} += pe[{x}u * T + j] * v;"))
                     )
                 });
                 let tpl = Template::new(ATTENTION_SPLIT)
@@ -470,7 +473,11 @@ impl Kernel {
                     .set("LOADS", loads)
                     .set("DOTS", dots)
                     .set("ACCUMULATE", accumulate)
-                    .set("OUTPUTS", lines(h, |i| format!("output_head({i}u, acc[{i}], lid, nh, o);")));
+                    .set("DECLS", lines(h, |i| format!("var d{i} = 0.0;\n    var acc{i} = vec4<f32>(0.0);")))
+                    .set("ZERO", heads(&|x| format!("d{x} = 0.0;")))
+                    .set("PARTIALS", lines(h, |x| format!("red[({x}u * T + kk) * P + kp] = d{x};")))
+                    .set("RESCALE", heads(&|x| format!("acc{x} *= alpha[{x}];")))
+                    .set("OUTPUTS", lines(h, |i| format!("output_head({i}u, acc{i}, lid, nh, o);")));
                 (attention_source(f16, tpl)?, "attention_split")
             }
             Kernel::AttentionCombine { dims } => {

@@ -100,10 +100,11 @@ fn attention_split(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocat
     let krow = p.k_dim / 4u;
     let vrow = p.v_dim / 4u;
 
-    // Zeroed by hand at every tile rather than declared in the loop body (Chromium's compiler
-    // zeroes a loop-local `var` only once: see attention_tiled.wgsl).
-    var d: array<f32, HB>;
-    var acc: array<vec4<f32>, HB>;
+    // Per head: the partial scores d0, d1, ... (zeroed by hand at every tile rather than
+    // declared in the loop body: Chromium's compiler zeroes a loop-local `var` only once, see
+    // attention_tiled.wgsl) and the outputs acc0, acc1, ...: written-out variables, not arrays,
+    // which the Vulkan driver kept in memory inside this loop (it holds barriers).
+    {{DECLS}}
     for (var t0 = c0; t0 < c1; t0 += T) {
         let cnt = min(T, c1 - t0);
         // The tile's cache rows: t0 is a multiple of 64, so its keys lie in one block.
@@ -129,13 +130,9 @@ fn attention_split(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocat
             workgroupBarrier();
         }
 
-        for (var h = 0u; h < HB; h++) {
-            d[h] = 0.0;
-        }
+        {{ZERO}}
         {{DOTS}}
-        for (var h = 0u; h < HB; h++) {
-            red[(h * T + kk) * P + kp] = d[h];
-        }
+        {{PARTIALS}}
         workgroupBarrier();
 
         for (var k = 0u; k < KS; k++) {
@@ -173,9 +170,7 @@ fn attention_split(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocat
         workgroupBarrier();
 
         if (vk < VG) {
-            for (var h = 0u; h < HB; h++) {
-                acc[h] *= alpha[h];
-            }
+            {{RESCALE}}
             {{ACCUMULATE}}
         }
     }
@@ -194,8 +189,7 @@ fn attention_split(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocat
         part[ml] = m;
         part[ml + 1u] = tot;
     }
-    // The outputs: the VG groups' sums, a head at a time (written out: `acc` indexed by
-    // constants only, so that it stays in registers).
+    // The outputs: the VG groups' sums, a head at a time.
     let o = 2u * p.rows * p.n_heads * p.splits + base * p.head_dim + 4u * lid;
     {{OUTPUTS}}
 }
