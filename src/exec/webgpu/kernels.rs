@@ -483,9 +483,23 @@ impl Kernel {
             Kernel::AttentionCombine { dims } => {
                 let (elem, read) = kv4(f16);
                 let keys = Template::new(ATTENTION_KEYS).set("KV4", elem).set("KV4F", read).render()?;
+                // SPG splits per group of D4 invocations (attention_combine.wgsl), written out.
+                let spg = 128usize.div_ceil(256 / (dims as usize / 4));
+                let loads = lines(spg, |i| {
+                    format!(
+                        "var o{i} = vec4<f32>(0.0); if (g < VG && g + {i}u * VG < used) {{ \
+                         let a = outs + (base + g + {i}u * VG) * p.head_dim + 4u * dq; \
+                         o{i} = vec4<f32>(part[a], part[a + 1u], part[a + 2u], part[a + 3u]); }}"
+                    )
+                });
+                let sums = lines(spg, |i| {
+                    format!("if (g < VG && g + {i}u * VG < used) {{ sum += w[g + {i}u * VG] * o{i}; }}")
+                });
                 let body = Template::new(ATTENTION_COMBINE)
                     .set("PARAMS", AttentionParams::WGSL)
                     .set("D4", (dims / 4).to_string())
+                    .set("LOADS", loads)
+                    .set("SUMS", sums)
                     .render()?;
                 ([COMMON, &body, &keys, STEP].concat(), "attention_combine")
             }

@@ -20,7 +20,6 @@ const MAX_SPLITS: u32 = 128u;
 // Four-value pieces of a head (the kernel is built per head size).
 const D4: u32 = {{D4}}u;
 const VG: u32 = WG / D4;
-const SPG: u32 = (MAX_SPLITS + VG - 1u) / VG;
 
 // Each split's max, then weight; each split's weighted sum (tree reductions).
 var<workgroup> mx: array<f32, MAX_SPLITS>;
@@ -47,14 +46,9 @@ fn attention_combine(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invoc
     // The outputs' loads first: they do not depend on the weights.
     let g = lid / D4;
     let dq = lid % D4;
-    var o: array<vec4<f32>, SPG>;
-    for (var i = 0u; i < SPG; i++) {
-        let s = g + i * VG;
-        if (g < VG && s < used) {
-            let a = outs + (base + s) * p.head_dim + 4u * dq;
-            o[i] = vec4<f32>(part[a], part[a + 1u], part[a + 2u], part[a + 3u]);
-        }
-    }
+    // o0, o1, ...: split g + i * VG's four values (MAX_SPLITS / VG of them, written out by
+    // kernels.rs: variables, not an array, which the Vulkan driver may keep in memory).
+    {{LOADS}}
     var m = NEG;
     var l = 0.0;
     if (lid < used) {
@@ -92,12 +86,7 @@ fn attention_combine(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invoc
     let inv = 1.0 / tl[0];
 
     var sum = vec4<f32>(0.0);
-    for (var i = 0u; i < SPG; i++) {
-        let s = g + i * VG;
-        if (g < VG && s < used) {
-            sum += w[s] * o[i];
-        }
-    }
+    {{SUMS}}
     og[lid] = sum;
     workgroupBarrier();
     if (lid < D4) {
