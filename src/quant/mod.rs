@@ -35,10 +35,15 @@ mod dot;
 mod dot_ref;
 mod quantize;
 mod quantize_weights;
+#[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+mod simd128;
 mod types;
 
+pub(crate) use blocks::f16_to_f32_branchless;
 pub use dequant::dequantize;
-pub use dot::{has_tile, vec_dot, vec_dot_gemm4, vec_dot_portable, vec_dot_rows, vec_dot_tile};
+pub use dot::{
+    has_tile, vec_dot, vec_dot_gemm4, vec_dot_gemm4_portable, vec_dot_portable, vec_dot_rows, vec_dot_tile,
+};
 pub use dot_ref::vec_dot_ref;
 pub use quantize::quantize_row_into;
 pub use quantize_weights::quantize_weights;
