@@ -43,6 +43,7 @@ mod quantize_weights;
 mod simd128;
 mod types;
 
+#[cfg(target_arch = "wasm32")]
 pub(crate) use blocks::f16_to_f32_branchless;
 pub use dequant::dequantize;
 pub use dot::{

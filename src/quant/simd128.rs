@@ -90,7 +90,8 @@ fn fifth_bits(h: u32) -> v128 {
     v128_and(i8x16_eq(v128_and(v, bit), bit), u8x16_splat(0x10))
 }
 
-/// Legacy blocks times Q8_0/Q8_1 activations, as `dot::dot_legacy`.
+/// Legacy blocks times Q8_0/Q8_1 activations: the terms of `dot::dot_legacy`, summed in the
+/// order the module notes give.
 #[inline(always)]
 fn dot_legacy<const K: u8>(n: usize, w: &[u8], a: &[u8]) -> f32 {
     let t = Legacy::ggml(K);
