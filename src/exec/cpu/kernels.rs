@@ -191,8 +191,8 @@ fn dot_f16_vec_impl(a: &[f16], b: &[f32]) -> f32 {
 
 /// `a * b + c` with one rounding, for f16 values `a` and `b`: their product is exact in f32,
 /// so the fused multiply-add and a multiply then an add give the same bits. The fused form where
-/// it is an instruction; on wasm, whose `mul_add` is a libm call per element (it was most of the
-/// browser's attention time), the two operations.
+/// it is an instruction; on wasm, whose `mul_add` is a libm `fmaf` call per element, the two
+/// operations.
 #[inline(always)]
 fn fma_f16s(a: f32, b: f32, c: f32) -> f32 {
     #[cfg(target_arch = "wasm32")]
@@ -373,7 +373,8 @@ fn attend_head(i: usize, o: &mut [f32], q: &[f32], kv: &KvView, at: &[QueryAt], 
 fn f16_to_f32(src: &[f16], dst: &mut [f32]) {
     #[cfg(target_arch = "wasm32")]
     {
-        // half's bulk conversion is a branchy loop per value on wasm; this one vectorizes.
+        // half's bulk conversion is a branchy loop per value on wasm; this one has no branches,
+        // so the compiler can vectorize it (simd128).
         for (d, s) in dst.iter_mut().zip(src) {
             *d = crate::quant::f16_to_f32_branchless(s.to_bits());
         }
