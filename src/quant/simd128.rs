@@ -4,7 +4,7 @@
 //! The integer sums are exact, as in the portable code in `dot.rs` (i8 x i8 products widened by
 //! `extmul` to i16, pairs summed to i32 by `extadd_pairwise`, or by `i32x4_dot_i16x8` against a
 //! splatted scale). How the floats are combined:
-//! - K-quants (Q4_K, Q6_K): in the portable code's order, so the results are bit-identical.
+//! - K-quants (Q4_K, Q5_K, Q6_K): in the portable code's order, so the results are bit-identical.
 //! - Legacy types (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0): each block's products go into four i32 lanes,
 //!   which are converted, multiplied by the block's scale and added into four f32 lanes (the
 //!   min terms of Q4_1/Q5_1 into one f32), summed at the end. Not the portable code's order: that
@@ -19,7 +19,7 @@
 // Index loops over fixed-size arrays read more plainly than zipped iterators here.
 #![allow(clippy::needless_range_loop)]
 
-use super::blocks::{f16_at, f32_at, k4_scale_min, Q4_K_BYTES, Q6_K_BYTES, Q8_K_BYTES, QK, QK_K};
+use super::blocks::{f16_at, f32_at, k4_scale_min, Q4_K_BYTES, Q5_K_BYTES, Q6_K_BYTES, Q8_K_BYTES, QK, QK_K};
 use super::GgmlType;
 use core::arch::wasm32::*;
 
@@ -33,6 +33,7 @@ pub fn vec_dot(t: GgmlType, n: usize, w: &[u8], a: &[u8]) -> Option<f32> {
         GgmlType::Q5_1 => dot_legacy::<{ Legacy::Q5_1 }>(n, w, a),
         GgmlType::Q8_0 => dot_legacy::<{ Legacy::Q8_0 }>(n, w, a),
         GgmlType::Q4_K => dot_q4_k::<false>(n, w, a),
+        GgmlType::Q5_K => dot_q5_k(n, w, a),
         GgmlType::Q6_K => dot_q6_k(n, w, a),
         _ => return None,
     })
@@ -194,6 +195,40 @@ fn dot_q4_k<const GEMM4: bool>(n: usize, w: &[u8], a: &[u8]) -> f32 {
         }
     }
     acc - accm
+}
+
+/// Q5_K times Q8_K as `dot::dot_k` computes it: Q4_K's nibbles and scales plus a fifth bit
+/// (bit c of `qh[l]` for chunk c).
+#[inline(always)]
+fn dot_q5_k(n: usize, w: &[u8], a: &[u8]) -> f32 {
+    let mut acc = 0f32;
+    for (wb, ab) in w.chunks_exact(Q5_K_BYTES).zip(a.chunks_exact(Q8_K_BYTES)).take(n / QK_K) {
+        let bs = |k: usize| i16::from_le_bytes([ab[260 + 2 * k], ab[261 + 2 * k]]) as i32;
+        let qh = [load(wb, 16), load(wb, 32)];
+        // Bit c of each qh byte, moved to bit 4.
+        let fifth = |v: v128, c: u32| {
+            let v = if c <= 4 { u8x16_shl(v, 4 - c) } else { u8x16_shr(v, c - 4) };
+            v128_and(v, u8x16_splat(0x10))
+        };
+        let (mut isum, mut msum) = (i32x4_splat(0), 0i32);
+        for j in 0..4 {
+            let (sc0, m0) = k4_scale_min(2 * j, &wb[4..16]);
+            let (sc1, m1) = k4_scale_min(2 * j + 1, &wb[4..16]);
+            let (q0, q1) = (load(wb, 48 + 32 * j), load(wb, 64 + 32 * j));
+            let m4 = u8x16_splat(0xF);
+            let (c0, c1) = (2 * j as u32, 2 * j as u32 + 1);
+            let lo =
+                [v128_or(v128_and(q0, m4), fifth(qh[0], c0)), v128_or(v128_and(q1, m4), fifth(qh[1], c0))];
+            let hi =
+                [v128_or(u8x16_shr(q0, 4), fifth(qh[0], c1)), v128_or(u8x16_shr(q1, 4), fifth(qh[1], c1))];
+            isum = i32x4_add(isum, dot32_scaled(lo, ab, 4 + 64 * j, sc0 as i16));
+            isum = i32x4_add(isum, dot32_scaled(hi, ab, 36 + 64 * j, sc1 as i16));
+            msum += m0 as i32 * (bs(4 * j) + bs(4 * j + 1)) + m1 as i32 * (bs(4 * j + 2) + bs(4 * j + 3));
+        }
+        let (d, dmin) = (f16_at(wb, 0), f16_at(wb, 2));
+        acc += f32_at(ab, 0) * (d * hsum_i32(isum) as f32 - dmin * msum as f32);
+    }
+    acc
 }
 
 /// Q6_K times Q8_K as `dot::dot_k` computes it (signed 6-bit quants, no mins).
