@@ -1,5 +1,6 @@
 //! The portable dot products (scalar code shaped so the compiler can vectorize it; the path on
-//! wasm and on CPUs without AVX2), and the dispatch to the AVX2 kernels on x86_64.
+//! CPUs without AVX2, and on wasm for the types `simd128.rs` lacks), and the dispatch to the
+//! AVX2 kernels on x86_64 and the simd128 kernels on wasm32.
 
 // Index loops over fixed-size arrays read more plainly than zipped iterators here.
 #![allow(clippy::needless_range_loop)]
@@ -28,6 +29,12 @@ pub fn vec_dot(t: GgmlType, n: usize, w_row: &[u8], acts: &[u8]) -> f32 {
             }
         }
     }
+    #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+    {
+        if let Some(r) = super::simd128::vec_dot(t, n, w_row, acts) {
+            return r;
+        }
+    }
     vec_dot_portable(t, n, w_row, acts)
 }
 
@@ -45,10 +52,26 @@ pub fn vec_dot_gemm4(t: GgmlType, n: usize, w_row: &[u8], acts: &[u8]) -> f32 {
             return vec_dot(t, n, w_row, acts);
         }
     }
+    #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+    {
+        if let Some(r) = super::simd128::vec_dot_gemm4(t, n, w_row, acts) {
+            return r;
+        }
+    }
     if t == GgmlType::Q4_K {
         return dot_q4_k_gemm4(n, w_row, acts);
     }
     vec_dot(t, n, w_row, acts)
+}
+
+/// [`vec_dot_gemm4`] by the portable code alone (what the wasm tests hold the simd128 kernels
+/// to).
+#[doc(hidden)]
+pub fn vec_dot_gemm4_portable(t: GgmlType, n: usize, w_row: &[u8], acts: &[u8]) -> f32 {
+    if t == GgmlType::Q4_K {
+        return dot_q4_k_gemm4(n, w_row, acts);
+    }
+    vec_dot_portable(t, n, w_row, acts)
 }
 
 /// `out[j]` = [`vec_dot`] of weight row `j` (rows `wrb` bytes apart in `w`) with the activation

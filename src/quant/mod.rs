@@ -15,9 +15,13 @@
 //! - One decomposition per block (`x = d * sc * q - dmin * mn`, see `blocks.rs`) feeds both
 //!   `dequantize` and the plain reference [`vec_dot_ref`]; the fast paths are independent code
 //!   tested against that reference on random blocks (tests/quant_dot.rs).
-//! - Three dot product paths: [`vec_dot_ref`] (clarity), [`vec_dot_portable`] (scalar code the
-//!   compiler can vectorize; used on wasm and CPUs without AVX2), and AVX2+FMA+F16C kernels chosen
-//!   at run time on x86_64 (`avx2.rs`). [`vec_dot`] dispatches.
+//! - Four dot product paths: [`vec_dot_ref`] (clarity), [`vec_dot_portable`] (scalar code the
+//!   compiler can vectorize; used on CPUs without AVX2), AVX2+FMA+F16C kernels chosen at run
+//!   time on x86_64 (`avx2.rs`), and wasm simd128 kernels compiled in when the wasm target has
+//!   simd128 (`simd128.rs`; on by default in `.cargo/config.toml`; types without a kernel there
+//!   take the portable path). [`vec_dot`] dispatches. The simd128 kernels of the legacy types sum
+//!   their floats in their own order (wasm has no fused multiply-add); tests/web_quant.rs holds
+//!   every simd128 kernel to the portable code in the browser.
 //! - Batched forms for the CPU executor's matmul, bit-identical to [`vec_dot`] per pair:
 //!   [`vec_dot_rows`] (decode: many weight rows, one dispatch) and [`vec_dot_tile`] (prefill:
 //!   each weight block unpacked once for several activation rows). On x86_64 the legacy types
@@ -35,10 +39,16 @@ mod dot;
 mod dot_ref;
 mod quantize;
 mod quantize_weights;
+#[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+mod simd128;
 mod types;
 
+#[cfg(target_arch = "wasm32")]
+pub(crate) use blocks::f16_to_f32_branchless;
 pub use dequant::dequantize;
-pub use dot::{has_tile, vec_dot, vec_dot_gemm4, vec_dot_portable, vec_dot_rows, vec_dot_tile};
+pub use dot::{
+    has_tile, vec_dot, vec_dot_gemm4, vec_dot_gemm4_portable, vec_dot_portable, vec_dot_rows, vec_dot_tile,
+};
 pub use dot_ref::vec_dot_ref;
 pub use quantize::quantize_row_into;
 pub use quantize_weights::quantize_weights;

@@ -144,7 +144,7 @@ fn dot_f16_lanes16_impl(a: &[f16], b: &[f32]) -> f32 {
         f16_to_f32(&ca[..n], &mut buf[..n]);
         for (ca, cb) in buf[..n].chunks_exact(16).zip(cb.chunks_exact(16)) {
             for l in 0..16 {
-                acc[l] = ca[l].mul_add(cb[l], acc[l]);
+                acc[l] = fma_f16s(ca[l], cb[l], acc[l]);
             }
         }
     }
@@ -181,12 +181,28 @@ fn dot_f16_vec_impl(a: &[f16], b: &[f32]) -> f32 {
         for (j, s) in sum.iter_mut().enumerate() {
             for (l, s) in s.iter_mut().enumerate() {
                 let i = 16 * j + l;
-                *s = ca[i].mul_add(cb[i], *s);
+                *s = fma_f16s(ca[i], cb[i], *s);
             }
         }
     }
     let s0: [f32; 16] = std::array::from_fn(|l| (sum[0][l] + sum[2][l]) + (sum[1][l] + sum[3][l]));
     reduce16(&s0)
+}
+
+/// `a * b + c` with one rounding, for f16 values `a` and `b`: their product is exact in f32,
+/// so the fused multiply-add and a multiply then an add give the same bits. The fused form where
+/// it is an instruction; on wasm, whose `mul_add` is a libm `fmaf` call per element, the two
+/// operations.
+#[inline(always)]
+fn fma_f16s(a: f32, b: f32, c: f32) -> f32 {
+    #[cfg(target_arch = "wasm32")]
+    {
+        a * b + c
+    }
+    #[cfg(not(target_arch = "wasm32"))]
+    {
+        a.mul_add(b, c)
+    }
 }
 
 /// ggml's `ggml_v_expf` (AVX512 build), one lane: exp(x) within 1.5 ulp. Every step is one
@@ -355,8 +371,19 @@ fn attend_head(i: usize, o: &mut [f32], q: &[f32], kv: &KvView, at: &[QueryAt], 
 /// bulk conversion; its per-value `to_f32` is a call per element).
 #[inline]
 fn f16_to_f32(src: &[f16], dst: &mut [f32]) {
-    use half::slice::HalfFloatSliceExt;
-    src.convert_to_f32_slice(dst);
+    #[cfg(target_arch = "wasm32")]
+    {
+        // half's bulk conversion is a branchy loop per value on wasm; this one has no branches,
+        // so the compiler can vectorize it (simd128).
+        for (d, s) in dst.iter_mut().zip(src) {
+            *d = crate::quant::f16_to_f32_branchless(s.to_bits());
+        }
+    }
+    #[cfg(not(target_arch = "wasm32"))]
+    {
+        use half::slice::HalfFloatSliceExt;
+        src.convert_to_f32_slice(dst);
+    }
 }
 
 /// ggml's GELU (tanh approximation), evaluated as its f16 lookup table does.
