@@ -388,7 +388,7 @@ fn attention_lengths() -> Vec<Row> {
 
 /// Attention deep in the cache: 4096 rows filled by KvStore, then steps of 1 and 17 rows
 /// attend over all of it (4097 keys and more: many decode splits, many key tiles); and decode
-/// steps over 8257 keys and more.
+/// steps over 8257 and 16385 keys and more.
 pub fn attention_deep() -> Vec<Row> {
     let mut rows = Vec::new();
     for shape in [(8, 1, 128, None, None), ATTN[3], ATTN[4]] {
@@ -410,22 +410,25 @@ pub fn attention_deep() -> Vec<Row> {
     // tile's scores once started from the first's in Chromium: attention_split.wgsl). Decode
     // steps only: lavapipe ends every loop of an invocation after 65535 iterations of all its
     // loops together, which the tiled kernel's 17 rows pass from ~6600 keys (head size 128).
+    // Past 16384 keys, three tiles a split.
     let (h, kvh, hd) = (8, 1, 128);
-    rows.push(row(
-        format!("attention deep decode heads={h}/{kvh} hd={hd} keys=8257.."),
-        tol::ATTENTION,
-        &[],
-        move |c: &mut Case| {
-            let kd = kvh * hd;
-            c.kv(8264, &[kd]);
-            let fill = kv_fill(c, 8256, kd);
-            let one = attention_graph(c, 1, (h, kvh, hd, None, None), 0);
-            c.step_with(fill, 0, VOCAB, Expect::Close(Readback::LastLogits));
-            for pos in 8256..8260 {
-                c.step(one, pos);
-            }
-        },
-    ));
+    for (filled, steps) in [(8256, 4), (16384, 2)] {
+        rows.push(row(
+            format!("attention deep decode heads={h}/{kvh} hd={hd} keys={}..", filled + 1),
+            tol::ATTENTION,
+            &[],
+            move |c: &mut Case| {
+                let kd = kvh * hd;
+                c.kv(filled + 8, &[kd]);
+                let fill = kv_fill(c, filled, kd);
+                let one = attention_graph(c, 1, (h, kvh, hd, None, None), 0);
+                c.step_with(fill, 0, VOCAB, Expect::Close(Readback::LastLogits));
+                for pos in filled..filled + steps {
+                    c.step(one, pos);
+                }
+            },
+        ));
+    }
     rows
 }
 
