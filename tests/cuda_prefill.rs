@@ -43,14 +43,16 @@ fn argmax(v: &[f32]) -> u32 {
 
 /// Tiny models (64 wide: the legacy types) and a small one (256 wide: Q4_K and Q6_K), a
 /// prompt of about 60 tokens, then 8 decode steps fed the CPU's greedy tokens (so that both
-/// executors see the same inputs throughout): every step's logits within 3e-2 of the largest.
+/// executors see the same inputs throughout): every step's logits within 4e-2 of the largest.
 /// Why not exact tokens or a tighter bound: CPU and GPU agree to the last bit of a float
 /// almost everywhere (the tiny Q4_0 model's logits differ by 5e-7 on the H100), but where an
 /// activation lies within an ulp of a q8 rounding step, one executor rounds it up and the
 /// other down, and that one step moves the logits by about 1% (tiny Q8_0 at seed 3: 4.3e-2 of
 /// 4.07, identical with the tensor-core path on or off), enough to swap near-tied greedy
-/// tokens of a random model. A wrong kernel is off by far more. Products alone agree to 1e-4
-/// in ops_cuda.
+/// tokens of a random model; the small Q4_K_M model, 8 layers deep, moves by up to 2.9% (0.121
+/// of 4.18 on the H100), and by 3.3% once its small products are split along k (which only
+/// reorders float sums): the bound is 4e-2. A wrong kernel is off by far more. Products alone
+/// agree to 1e-4 in ops_cuda.
 #[test]
 fn long_prompts_match_cpu() {
     let Some(donor) = donor() else { return };
@@ -86,7 +88,7 @@ fn long_prompts_match_cpu() {
             let scale = w.iter().fold(0f32, |m, v| m.max(v.abs()));
             let err = w.iter().zip(g).fold(0f32, |m, (a, b)| m.max((a - b).abs()));
             eprintln!("{name}, step {step}: logits max error {err:.3e} (largest {scale:.2})");
-            assert!(err <= 3e-2 * scale, "{name}, step {step}: logits differ by {err} (largest {scale})");
+            assert!(err <= 4e-2 * scale, "{name}, step {step}: logits differ by {err} (largest {scale})");
         }
     }
 }

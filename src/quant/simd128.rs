@@ -150,15 +150,21 @@ fn hsum_i32(v: v128) -> i32 {
 /// i32x4 partial sums.
 #[inline(always)]
 fn dot32_scaled(q: [v128; 2], ab: &[u8], off: usize, sc: i16) -> v128 {
-    let s = i16x8_splat(sc);
+    dot32_scaled2(q, ab, off, sc, sc)
+}
+
+/// As [`dot32_scaled`] with a scale per 16 elements: `s0` for the first, `s1` for the second.
+#[inline(always)]
+fn dot32_scaled2(q: [v128; 2], ab: &[u8], off: usize, s0: i16, s1: i16) -> v128 {
+    let (s0, s1) = (i16x8_splat(s0), i16x8_splat(s1));
     let (a0, a1) = (load(ab, off), load(ab, off + 16));
     let d0 = i32x4_add(
-        i32x4_dot_i16x8(i16x8_extmul_low_i8x16(q[0], a0), s),
-        i32x4_dot_i16x8(i16x8_extmul_high_i8x16(q[0], a0), s),
+        i32x4_dot_i16x8(i16x8_extmul_low_i8x16(q[0], a0), s0),
+        i32x4_dot_i16x8(i16x8_extmul_high_i8x16(q[0], a0), s0),
     );
     let d1 = i32x4_add(
-        i32x4_dot_i16x8(i16x8_extmul_low_i8x16(q[1], a1), s),
-        i32x4_dot_i16x8(i16x8_extmul_high_i8x16(q[1], a1), s),
+        i32x4_dot_i16x8(i16x8_extmul_low_i8x16(q[1], a1), s1),
+        i32x4_dot_i16x8(i16x8_extmul_high_i8x16(q[1], a1), s1),
     );
     i32x4_add(d0, d1)
 }
@@ -259,18 +265,8 @@ fn dot_q6_k(n: usize, w: &[u8], a: &[u8]) -> f32 {
                 // Sub-blocks 8h + 2c and 8h + 2c + 1, each with its scale.
                 let s = 8 * h + 2 * c;
                 let off = 4 + 128 * h + 32 * c;
-                let (a0, a1) = (load(ab, off), load(ab, off + 16));
-                let s0 = i16x8_splat(wb[192 + s] as i8 as i16);
-                let s1 = i16x8_splat(wb[193 + s] as i8 as i16);
-                let d0 = i32x4_add(
-                    i32x4_dot_i16x8(i16x8_extmul_low_i8x16(q[0], a0), s0),
-                    i32x4_dot_i16x8(i16x8_extmul_high_i8x16(q[0], a0), s0),
-                );
-                let d1 = i32x4_add(
-                    i32x4_dot_i16x8(i16x8_extmul_low_i8x16(q[1], a1), s1),
-                    i32x4_dot_i16x8(i16x8_extmul_high_i8x16(q[1], a1), s1),
-                );
-                isum = i32x4_add(isum, i32x4_add(d0, d1));
+                let (s0, s1) = (wb[192 + s] as i8 as i16, wb[193 + s] as i8 as i16);
+                isum = i32x4_add(isum, dot32_scaled2(q, ab, off, s0, s1));
             }
         }
         // As `dot_k` with Q6_K's zero mins: d * isum - 0 * 0.

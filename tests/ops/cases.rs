@@ -54,6 +54,8 @@ pub fn matmul() -> Vec<Row> {
         rows.push(matmul_row(t, 2, 256, 4099, false));
         // prefill's two weight rows a workgroup on GPUs
         rows.push(matmul_row(t, 9, 256, 2051, false));
+        // CUDA: few tiles, so the tensor-core product is split along k (and summed after)
+        rows.push(matmul_row(t, 20, 2048, 300, true));
     }
     rows
 }

@@ -6,11 +6,15 @@
 //! depth D, D tokens fill the context first (not timed). Lists of prompt sizes, generation
 //! lengths and depths give one row per combination, in llama-bench's order: for each depth,
 //! every pp test, then every tg test.
+//!
+//! With `--parallel N` (N > 1), as llama-batched-bench: pp P evaluates N sequences of P
+//! tokens each in one step, tg T generates T tokens for each of N sequences in steps of N
+//! tokens (one per sequence, each at its own position); tokens/s counts every sequence's.
 
 use std::time::Instant;
 
 use wick::exec::Readback;
-use wick::{Model, Result, SessionOptions};
+use wick::{Batch, Model, Result, SeqId, SessionOptions};
 
 /// One result row.
 pub struct Row {
@@ -20,6 +24,8 @@ pub struct Row {
     pub n_tokens: usize,
     /// Tokens in the context before the test.
     pub depth: usize,
+    /// Sequences evaluated together (1: one session).
+    pub parallel: usize,
     pub samples: Vec<f64>,
 }
 
@@ -71,6 +77,47 @@ async fn decode(model: &Model, n: usize, depth: usize) -> Result<f64> {
     Ok(n as f64 / t.elapsed().as_secs_f64())
 }
 
+/// A batch of `n` sequences, each holding `depth` tokens (filled one sequence a step).
+async fn filled_batch(
+    model: &Model,
+    n: usize,
+    depth: usize,
+    extra: usize,
+) -> Result<(Batch<'_>, Vec<SeqId>)> {
+    let mut b = model.batch(n * (depth + extra + wick::exec::KV_BLOCK))?;
+    let ids: Vec<SeqId> = (0..n).map(|_| b.add()).collect();
+    if depth > 0 {
+        let fill = tokens(model, depth);
+        for &id in &ids {
+            b.step(&[(id, &fill)], Readback::Argmax).await?;
+        }
+    }
+    Ok((b, ids))
+}
+
+async fn batch_prefill(model: &Model, n_seqs: usize, n: usize, depth: usize) -> Result<f64> {
+    let (mut b, ids) = filled_batch(model, n_seqs, depth, n).await?;
+    let prompt = tokens(model, n);
+    let work: Vec<(SeqId, &[u32])> = ids.iter().map(|&id| (id, &prompt[..])).collect();
+    let t = Instant::now();
+    b.step(&work, Readback::Argmax).await?;
+    Ok((n * n_seqs) as f64 / t.elapsed().as_secs_f64())
+}
+
+async fn batch_decode(model: &Model, n_seqs: usize, n: usize, depth: usize) -> Result<f64> {
+    let (mut b, ids) = filled_batch(model, n_seqs, depth, n + 1).await?;
+    let first = tokens(model, 1);
+    let work: Vec<(SeqId, &[u32])> = ids.iter().map(|&id| (id, &first[..])).collect();
+    let mut next = b.step(&work, Readback::Argmax).await?.tokens;
+    let t = Instant::now();
+    for _ in 0..n {
+        let cur: Vec<[u32; 1]> = next.iter().map(|&t| [t]).collect();
+        let work: Vec<(SeqId, &[u32])> = ids.iter().zip(&cur).map(|(&id, t)| (id, &t[..])).collect();
+        next = b.step(&work, Readback::Argmax).await?.tokens;
+    }
+    Ok((n * n_seqs) as f64 / t.elapsed().as_secs_f64())
+}
+
 /// Run the pp and tg tests for every depth (llama-bench's order: depth, then the pp sizes,
 /// then the tg lengths; 0 skips a test).
 pub async fn run(
@@ -78,26 +125,48 @@ pub async fn run(
     pps: &[usize],
     tgs: &[usize],
     depths: &[usize],
+    parallel: &[usize],
     reps: usize,
 ) -> Result<Vec<Row>> {
     let mut rows = Vec::new();
-    for &depth in depths {
-        let suffix = if depth > 0 { format!(" @ d{depth}") } else { String::new() };
-        for &pp in pps.iter().filter(|&&n| n > 0) {
-            prefill(model, pp, depth).await?;
-            let mut samples = Vec::new();
-            for _ in 0..reps {
-                samples.push(prefill(model, pp, depth).await?);
+    for &par in parallel {
+        for &depth in depths {
+            let mut suffix = if depth > 0 { format!(" @ d{depth}") } else { String::new() };
+            if par > 1 {
+                suffix = format!(" x{par}{suffix}");
             }
-            rows.push(Row { test: format!("pp{pp}{suffix}"), decode: false, n_tokens: pp, depth, samples });
-        }
-        for &tg in tgs.iter().filter(|&&n| n > 0) {
-            decode(model, tg.min(8), depth).await?;
-            let mut samples = Vec::new();
-            for _ in 0..reps {
-                samples.push(decode(model, tg, depth).await?);
+            for &pp in pps.iter().filter(|&&n| n > 0) {
+                let mut samples = Vec::new();
+                for i in 0..=reps {
+                    let s = if par > 1 {
+                        batch_prefill(model, par, pp, depth).await?
+                    } else {
+                        prefill(model, pp, depth).await?
+                    };
+                    // The first run warms up.
+                    if i > 0 {
+                        samples.push(s);
+                    }
+                }
+                let test = format!("pp{pp}{suffix}");
+                rows.push(Row { test, decode: false, n_tokens: pp, depth, parallel: par, samples });
             }
-            rows.push(Row { test: format!("tg{tg}{suffix}"), decode: true, n_tokens: tg, depth, samples });
+            for &tg in tgs.iter().filter(|&&n| n > 0) {
+                let mut samples = Vec::new();
+                for i in 0..=reps {
+                    let n = if i == 0 { tg.min(8) } else { tg };
+                    let s = if par > 1 {
+                        batch_decode(model, par, n, depth).await?
+                    } else {
+                        decode(model, n, depth).await?
+                    };
+                    if i > 0 {
+                        samples.push(s);
+                    }
+                }
+                let test = format!("tg{tg}{suffix}");
+                rows.push(Row { test, decode: true, n_tokens: tg, depth, parallel: par, samples });
+            }
         }
     }
     Ok(rows)

@@ -466,12 +466,14 @@ pub async fn bench(a: BenchArgs) -> Result<()> {
                 size as f64 / b * 1e3
             );
         }
-        let rows = super::bench::run(&model, &a.n_prompt, &a.n_gen, &a.depth, a.repetitions.max(1)).await?;
+        let rows =
+            super::bench::run(&model, &a.n_prompt, &a.n_gen, &a.depth, &a.parallel, a.repetitions.max(1))
+                .await?;
         for r in rows {
             let ms = 1e3 / r.mean();
             // Decode rows: the weights and the KV cache at the mean context of the generated
             // tokens. Prefill rows have no floor.
-            let kv_bytes = r.decode.then(|| {
+            let kv_bytes = (r.decode && r.parallel == 1).then(|| {
                 kv_bytes_read(model.hparams(), super::bench::mean_decode_context(r.depth, r.n_tokens))
             });
             let floor = match (bandwidth, kv_bytes) {
@@ -481,7 +483,7 @@ pub async fn bench(a: BenchArgs) -> Result<()> {
             if a.json {
                 json_rows.push(serde_json::json!({
                     "model": name, "size_bytes": size, "executor": model.executor_name(), "test": r.test,
-                    "n_tokens": r.n_tokens, "depth": r.depth, "tokens_per_s_mean": r.mean(),
+                    "n_tokens": r.n_tokens, "depth": r.depth, "parallel": r.parallel, "tokens_per_s_mean": r.mean(),
                     "tokens_per_s_stddev": r.stddev(), "samples": r.samples,
                     "bandwidth_bytes_per_s": bandwidth, "kv_bytes_per_token": kv_bytes,
                     "floor_ms_per_token": floor,

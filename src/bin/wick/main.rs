@@ -249,6 +249,11 @@ struct BenchArgs {
     /// every test at each depth.
     #[arg(short = 'd', long, default_value = "0", value_delimiter = ',', num_args = 1.., value_parser = count(1 << 24))]
     depth: Vec<usize>,
+    /// Sequences evaluated together, as llama-batched-bench's `-npl`: N > 1 prefills N prompts
+    /// in one step and decodes N sequences a token each per step, reporting all their tokens/s;
+    /// a comma list runs every test at each count.
+    #[arg(long, default_value = "1", value_delimiter = ',', num_args = 1.., value_parser = clap::value_parser!(u64).range(1..=4096).map(|v| v as usize))]
+    parallel: Vec<usize>,
     /// Repetitions of each test (1 to 1000).
     #[arg(short = 'r', long, default_value_t = 5, value_parser = clap::value_parser!(u64).range(1..=1000).map(|v| v as usize))]
     repetitions: usize,

@@ -148,9 +148,13 @@ impl CudaExecutor {
             use_graphs: std::env::var("WICK_CUDA_GRAPHS").as_deref() != Ok("0")
                 && std::env::var_os("WICK_CUDA_DEBUG").is_none()
                 && !profile,
+            graph_max_tokens: env_usize("WICK_CUDA_GRAPH_MAX_TOKENS").unwrap_or(64),
+            mmvn_max_rows: env_usize("WICK_CUDA_MMVN_MAX_ROWS").unwrap_or(15),
+            mmvn_rows: env_usize("WICK_CUDA_MMVN_ROWS").filter(|&n| n > 0).unwrap_or(4),
             use_fusion: std::env::var("WICK_CUDA_FUSE").as_deref() != Ok("0") && !profile,
             profile,
             mmq,
+            mmq_split: std::env::var("WICK_CUDA_MMQ_SPLIT").as_deref() != Ok("0"),
             flash,
             flash_split: std::env::var("WICK_CUDA_FLASH_SPLIT").ok().and_then(|v| v.parse().ok()),
             split_per_sm: std::env::var("WICK_CUDA_SPLIT_PER_SM")
@@ -299,4 +303,9 @@ impl CudaExecutor {
         }
         Ok(2.0 * N as f64 / best.max(1e-9))
     }
+}
+
+/// A numeric knob from the environment (unset or not a number: `None`).
+fn env_usize(var: &str) -> Option<usize> {
+    std::env::var(var).ok().and_then(|v| v.parse().ok())
 }

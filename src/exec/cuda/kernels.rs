@@ -246,6 +246,11 @@ pub(crate) enum Kernel {
         t: MatVecType,
         r8: bool,
     },
+    /// `MatVecParams`: decode products of up to eight activation rows (sequences) at once, in
+    /// the split q8 layout of all the rows (`mmvn_T`, matmul.cuh).
+    MmvRows {
+        t: Block,
+    },
     /// `MmvParams`, `Mmv2Params` or `Mmv3Params` by form; `occ`: the `_o` build, limited in
     /// registers for more resident blocks (see [`Kernel::decode_variant`]).
     Mmv {
@@ -262,6 +267,8 @@ pub(crate) enum Kernel {
         t: Block,
         n32: bool,
     },
+    /// `MmqParams`: the sum of a split-K product's partial results.
+    MmqReduce,
 }
 
 impl Kernel {
@@ -307,7 +314,9 @@ impl Kernel {
         }
         for t in Block::ALL {
             v.extend([false, true].map(|n32| Mmq { t, n32 }));
+            v.push(MmvRows { t });
         }
+        v.push(MmqReduce);
         v
     }
 
@@ -332,6 +341,7 @@ impl Kernel {
             }
             Kernel::AttentionFlash(dims) => return format!("attention_flash_{}", dims.size()),
             Kernel::Argmax => "argmax",
+            Kernel::MmqReduce => "mmq_reduce",
             Kernel::QuantizeQ8_0 => "quantize_q8_0",
             Kernel::QuantizeQ8K => "quantize_q8_k",
             Kernel::RoundF16 => "round_f16",
@@ -349,6 +359,7 @@ impl Kernel {
                 return format!("{prefix}_{}{}", t.suffix(), if occ { "_o" } else { "" });
             }
             Kernel::Mmv3Kmix { occ } => return format!("mmv3_kmix{}", if occ { "_o" } else { "" }),
+            Kernel::MmvRows { t } => return format!("mmvn_{}", t.suffix()),
             Kernel::Mmq { t, n32 } => return format!("mmq_{}{}", t.suffix(), if n32 { "_n32" } else { "" }),
         };
         fixed.to_string()
@@ -373,11 +384,11 @@ impl Kernel {
             Kernel::QuantizeQ8_0 | Kernel::QuantizeQ8K => "QuantizeParams",
             Kernel::RoundF16 => "RoundF16Params",
             Kernel::QuantizeQ8s | Kernel::QuantizeQ8Ks => "QuantizeSplitParams",
-            Kernel::MatVec { .. } => "MatVecParams",
+            Kernel::MatVec { .. } | Kernel::MmvRows { .. } => "MatVecParams",
             Kernel::Mmv { form: MmvForm::One, .. } => "MmvParams",
             Kernel::Mmv { form: MmvForm::Gated, .. } => "Mmv2Params",
             Kernel::Mmv { form: MmvForm::Three, .. } | Kernel::Mmv3Kmix { .. } => "Mmv3Params",
-            Kernel::Mmq { .. } => "MmqParams",
+            Kernel::Mmq { .. } | Kernel::MmqReduce => "MmqParams",
         }
     }
 
@@ -398,9 +409,10 @@ impl Kernel {
             | Kernel::QuantizeQ8s
             | Kernel::QuantizeQ8Ks
             | Kernel::MatVec { .. }
+            | Kernel::MmvRows { .. }
             | Kernel::Mmv { .. }
             | Kernel::Mmv3Kmix { .. } => Module::Matmul,
-            Kernel::Mmq { .. } => Module::Mmq,
+            Kernel::Mmq { .. } | Kernel::MmqReduce => Module::Mmq,
         }
     }
 
@@ -455,6 +467,7 @@ fn options(arch: (i32, i32)) -> Vec<String> {
         ("WICK_CUDA_FLASH_MIN_BLOCKS", "FA_MIN_BLOCKS"),
         ("WICK_CUDA_SPLIT_MIN_CHUNK", "AS_MIN_CHUNK"),
         ("WICK_CUDA_MMV_UNROLL", "MMV_UNROLL"),
+        ("WICK_CUDA_MMVN_ROWS", "MMVN_ROWS"),
     ] {
         if let Some(n) = std::env::var(var).ok().and_then(|n| n.parse::<u32>().ok()) {
             o.push(format!("-D{define}={n}"));

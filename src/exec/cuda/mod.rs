@@ -96,12 +96,25 @@ pub struct CudaExecutor {
     device: String,
     /// `WICK_CUDA_DEBUG` set: print every matmul's input and its first converted block.
     debug: bool,
-    /// Capture one-token steps as CUDA graphs (unless `WICK_CUDA_GRAPHS=0` or debugging).
+    /// Capture steps of up to `graph_max_tokens` tokens as CUDA graphs (unless
+    /// `WICK_CUDA_GRAPHS=0` or debugging).
     use_graphs: bool,
+    /// The most tokens of a step that is captured as a CUDA graph: one-token decode steps and
+    /// the decode steps of several sequences (64; `WICK_CUDA_GRAPH_MAX_TOKENS`). Prefill
+    /// chunks are launched op by op: their launches are few against their work.
+    graph_max_tokens: usize,
+    /// The most rows a product takes through the `mmvn_T` kernels (15; from 16 the tensor-core
+    /// kernels take them; `WICK_CUDA_MMVN_MAX_ROWS`, 0 or 1: never).
+    mmvn_max_rows: usize,
+    /// Activation rows of one `mmvn_T` launch (4: `MMVN_ROWS` in kernels/matmul.cuh; both
+    /// follow `WICK_CUDA_MMVN_ROWS`, a tuning knob).
+    mmvn_rows: usize,
     /// Fuse one-token steps (unless `WICK_CUDA_FUSE=0`).
     use_fusion: bool,
     /// Prefill products on the tensor cores (`ops/matmul_mmq.rs`).
     mmq: bool,
+    /// Split small tensor-core products along k (unless `WICK_CUDA_MMQ_SPLIT=0`).
+    mmq_split: bool,
     /// Prefill attention on the tensor cores (`ops/attention.rs`): sm_80 and later, unless
     /// `WICK_CUDA_FLASH=0`.
     flash: bool,

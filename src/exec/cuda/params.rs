@@ -342,17 +342,21 @@ params! {
         t1: i32 = "int",
         t2: i32 = "int",
     }
-    /// `mmq_T`, `mmq_T_n32`: the tensor-core product of `rows` rows in the split q8 layout.
+    /// `mmq_T`, `mmq_T_n32`: the tensor-core product of `rows` rows in the split q8 layout;
+    /// split along k into `splits` runs (the grid's z) whose partial sums go to `part`, added
+    /// by `mmq_reduce`.
     [Mmq] struct MmqParams {
         w: u64 = "const u8*",
         aq: u64 = "const i8*",
         ad: u64 = "const float*",
         out: u64 = "float*",
         bias: u64 = "const u8*",
+        part: u64 = "float*",
         btype: i32 = "int",
         k: i32 = "int",
         n: i32 = "int",
         rows: i32 = "int",
+        splits: i32 = "int",
     }
 }
 

@@ -1,5 +1,5 @@
 //! From a graph to launches: compiling a graph (validation, its buffers, the decode plan),
-//! recording a step op by op or by the plan, capturing a one-token step as a CUDA graph and
+//! recording a step op by op or by the plan, capturing a decode step (one token, or one a sequence) as a CUDA graph and
 //! replaying it, launching a kernel (with programmatic dependent launch where it can), and
 //! reading the result back.
 
@@ -248,7 +248,7 @@ impl CudaExecutor {
         let mut qbytes = 0;
         for op in &graph.ops {
             if let Op::MatMul { w, x, .. } = op {
-                qbytes = qbytes.max(ops::qact_bytes(self.weight(*w)?, graph.rows(*x))?);
+                qbytes = qbytes.max(ops::qact_bytes(self.weight(*w)?, graph.rows(*x), self.mmq_sms())?);
             }
         }
         let qact = Buf::zeros(&self.stream, qbytes)?;
@@ -449,7 +449,7 @@ impl CudaExecutor {
         // (every step ends with a synchronization), so no copy reads them now.
         let host = unsafe { std::slice::from_raw_parts_mut(c.io.host, c.io.len) };
         host[..words.len()].copy_from_slice(&words);
-        if self.use_graphs && c.g.n_tokens == 1 {
+        if self.use_graphs && c.g.n_tokens <= self.graph_max_tokens {
             // The captured graph's parameters hold the table stride: one capture per cache.
             let fresh = matches!(&c.captured, Some((k, s, _)) if *k == kv && *s == scores);
             if !fresh {

@@ -125,6 +125,17 @@ struct Active<'m> {
     events: mpsc::UnboundedSender<Event>,
 }
 
+impl Active<'_> {
+    /// Whether the device may pick this sequence's next token (greedy, and nothing on the
+    /// host needs its logits), as `Session` decides it.
+    fn device_picks(&self) -> bool {
+        self.sampler.is_greedy()
+            && self.guide.is_none()
+            && self.logprobs.is_none()
+            && self.logit_bias.is_empty()
+    }
+}
+
 /// Run the engine on this thread until every command sender is gone.
 pub async fn run(model: Model, opts: EngineOptions, mut rx: mpsc::Receiver<Cmd>, metrics: Arc<Metrics>) {
     let mut batch = match model.batch(opts.n_ctx) {
@@ -198,8 +209,11 @@ pub async fn run(model: Model, opts: EngineOptions, mut rx: mpsc::Receiver<Cmd>,
         }
         let items: Vec<(SeqId, &[u32])> =
             work.iter().map(|&(i, n)| (active[i].seq, &active[i].todo[..n])).collect();
+        // The device picks the tokens when no sequence of the step needs its logits on the host.
+        let on_device = work.iter().all(|&(i, _)| active[i].device_picks());
+        let readback = if on_device { Readback::Argmax } else { Readback::LastLogits };
         let t = Instant::now();
-        let out = batch.step(&items, Readback::LastLogits).await;
+        let out = batch.step(&items, readback).await;
         metrics.step_seconds_micros.fetch_add(t.elapsed().as_micros() as u64, Ordering::Relaxed);
         metrics.steps.fetch_add(1, Ordering::Relaxed);
         let out = match out {
@@ -231,8 +245,15 @@ pub async fn run(model: Model, opts: EngineOptions, mut rx: mpsc::Receiver<Cmd>,
                 continue; // mid-prompt: no token yet
             }
             a.prompting = false;
-            let mut logits = out.logits[row * n_vocab..(row + 1) * n_vocab].to_vec();
-            if let Some(finish) = next_token(&model, a, &mut logits, &metrics) {
+            let picked = match out.tokens.get(row) {
+                Some(&id) if on_device => Ok(id),
+                _ => pick(&model, a, &mut out.logits[row * n_vocab..(row + 1) * n_vocab].to_vec()),
+            };
+            let next = match picked {
+                Ok(id) => next_token(&model, a, id, &metrics),
+                Err(e) => Some(fail(a, e)),
+            };
+            if let Some(finish) = next {
                 finish_job(a, finish);
                 finished.push(i);
             }
@@ -245,8 +266,9 @@ pub async fn run(model: Model, opts: EngineOptions, mut rx: mpsc::Receiver<Cmd>,
     }
 }
 
-/// Sample, report and queue the next token of `a`; `Some(finish reason)` when it ends.
-fn next_token(model: &Model, a: &mut Active, logits: &mut [f32], metrics: &Metrics) -> Option<&'static str> {
+/// Pick the next token of `a` from its logits: the logit bias, the constraint's mask, the
+/// sampler; its log-probability entry is queued when asked.
+fn pick(model: &Model, a: &mut Active, logits: &mut [f32]) -> Result<u32, Error> {
     let raw = a.logprobs.map(|_| logits.to_vec());
     for &(t, b) in &a.logit_bias {
         if let Some(l) = logits.get_mut(t as usize) {
@@ -254,14 +276,17 @@ fn next_token(model: &Model, a: &mut Active, logits: &mut [f32], metrics: &Metri
         }
     }
     if let Some(g) = a.guide.as_mut() {
-        if let Err(e) = g.mask(logits) {
-            return Some(fail(a, e));
-        }
+        g.mask(logits)?;
     }
     let id = a.sampler.sample(logits, &a.history);
     if let (Some(n), Some(raw)) = (a.logprobs, raw) {
         a.pending.push(entry(model, &wick::logprobs(&raw, id, n)));
     }
+    Ok(id)
+}
+
+/// Report and queue token `id` of `a`; `Some(finish reason)` when it ends.
+fn next_token(model: &Model, a: &mut Active, id: u32, metrics: &Metrics) -> Option<&'static str> {
     a.generated += 1;
     metrics.generated_tokens.fetch_add(1, Ordering::Relaxed);
     if model.tokenizer().is_eog(id) && !a.ignore_eos {

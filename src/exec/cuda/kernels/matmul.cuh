@@ -208,6 +208,51 @@ __device__ __forceinline__ void argmax_update(u64* best, float v, int row) {
 #define MMV_B(T, TPB, AF, PART, MINB) MMV_VARIANT(T, TPB, AF, PART, , MINB) MMV_VARIANT(T, TPB, AF, PART, _o, MMV_OCC_BLOCKS)
 #define MMV(T, TPB, AF, PART) MMV_B(T, TPB, AF, PART, MMV_MIN_BLOCKS)
 
+// Decode of a few sequences at once: `mmvn_T`, out[r] = W·a[r] (+ bias) for p.rows (at most
+// MMVN_ROWS) activation rows in the split q8 layout of all the rows (row r's quants at
+// a + r·k, then the floats, AF a block, row r's from a + rows·k + 4·r·(k / QB)·AF). A warp per
+// output as `mmv_T`, each lane's weight part dotted with every row's activations while it is
+// in registers: the weights are read once for all rows, and every row's sum is taken in the
+// order of `mmv_row`, so each sequence gets the bits its one-row decode would.
+// Four rows a launch: measured on the H100 (8b Q4_K_M, tg64 of 2 / 4 / 8 sequences): 372 /
+// 562 / 665 tok/s, against 308 / 461 / 607 with eight (whose registers are sized for eight
+// rows whatever the launch's count) and 329 / 497 / 660 with sixteen.
+#ifndef MMVN_ROWS
+#define MMVN_ROWS 4
+#endif
+template <int TPB, int QB, int Q, int H, int AF, mmv_part PART>
+__device__ __forceinline__ void mmvn_rows(const u8* W, const u8* A, float* out, const u8* bias, int btype, int k,
+                                          int n, int nr) {
+    int row = mmv_out_row();
+    if (row >= n) return;
+    int nb = k / QB, parts = nb * TPB;
+    const u8* q = W + (long long)row * nb * Q;
+    const u8* h = W + header_offset((long long)n * nb, Q) + (long long)row * nb * H;
+    const i8* aq = (const i8*)A;
+    const float* ad = (const float*)(A + (long long)nr * k);
+    float acc[MMVN_ROWS];
+#pragma unroll
+    for (int r = 0; r < MMVN_ROWS; r++) acc[r] = 0.0f;
+    for (int i = threadIdx.x % 32; i < parts; i += 32) {
+        int b = i / TPB, s = i % TPB;
+#pragma unroll
+        for (int r = 0; r < MMVN_ROWS; r++)
+            if (r < nr)
+                acc[r] += PART(q + b * Q, h + b * H, aq + (long long)r * k + b * QB, ad + ((long long)r * nb + b) * AF, s);
+    }
+    float bv = bias ? deq(btype, bias, n, row) : 0.0f;
+#pragma unroll
+    for (int r = 0; r < MMVN_ROWS; r++) {
+        if (r >= nr) break;
+        float v = warp_sum(acc[r]);
+        if (threadIdx.x % 32 == 0) out[(long long)r * n + row] = bias ? v + bv : v;
+    }
+}
+#define MMVN(T, TPB, AF, PART)                                                                                \
+    extern "C" __global__ void __launch_bounds__(MMV_THREADS) mmvn_##T(const MatVecParams p) {                \
+        mmvn_rows<TPB, QB_##T, Q_##T, H_##T, AF, PART>(p.w, p.a, p.out, p.bias, p.btype, p.k, p.n, p.rows);    \
+    }
+
 // 16-byte loads (16-byte aligned addresses) and dot products of 16 int8 pairs.
 __device__ __forceinline__ uint4 ld16(const void* p) { return *(const uint4*)p; }
 __device__ __forceinline__ int dot16(uint4 w, uint4 a, int c) {

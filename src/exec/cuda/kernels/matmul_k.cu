@@ -108,6 +108,9 @@ __device__ float part_q6_k(const u8* q, const u8* h, const i8* a, const float* a
 MMV(q4_k, 8, 1, part_q4_k)
 MMV(q5_k, 8, 1, part_q5_k)
 MMV_B(q6_k, 8, 1, part_q6_k, MMV_MIN_BLOCKS_Q6K)
+MMVN(q4_k, 8, 1, part_q4_k)
+MMVN(q5_k, 8, 1, part_q5_k)
+MMVN(q6_k, 8, 1, part_q6_k)
 
 // Q, K and V of mixed K-quant types (llama-quantize's Q4_K_M gives V more bits than Q and
 // K): as mmv3_T, each third of the rows with its own type (all take q8_K activations).

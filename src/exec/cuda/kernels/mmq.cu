@@ -147,9 +147,13 @@ __device__ void unpack_q6_k(const u8* W, long long hoff, long long b, int c, u32
 // activations (one d per 256 values) instead of q8_0/q8_1 (d, s per 32).
 // BN: tokens a block, 64 (four warps of 32 rows × 32 tokens) or 32 (four warps of 16 rows × 32
 // tokens: twice the blocks, for products too small to fill the device otherwise).
+// Split-K: with gridDim.z > 1, block z takes the z-th of gridDim.z equal runs of MMQ_KS
+// chunks of k and writes its partial sums, without the bias, to part[z][token][row];
+// `mmq_reduce` then adds the runs in order (products of few tokens have too few tiles to
+// fill the device otherwise).
 template <int QB, int Q, int KSUB, bool MIN, bool KACT, mmq_unpack UNPACK, int BN>
 __device__ __forceinline__ void mmq_tile(const u8* W, const i8* aq, const float* ad, float* out, const u8* bias,
-                                         int btype, int k, int n, int rows) {
+                                         int btype, int k, int n, int rows, float* part) {
     constexpr int NSUB = MMQ_KS / KSUB;
     constexpr int CPB = QB / 32;
     __shared__ __align__(16) u8 sw[MMQ_BM * MMQ_STRIDE];
@@ -172,7 +176,13 @@ __device__ __forceinline__ void mmq_tile(const u8* W, const i8* aq, const float*
 #pragma unroll
             for (int e = 0; e < 4; e++) acc[i][j][e] = 0.0f;
 
-    for (int k0 = 0; k0 < k; k0 += MMQ_KS) {
+    int nks = (k + MMQ_KS - 1) / MMQ_KS, per = (nks + gridDim.z - 1) / gridDim.z;
+    int k_begin = blockIdx.z * per * MMQ_KS, k_end = min(k, (blockIdx.z + 1) * per * MMQ_KS);
+    if (gridDim.z > 1) {
+        out = part + (long long)blockIdx.z * rows * n;
+        bias = nullptr;
+    }
+    for (int k0 = k_begin; k0 < k_end; k0 += MMQ_KS) {
         int nch = min(MMQ_KS / 32, (k - k0) / 32);
         // Weights: thread i takes (row i / 8, chunk i % 8): a row's chunks are neighbours.
         for (int i = tid; i < MMQ_BM * 8; i += MMQ_THREADS) {
@@ -322,12 +332,23 @@ __device__ __forceinline__ void mmq_tile(const u8* W, const i8* aq, const float*
 #define MMQ(T, KSUB, MIN, KACT)                                                                                \
     extern "C" __global__ void __launch_bounds__(MMQ_THREADS) mmq_##T(const MmqParams p) {                     \
         mmq_tile<QB_##T, Q_##T, KSUB, MIN, KACT, unpack_##T, 64>(p.w, p.aq, p.ad, p.out, p.bias, p.btype, p.k,  \
-                                                                  p.n, p.rows);                                \
+                                                                  p.n, p.rows, p.part);                        \
     }                                                                                                          \
     extern "C" __global__ void __launch_bounds__(MMQ_THREADS) mmq_##T##_n32(const MmqParams p) {               \
         mmq_tile<QB_##T, Q_##T, KSUB, MIN, KACT, unpack_##T, 32>(p.w, p.aq, p.ad, p.out, p.bias, p.btype, p.k,  \
-                                                                  p.n, p.rows);                                \
+                                                                  p.n, p.rows, p.part);                        \
     }
+
+// The split-K sum: out[t][r] = part[0][t][r] + ... + part[splits − 1][t][r] (+ bias[r]), a
+// thread an output, the runs in order.
+extern "C" __global__ void mmq_reduce(const MmqParams p) {
+    long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x, total = (long long)p.rows * p.n;
+    if (i >= total) return;
+    float v = p.part[i];
+    for (int z = 1; z < p.splits; z++) v += p.part[z * total + i];
+    int row = (int)(i % p.n);
+    p.out[i] = p.bias ? v + deq(p.btype, p.bias, p.n, row) : v;
+}
 
 MMQ(q4_0, 32, false, false)
 MMQ(q4_1, 32, true, false)

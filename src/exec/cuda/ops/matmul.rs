@@ -1,6 +1,6 @@
 //! Launchers of the dp4a matrix products and the q8 conversion of their input
 //! (kernels/matmul_*.cu): a whole MatMul op (convert, then `matvec_*` over 1 or 8 token rows a
-//! warp), and the decode plan's steps: a conversion into the split q8 scratch, and the decode
+//! warp, or `mmvn_*` for the few rows of a decode step of several sequences), and the decode plan's steps: a conversion into the split q8 scratch, and the decode
 //! products (`mmv_*`, `mmv2_*` gate and up, `mmv3_*` three matrices).
 
 use super::super::device::Weight;
@@ -20,7 +20,7 @@ use crate::Result;
 const MMV_WARPS: usize = 4;
 
 /// Bytes the matmul of `w` needs for its converted activations, `rows` rows.
-pub(in super::super) fn qact_bytes(w: &Weight, rows: usize) -> Result<usize> {
+pub(in super::super) fn qact_bytes(w: &Weight, rows: usize, n_sm: usize) -> Result<usize> {
     let vt = quant::vec_dot_type(w.dtype);
     let per_row = match vt {
         GgmlType::F16 | GgmlType::F32 => 4 * w.k() as u64,
@@ -28,7 +28,7 @@ pub(in super::super) fn qact_bytes(w: &Weight, rows: usize) -> Result<usize> {
     };
     // The decode kernels' split layout: k bytes, then up to two floats per 32 values.
     let split = w.k().div_ceil(16) * 16 + w.k() / 4;
-    Ok((per_row as usize * rows).max(split).max(super::matmul_mmq::qact_bytes(w.k(), rows)))
+    Ok((per_row as usize * rows).max(split).max(super::matmul_mmq::qact_bytes(w.k(), w.n_rows(), rows, n_sm)))
 }
 
 /// The q8 format of the decode kernels (`mmv_*`) for weights of type `t`, None for float
@@ -75,7 +75,7 @@ impl CudaExecutor {
         dst: ActId,
         bias: Option<WeightId>,
     ) -> Result<()> {
-        if self.matmul_mmq(c, op, w, x, dst, bias)? {
+        if self.matmul_rows(c, w, x, dst, bias)? || self.matmul_mmq(c, op, w, x, dst, bias)? {
             return Ok(());
         }
         let wt = self.weight(w)?;
@@ -129,6 +129,57 @@ impl CudaExecutor {
         } else {
             self.launch(Kernel::MatVec { t, r8: false }, (n.div_ceil(4).max(1) as u32, rows as u32), 128, &p)
         }
+    }
+
+    /// Enqueue `dst = x · wᵀ (+ bias)` for 2 to `mmvn_max_rows` rows (the tokens of a decode
+    /// step of several sequences; `WICK_CUDA_MMVN_MAX_ROWS`, 15 by default: from 16 rows the
+    /// tensor-core kernels take over) with the `mmvn_T` kernels, `mmvn_rows` rows a launch: the rows are
+    /// converted to the split q8 layout, and each launch reads the weights once. Ok(false),
+    /// with nothing enqueued, when this path does not apply.
+    fn matmul_rows(
+        &self,
+        c: &Compiled,
+        w: WeightId,
+        x: ActId,
+        dst: ActId,
+        bias: Option<WeightId>,
+    ) -> Result<bool> {
+        let wt = self.weight(w)?;
+        let (k, n, rows) = (wt.k(), wt.n_rows(), c.g.rows(x));
+        let Some(t) = Block::of(wt.dtype) else { return Ok(false) };
+        let vt = quant::vec_dot_type(wt.dtype);
+        let qb = if vt == GgmlType::Q8_K { 256 } else { 32 };
+        if !(2..=self.mmvn_max_rows).contains(&rows) || k % qb != 0 {
+            return Ok(false);
+        }
+        let (bias, btype) = self.bias_param(bias)?;
+        let per = self.mmvn_rows;
+        for r0 in (0..rows).step_by(per) {
+            let nr = per.min(rows - r0);
+            let qs = c.qact.ptr;
+            let p = QuantizeSplitParams {
+                x: c.act(x) + 4 * (r0 * k) as u64,
+                qs,
+                ds: qs + (nr * k) as u64,
+                with_sum: (vt == GgmlType::Q8_1) as i32,
+            };
+            match vt {
+                GgmlType::Q8_K => self.launch(Kernel::QuantizeQ8Ks, ((nr * k / 256) as u32, 1), 256, &p)?,
+                _ => self.launch(Kernel::QuantizeQ8s, ((nr * k / 32) as u32, 1), 32, &p)?,
+            }
+            let p = MatVecParams {
+                w: wt.buf.ptr,
+                a: qs,
+                out: c.act(dst) + 4 * (r0 * n) as u64,
+                bias,
+                btype,
+                k: k as i32,
+                n: n as i32,
+                rows: nr as i32,
+            };
+            self.launch(Kernel::MmvRows { t }, (n.div_ceil(MMV_WARPS) as u32, 1), 128, &p)?;
+        }
+        Ok(true)
     }
 
     /// Convert slot `x` (one row) into the split q8 scratch as `kind`.

@@ -12,12 +12,14 @@ use crate::exec::{ActId, Op, WeightId};
 use crate::quant::{self, GgmlType};
 use crate::Result;
 
-/// Fewest token rows for the tensor-core kernels: a tile takes 64 tokens, and below this the
-/// dp4a kernels (8 tokens a warp) waste less.
+/// Fewest token rows for the tensor-core kernels: a tile takes 32 or 64 tokens, and below this
+/// the dp4a kernels waste less (`mmvn_T`, ops/matmul.rs, take 2 to 15 rows).
 const MMQ_MIN_ROWS: usize = 16;
 /// Weight rows and tokens of one block's tile (`MMQ_BM` in mmq.cu; tokens 64, or 32 in `_n32`).
 const MMQ_BM: usize = 64;
 const MMQ_BN: usize = 64;
+/// Values of k a block stages at a time (`MMQ_KS` in mmq.cu): split-K runs are whole chunks.
+const MMQ_KS: usize = 256;
 /// Below this many 64 × 64 tiles (about one and a half per SM of an H100), the 32-token tiles
 /// of the `_n32` kernels are used instead (the K and V products of 1B/8B models).
 const MMQ_SMALL_GRID: usize = 200;
@@ -35,13 +37,50 @@ pub(in super::super) fn enabled(arch: (i32, i32)) -> bool {
     arch.0 >= 8 && std::env::var("WICK_CUDA_MMQ").as_deref() != Ok("0")
 }
 
-/// Bytes of q8 scratch the tensor-core path needs for `rows` rows of `k` values: the quants,
-/// then at most two floats per 32 values.
-pub(super) fn qact_bytes(k: usize, rows: usize) -> usize {
-    rows * k + rows * (k / 32) * 8
+/// Most runs of a split-K product (`mmq_reduce` adds them).
+const MMQ_MAX_SPLIT: usize = 8;
+
+/// Bytes of the split q8 activations of `rows` rows of `k` values: the quants, then at most
+/// two floats per 32 values; rounded up to 256 (the split-K partials follow).
+fn act_bytes(k: usize, rows: usize) -> usize {
+    (rows * k + rows * (k / 32) * 8).div_ceil(256) * 256
+}
+
+/// The grid of the product of `n` weight rows of `k` values and `rows` token rows on a
+/// device of `n_sm` multiprocessors: (the 32-token tiles, blocks along n, along the tokens,
+/// runs along k). A product with fewer tiles than two a multiprocessor is split along k into
+/// up to [`MMQ_MAX_SPLIT`] runs of whole `MMQ_KS` chunks, so that the device fills (the tiles
+/// of a few tokens' products, e.g. the decode steps of several sequences, walk all of k
+/// otherwise: a 4096 × 4096 product had 64 blocks for 132 multiprocessors).
+fn grid(n: usize, k: usize, rows: usize, n_sm: usize) -> (bool, usize, usize, usize) {
+    let tiles64 = n.div_ceil(MMQ_BM) * rows.div_ceil(MMQ_BN);
+    let n32 = tiles64 < MMQ_SMALL_GRID;
+    let (gx, gy) = (n.div_ceil(MMQ_BM), rows.div_ceil(if n32 { MMQ_BN / 2 } else { MMQ_BN }));
+    let chunks = k.div_ceil(MMQ_KS).max(1);
+    let want = (2 * n_sm).div_ceil(gx * gy).clamp(1, MMQ_MAX_SPLIT.min(chunks));
+    // Equal runs of whole chunks, none empty.
+    let splits = chunks.div_ceil(chunks.div_ceil(want));
+    (n32, gx, gy, splits)
+}
+
+/// Bytes of scratch the tensor-core path needs for `rows` rows of `k` values and `n` outputs:
+/// the activations, then the split-K partial sums when the product is split.
+pub(super) fn qact_bytes(k: usize, n: usize, rows: usize, n_sm: usize) -> usize {
+    let (_, _, _, splits) = grid(n, k, rows, n_sm);
+    act_bytes(k, rows) + if splits > 1 { 4 * splits * rows * n } else { 0 }
 }
 
 impl CudaExecutor {
+    /// The multiprocessors the split-K choice fills ([`grid`]); 0 (no split) with
+    /// `WICK_CUDA_MMQ_SPLIT=0`.
+    pub(in super::super) fn mmq_sms(&self) -> usize {
+        if self.mmq_split {
+            self.n_sm
+        } else {
+            0
+        }
+    }
+
     /// Enqueue `dst = x · wᵀ (+ bias)` on the tensor cores. Ok(false), with nothing enqueued,
     /// when this path does not apply (off, too few rows, a type it does not cover).
     pub(in super::super) fn matmul_mmq(
@@ -82,29 +121,59 @@ impl CudaExecutor {
             }
         }
         let (bias, btype) = self.bias_param(bias)?;
+        // Products too small to give the device a few blocks per SM take 32-token tiles, and
+        // are split along k.
+        let (n32, gx, gy, splits) = grid(n, k, rows, self.mmq_sms());
         let p = MmqParams {
             w: wt.buf.ptr,
             aq: qs,
             ad: ds,
             out: c.act(dst),
             bias,
+            part: qs + act_bytes(k, rows) as u64,
             btype,
             k: k as i32,
             n: n as i32,
             rows: rows as i32,
+            splits: splits as i32,
         };
-        // Products too small to give the device a few blocks per SM take 32-token tiles.
-        let tiles64 = n.div_ceil(MMQ_BM) * rows.div_ceil(MMQ_BN);
-        if tiles64 < MMQ_SMALL_GRID {
-            let grid = (n.div_ceil(MMQ_BM) as u32, rows.div_ceil(MMQ_BN / 2) as u32);
-            self.launch(Kernel::Mmq { t, n32: true }, grid, MMQ_THREADS, &p)?;
-        } else {
-            let grid = (n.div_ceil(MMQ_BM) as u32, rows.div_ceil(MMQ_BN) as u32);
-            self.launch(Kernel::Mmq { t, n32: false }, grid, MMQ_THREADS, &p)?;
+        let block = |v: usize| u32::try_from(v).map_err(|_| err("product too large"));
+        self.launch3(Kernel::Mmq { t, n32 }, (block(gx)?, block(gy)?, splits as u32), MMQ_THREADS, &p)?;
+        if splits > 1 {
+            self.launch(Kernel::MmqReduce, (block((rows * n).div_ceil(256))?, 1), 256, &p)?;
         }
         if self.debug {
             self.stream.synchronize().map_err(drv("debug"))?;
         }
         Ok(true)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Small products are split along k into equal, non-empty runs that fill the device;
+    /// large ones are not split.
+    #[test]
+    fn split_k_grids() {
+        // A decode step of 4 sequences through a 4096 × 4096 product on 132 multiprocessors:
+        // 64 blocks, 16 chunks of k: 4 runs of 4 chunks.
+        assert_eq!(grid(4096, 4096, 4, 132), (true, 64, 1, 4));
+        // The K product (1,024 rows): 16 blocks, 8 runs of 2 chunks.
+        assert_eq!(grid(1024, 4096, 16, 132), (true, 16, 1, 8));
+        // A prefill chunk of 512 tokens through 14336 rows: 1,792 tiles, no split.
+        assert_eq!(grid(14336, 4096, 512, 132), (false, 224, 8, 1));
+        // No split asked (WICK_CUDA_MMQ_SPLIT=0), or a single chunk of k.
+        assert_eq!(grid(4096, 4096, 4, 0).3, 1);
+        assert_eq!(grid(64, 256, 4, 132).3, 1);
+        for (n, k, rows) in [(4096, 14336, 16), (14336, 4096, 64), (576, 1536, 20), (300, 2048, 20)] {
+            let (_, gx, gy, splits) = grid(n, k, rows, 132);
+            let chunks = k.div_ceil(MMQ_KS);
+            let per = chunks.div_ceil(splits);
+            assert!(splits <= MMQ_MAX_SPLIT && (splits - 1) * per < chunks, "{n} {k} {rows}: {splits}");
+            assert!(gx * gy * splits >= 264 || splits == MMQ_MAX_SPLIT.min(chunks), "{n} {k} {rows}");
+        }
+        assert!(qact_bytes(4096, 4096, 4, 132) >= 4 * 4 * 4096 * 4 + 4 * 4096);
     }
 }
