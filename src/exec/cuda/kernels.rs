@@ -572,12 +572,12 @@ pub(crate) fn load(ctx: &Arc<CudaContext>) -> Result<HashMap<Kernel, CudaFunctio
 mod tests {
     use super::*;
 
-    /// The 119 entry points, each named once (that each is in its module's PTX is checked by
+    /// The 128 entry points, each named once (that each is in its module's PTX is checked by
     /// `compile`, run in CI with NVRTC).
     #[test]
     fn every_kernel_named_once() {
         let all = Kernel::all();
-        assert_eq!(all.len(), 119);
+        assert_eq!(all.len(), 128);
         let names: std::collections::HashSet<String> = all.iter().map(|k| k.name()).collect();
         assert_eq!(names.len(), all.len());
     }
