@@ -150,7 +150,7 @@ impl CudaExecutor {
                 && !profile,
             graph_max_tokens: env_usize("WICK_CUDA_GRAPH_MAX_TOKENS").unwrap_or(64),
             mmvn_max_rows: env_usize("WICK_CUDA_MMVN_MAX_ROWS").unwrap_or(15),
-            mmvn_rows: env_usize("WICK_CUDA_MMVN_ROWS").filter(|&n| n > 0).unwrap_or(4),
+            mmvn_rows: env_usize("WICK_CUDA_MMVN_ROWS").unwrap_or(8).clamp(1, 8),
             use_fusion: std::env::var("WICK_CUDA_FUSE").as_deref() != Ok("0") && !profile,
             profile,
             mmq,

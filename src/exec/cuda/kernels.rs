@@ -246,10 +246,12 @@ pub(crate) enum Kernel {
         t: MatVecType,
         r8: bool,
     },
-    /// `MatVecParams`: decode products of up to eight activation rows (sequences) at once, in
-    /// the split q8 layout of all the rows (`mmvn_T`, matmul.cuh).
+    /// `MmvParams`, `Mmv2Params` or `Mmv3Params` by form: the decode products of up to eight
+    /// activation rows (the tokens of a step of several sequences) at once, in the split q8
+    /// layout of all the rows (`mmvn_T`, `mmvn2_T`, `mmvn3_T`, matmul.cuh).
     MmvRows {
         t: Block,
+        form: MmvForm,
     },
     /// `MmvParams`, `Mmv2Params` or `Mmv3Params` by form; `occ`: the `_o` build, limited in
     /// registers for more resident blocks (see [`Kernel::decode_variant`]).
@@ -314,7 +316,7 @@ impl Kernel {
         }
         for t in Block::ALL {
             v.extend([false, true].map(|n32| Mmq { t, n32 }));
-            v.push(MmvRows { t });
+            v.extend([MmvForm::One, MmvForm::Gated, MmvForm::Three].map(|form| MmvRows { t, form }));
         }
         v.push(MmqReduce);
         v
@@ -359,7 +361,14 @@ impl Kernel {
                 return format!("{prefix}_{}{}", t.suffix(), if occ { "_o" } else { "" });
             }
             Kernel::Mmv3Kmix { occ } => return format!("mmv3_kmix{}", if occ { "_o" } else { "" }),
-            Kernel::MmvRows { t } => return format!("mmvn_{}", t.suffix()),
+            Kernel::MmvRows { t, form } => {
+                let prefix = match form {
+                    MmvForm::One => "mmvn",
+                    MmvForm::Gated => "mmvn2",
+                    MmvForm::Three => "mmvn3",
+                };
+                return format!("{prefix}_{}", t.suffix());
+            }
             Kernel::Mmq { t, n32 } => return format!("mmq_{}{}", t.suffix(), if n32 { "_n32" } else { "" }),
         };
         fixed.to_string()
@@ -384,10 +393,16 @@ impl Kernel {
             Kernel::QuantizeQ8_0 | Kernel::QuantizeQ8K => "QuantizeParams",
             Kernel::RoundF16 => "RoundF16Params",
             Kernel::QuantizeQ8s | Kernel::QuantizeQ8Ks => "QuantizeSplitParams",
-            Kernel::MatVec { .. } | Kernel::MmvRows { .. } => "MatVecParams",
-            Kernel::Mmv { form: MmvForm::One, .. } => "MmvParams",
-            Kernel::Mmv { form: MmvForm::Gated, .. } => "Mmv2Params",
-            Kernel::Mmv { form: MmvForm::Three, .. } | Kernel::Mmv3Kmix { .. } => "Mmv3Params",
+            Kernel::MatVec { .. } => "MatVecParams",
+            Kernel::Mmv { form: MmvForm::One, .. } | Kernel::MmvRows { form: MmvForm::One, .. } => {
+                "MmvParams"
+            }
+            Kernel::Mmv { form: MmvForm::Gated, .. } | Kernel::MmvRows { form: MmvForm::Gated, .. } => {
+                "Mmv2Params"
+            }
+            Kernel::Mmv { form: MmvForm::Three, .. }
+            | Kernel::MmvRows { form: MmvForm::Three, .. }
+            | Kernel::Mmv3Kmix { .. } => "Mmv3Params",
             Kernel::Mmq { .. } | Kernel::MmqReduce => "MmqParams",
         }
     }
@@ -430,6 +445,7 @@ impl Kernel {
                 | Kernel::AttentionSplit { .. }
                 | Kernel::Embed
                 | Kernel::Mmv { .. }
+                | Kernel::MmvRows { .. }
                 | Kernel::Mmv3Kmix { .. }
         )
     }
@@ -468,6 +484,8 @@ fn options(arch: (i32, i32)) -> Vec<String> {
         ("WICK_CUDA_SPLIT_MIN_CHUNK", "AS_MIN_CHUNK"),
         ("WICK_CUDA_MMV_UNROLL", "MMV_UNROLL"),
         ("WICK_CUDA_MMVN_ROWS", "MMVN_ROWS"),
+        ("WICK_CUDA_MMVN_UNROLL", "MMVN_UNROLL"),
+        ("WICK_CUDA_MMVN_MIN_BLOCKS", "MMVN_MIN_BLOCKS"),
     ] {
         if let Some(n) = std::env::var(var).ok().and_then(|n| n.parse::<u32>().ok()) {
             o.push(format!("-D{define}={n}"));
@@ -572,12 +590,12 @@ pub(crate) fn load(ctx: &Arc<CudaContext>) -> Result<HashMap<Kernel, CudaFunctio
 mod tests {
     use super::*;
 
-    /// The 128 entry points, each named once (that each is in its module's PTX is checked by
+    /// The 144 entry points, each named once (that each is in its module's PTX is checked by
     /// `compile`, run in CI with NVRTC).
     #[test]
     fn every_kernel_named_once() {
         let all = Kernel::all();
-        assert_eq!(all.len(), 128);
+        assert_eq!(all.len(), 144);
         let names: std::collections::HashSet<String> = all.iter().map(|k| k.name()).collect();
         assert_eq!(names.len(), all.len());
     }

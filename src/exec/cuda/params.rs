@@ -293,7 +293,9 @@ params! {
         n: i32 = "int",
         rows: i32 = "int",
     }
-    /// `mmv_T`: out = w · a (+ bias) (+ add), keeping the running argmax in *best when set.
+    /// `mmv_T`: out = w · a (+ bias) (+ add), keeping the running argmax in *best when set;
+    /// `mmvn_T` the same for `rows` rows (no argmax). (`rows` is read by the `mmvn` kernels
+    /// only, here and in the next two.)
     [Matmul] struct MmvParams {
         w: u64 = "const u8*",
         aq: u64 = "const i8*",
@@ -305,8 +307,9 @@ params! {
         btype: i32 = "int",
         k: i32 = "int",
         n: i32 = "int",
+        rows: i32 = "int",
     }
-    /// `mmv2_T`: out = act(w1 · a) · (w2 · a).
+    /// `mmv2_T`, `mmvn2_T`: out = act(w1 · a) · (w2 · a).
     [Matmul] struct Mmv2Params {
         w1: u64 = "const u8*",
         w2: u64 = "const u8*",
@@ -316,9 +319,10 @@ params! {
         act: i32 = "int",
         k: i32 = "int",
         n: i32 = "int",
+        rows: i32 = "int",
     }
-    /// `mmv3_T` and `mmv3_kmix` (which alone reads the weight types t0..t2): three products
-    /// of one input.
+    /// `mmv3_T`, `mmvn3_T` and `mmv3_kmix` (which alone reads the weight types t0..t2): three
+    /// products of one input.
     [Matmul] struct Mmv3Params {
         w0: u64 = "const u8*",
         w1: u64 = "const u8*",
@@ -341,6 +345,7 @@ params! {
         t0: i32 = "int",
         t1: i32 = "int",
         t2: i32 = "int",
+        rows: i32 = "int",
     }
     /// `mmq_T`, `mmq_T_n32`: the tensor-core product of `rows` rows in the split q8 layout;
     /// split along k into `splits` runs (the grid's z) whose partial sums go to `part`, added

@@ -120,10 +120,11 @@ impl Compiled {
     pub(super) fn n_seqs(&self) -> i32 {
         self.g.n_seqs as i32
     }
-    /// Where the block scales of a row of `k` values start in the split q8 scratch: after k
-    /// bytes of quants, from a 16-byte boundary.
-    pub(super) fn scales(&self, k: usize) -> u64 {
-        self.qact.ptr + k.div_ceil(16) as u64 * 16
+    /// Where the block scales of `rows` rows of `k` values start in the split q8 scratch:
+    /// after the rows' quants (k bytes a row), from a 16-byte boundary (the layout of the
+    /// `mmv` kernels, and of the `mmvn` kernels: every row's quants, then every row's scales).
+    pub(super) fn scales_rows(&self, k: usize, rows: usize) -> u64 {
+        self.qact.ptr + (rows * k).div_ceil(16) as u64 * 16
     }
     /// The host copy of slot `a` (for debugging; synchronizes).
     pub(super) fn read(&self, ex: &CudaExecutor, a: ActId) -> Result<Vec<f32>> {
@@ -266,9 +267,16 @@ impl CudaExecutor {
         unsafe { best_host_ptr.write(0) };
         let best = self.stream.alloc_zeros::<u64>(1).map_err(drv("device allocation"))?;
         let best_ptr = best.device_ptr(&self.stream).0;
-        let plan = if graph.n_tokens == 1 && self.use_fusion {
+        // Decode plans for one-token steps and for the steps of a few sequences (up to the
+        // rows of one `mmvn` launch, whose split q8 layout wants rows of whole 32-value blocks).
+        let few = (2..=self.mmvn_rows.min(self.mmvn_max_rows)).contains(&graph.n_tokens)
+            && graph
+                .ops
+                .iter()
+                .all(|op| !matches!(op, Op::MatMul { x, .. } if !graph.cols(*x).is_multiple_of(32)));
+        let plan = if (graph.n_tokens == 1 || few) && self.use_fusion {
             let dtype = |w: WeightId| self.weights.get(w.0 as usize).map(|w| w.dtype);
-            fuse::plan(graph, &ops::fusions(|w| self.act_quant(w), dtype))
+            fuse::plan(graph, &ops::fusions(|w| self.act_quant(w), dtype, graph.n_tokens))
         } else {
             Vec::new()
         };

@@ -208,49 +208,143 @@ __device__ __forceinline__ void argmax_update(u64* best, float v, int row) {
 #define MMV_B(T, TPB, AF, PART, MINB) MMV_VARIANT(T, TPB, AF, PART, , MINB) MMV_VARIANT(T, TPB, AF, PART, _o, MMV_OCC_BLOCKS)
 #define MMV(T, TPB, AF, PART) MMV_B(T, TPB, AF, PART, MMV_MIN_BLOCKS)
 
-// Decode of a few sequences at once: `mmvn_T`, out[r] = W·a[r] (+ bias) for p.rows (at most
-// MMVN_ROWS) activation rows in the split q8 layout of all the rows (row r's quants at
-// a + r·k, then the floats, AF a block, row r's from a + rows·k + 4·r·(k / QB)·AF). A warp per
-// output as `mmv_T`, each lane's weight part dotted with every row's activations while it is
-// in registers: the weights are read once for all rows, and every row's sum is taken in the
-// order of `mmv_row`, so each sequence gets the bits its one-row decode would.
-// Four rows a launch: measured on the H100 (8b Q4_K_M, tg64 of 2 / 4 / 8 sequences): 372 /
-// 562 / 665 tok/s, against 308 / 461 / 607 with eight (whose registers are sized for eight
-// rows whatever the launch's count) and 329 / 497 / 660 with sixteen.
+// Decode of a few sequences at once (steps of up to MMVN_ROWS token rows): `mmvn_T`,
+// `mmvn2_T` and `mmvn3_T` are `mmv_T`, `mmv2_T` and `mmv3_T` for p.rows activation rows in the
+// split q8 layout of all the rows (row r's quants at aq + r·k, its floats, AF a block, from
+// ad + r·(k / QB)·AF), row r's outputs at out + r·n. A warp per output as in `mmv_T`, each
+// lane's weight part dotted with every row's activations while it is in registers: the
+// weights are read once for all rows, and every row's sum is taken in the order of `mmv_row`,
+// so each sequence gets the bits its one-row decode would. The row count is a template
+// argument (one body per count, picked by `MMVN_SWITCH`): the loop over rows unrolls, and
+// each lane keeps MMVN_UNROLL parts' loads in flight.
+// Measured on the H200 (8b Q4_K_M, tg64 of 1 / 2 / 4 / 8 / 12 sequences, products op by op):
+// one part in flight 397 / 384 / 659 / 830 / 908 tok/s, two 394 / 371 / 646 / 804 / 874,
+// four 396 / 325 / 634 / 784 / 853; eight rows a launch instead of four: x8 913, x12 952.
 #ifndef MMVN_ROWS
-#define MMVN_ROWS 4
+#define MMVN_ROWS 8
 #endif
-template <int TPB, int QB, int Q, int H, int AF, mmv_part PART>
-__device__ __forceinline__ void mmvn_rows(const u8* W, const u8* A, float* out, const u8* bias, int btype, int k,
-                                          int n, int nr) {
-    int row = mmv_out_row();
-    if (row >= n) return;
+#ifndef MMVN_UNROLL
+#define MMVN_UNROLL 1
+#endif
+#ifndef MMVN_MIN_BLOCKS
+#define MMVN_MIN_BLOCKS MMV_MIN_BLOCKS
+#endif
+// One body per row count: `__VA_ARGS__` (which names the count NR) for rows in
+// 1..=MMVN_ROWS (at most 8); other counts do nothing.
+#define MMVN_CASE(N, ...)                 \
+    case N:                               \
+        if constexpr (N <= MMVN_ROWS) {   \
+            constexpr int NR = N;         \
+            __VA_ARGS__;                  \
+        }                                 \
+        break;
+#define MMVN_SWITCH(ROWS, ...)            \
+    switch (ROWS) {                       \
+        MMVN_CASE(1, __VA_ARGS__)         \
+        MMVN_CASE(2, __VA_ARGS__)         \
+        MMVN_CASE(3, __VA_ARGS__)         \
+        MMVN_CASE(4, __VA_ARGS__)         \
+        MMVN_CASE(5, __VA_ARGS__)         \
+        MMVN_CASE(6, __VA_ARGS__)         \
+        MMVN_CASE(7, __VA_ARGS__)         \
+        MMVN_CASE(8, __VA_ARGS__)         \
+        default: break;                   \
+    }
+// This lane's share of W's row `row` dotted with each of NR activation rows.
+template <int NR, int TPB, int QB, int Q, int H, int AF, mmv_part PART>
+__device__ __forceinline__ void mmvn_sums(const u8* W, const i8* aq, const float* ad, int k, int n, int row,
+                                          float (&acc)[NR]) {
     int nb = k / QB, parts = nb * TPB;
     const u8* q = W + (long long)row * nb * Q;
     const u8* h = W + header_offset((long long)n * nb, Q) + (long long)row * nb * H;
-    const i8* aq = (const i8*)A;
-    const float* ad = (const float*)(A + (long long)nr * k);
-    float acc[MMVN_ROWS];
 #pragma unroll
-    for (int r = 0; r < MMVN_ROWS; r++) acc[r] = 0.0f;
+    for (int r = 0; r < NR; r++) acc[r] = 0.0f;
+    constexpr int unroll = MMVN_UNROLL;
+#pragma unroll unroll
     for (int i = threadIdx.x % 32; i < parts; i += 32) {
         int b = i / TPB, s = i % TPB;
 #pragma unroll
-        for (int r = 0; r < MMVN_ROWS; r++)
-            if (r < nr)
-                acc[r] += PART(q + b * Q, h + b * H, aq + (long long)r * k + b * QB, ad + ((long long)r * nb + b) * AF, s);
+        for (int r = 0; r < NR; r++)
+            acc[r] += PART(q + b * Q, h + b * H, aq + (long long)r * k + b * QB, ad + ((long long)r * nb + b) * AF, s);
     }
-    float bv = bias ? deq(btype, bias, n, row) : 0.0f;
+}
+// out[r·n + row] = W·a[r] (+ bias) (+ add[r·n + row]).
+// (P is MmvParams, a template argument: this header is also read by modules without it.)
+template <int NR, int TPB, int QB, int Q, int H, int AF, mmv_part PART, typename P>
+__device__ __forceinline__ void mmvn_one(const P& p, int row) {
+    float acc[NR];
+    mmvn_sums<NR, TPB, QB, Q, H, AF, PART>(p.w, p.aq, p.ad, p.k, p.n, row, acc);
+    float bv = p.bias ? deq(p.btype, p.bias, p.n, row) : 0.0f;
 #pragma unroll
-    for (int r = 0; r < MMVN_ROWS; r++) {
-        if (r >= nr) break;
+    for (int r = 0; r < NR; r++) {
+        float v = warp_sum(acc[r]);
+        long long o = (long long)r * p.n + row;
+        if (threadIdx.x % 32 == 0) {
+            if (p.bias) v += bv;
+            if (p.add) v += p.add[o];
+            p.out[o] = v;
+        }
+    }
+}
+// out[r·n + row] = act(W1·a[r]) · (W2·a[r]).
+// (P: Mmv2Params.)
+template <int NR, int TPB, int QB, int Q, int H, int AF, mmv_part PART, typename P>
+__device__ __forceinline__ void mmvn_gated(const P& p, int row) {
+    float g[NR], u[NR];
+    mmvn_sums<NR, TPB, QB, Q, H, AF, PART>(p.w1, p.aq, p.ad, p.k, p.n, row, g);
+    mmvn_sums<NR, TPB, QB, Q, H, AF, PART>(p.w2, p.aq, p.ad, p.k, p.n, row, u);
+#pragma unroll
+    for (int r = 0; r < NR; r++) {
+        float gv = warp_sum(g[r]), uv = warp_sum(u[r]);
+        if (threadIdx.x % 32 == 0) p.out[(long long)r * p.n + row] = gate_act(gv, uv, p.act);
+    }
+}
+// out[r·n + row] = W·a[r] (+ bias), for one of the three matrices of `mmvn3_T`.
+template <int NR, int TPB, int QB, int Q, int H, int AF, mmv_part PART>
+__device__ __forceinline__ void mmvn_three(const u8* W, const u8* bias, int bt, float* out, const i8* aq,
+                                           const float* ad, int k, int n, int row) {
+    float acc[NR];
+    mmvn_sums<NR, TPB, QB, Q, H, AF, PART>(W, aq, ad, k, n, row, acc);
+    float bv = bias ? deq(bt, bias, n, row) : 0.0f;
+#pragma unroll
+    for (int r = 0; r < NR; r++) {
         float v = warp_sum(acc[r]);
         if (threadIdx.x % 32 == 0) out[(long long)r * n + row] = bias ? v + bv : v;
     }
 }
 #define MMVN(T, TPB, AF, PART)                                                                                \
-    extern "C" __global__ void __launch_bounds__(MMV_THREADS) mmvn_##T(const MatVecParams p) {                \
-        mmvn_rows<TPB, QB_##T, Q_##T, H_##T, AF, PART>(p.w, p.a, p.out, p.bias, p.btype, p.k, p.n, p.rows);    \
+    extern "C" __global__ void __launch_bounds__(MMV_THREADS, MMVN_MIN_BLOCKS) mmvn_##T(const MmvParams p) {  \
+        pdl_trigger();                                                                                        \
+        int row = mmv_out_row();                                                                              \
+        if (row >= p.n) return;                                                                               \
+        mmv_prefetch<QB_##T, Q_##T, H_##T>(p.w, p.k, p.n, row);                                               \
+        pdl_wait();                                                                                           \
+        MMVN_SWITCH(p.rows, mmvn_one<NR, TPB, QB_##T, Q_##T, H_##T, AF, PART>(p, row))                        \
+    }                                                                                                         \
+    extern "C" __global__ void __launch_bounds__(MMV_THREADS, MMVN_MIN_BLOCKS) mmvn2_##T(const Mmv2Params p) { \
+        pdl_trigger();                                                                                        \
+        int row = mmv_out_row();                                                                              \
+        if (row >= p.n) return;                                                                               \
+        mmv_prefetch<QB_##T, Q_##T, H_##T>(p.w1, p.k, p.n, row);                                              \
+        mmv_prefetch<QB_##T, Q_##T, H_##T>(p.w2, p.k, p.n, row);                                              \
+        pdl_wait();                                                                                           \
+        MMVN_SWITCH(p.rows, mmvn_gated<NR, TPB, QB_##T, Q_##T, H_##T, AF, PART>(p, row))                      \
+    }                                                                                                         \
+    extern "C" __global__ void __launch_bounds__(MMV_THREADS, MMVN_MIN_BLOCKS) mmvn3_##T(const Mmv3Params p) { \
+        pdl_trigger();                                                                                        \
+        int row = mmv_out_row(), n0 = p.n0, n1 = p.n1;                                                        \
+        if (row >= n0 + n1 + p.n2) return;                                                                    \
+        const u8 *W = p.w0, *bias = p.b0;                                                                     \
+        float* out = p.o0;                                                                                    \
+        int n = n0, bt = p.bt0;                                                                               \
+        if (row >= n0 + n1) {                                                                                 \
+            row -= n0 + n1; W = p.w2; out = p.o2; bias = p.b2; n = p.n2; bt = p.bt2;                          \
+        } else if (row >= n0) {                                                                               \
+            row -= n0; W = p.w1; out = p.o1; bias = p.b1; n = n1; bt = p.bt1;                                 \
+        }                                                                                                     \
+        mmv_prefetch<QB_##T, Q_##T, H_##T>(W, p.k, n, row);                                                   \
+        pdl_wait();                                                                                           \
+        MMVN_SWITCH(p.rows, mmvn_three<NR, TPB, QB_##T, Q_##T, H_##T, AF, PART>(W, bias, bt, out, p.aq, p.ad, p.k, n, row)) \
     }
 
 // 16-byte loads (16-byte aligned addresses) and dot products of 16 int8 pairs.

@@ -23,10 +23,15 @@ extern "C" __global__ void rms_norm(const RmsNormParams p) {
 // ceil(k / 256) blocks of 256 threads: every block sums the squares of the whole row (a few
 // KB from L2; the sum in f64 comes out the same in every block) and normalizes and converts
 // its own 256 values, so the row is spread over many SMs instead of waiting on one.
+// Several rows (the tokens of a decode step of several sequences): blockIdx.y is the row, and
+// the rows go to the split q8 layout of all of them (k a multiple of the format's block).
 extern "C" __global__ void __launch_bounds__(256) rms_norm_q8s(const RmsNormQ8Params p) {
-    const float* x = p.x;
     int k = p.k, kind = p.kind;
+    const float* x = p.x + (long long)blockIdx.y * k;
+    float* dst = p.dst + (long long)blockIdx.y * k;
     int t = threadIdx.x, base = blockIdx.x * 256, i = base + t;
+    // Blocks of the rows before this one.
+    int b0 = blockIdx.y * (kind == 2 ? k / 256 : k / 32);
     pdl_trigger();
     // The norm's weight first: before the previous kernel has finished.
     float wv = i >= k ? 0.0f : p.wtype == T_F32 ? ((const float*)p.w)[i] : deq(p.wtype, p.w, k, i);
@@ -40,10 +45,10 @@ extern "C" __global__ void __launch_bounds__(256) rms_norm_q8s(const RmsNormQ8Pa
     float mean = (float)(s / (double)k);
     float scale = 1.0f / sqrtf(mean + p.eps);
     float y = i < k ? (x[i] * scale) * wv : 0.0f;
-    if (i < k) p.dst[i] = y;
+    if (i < k) dst[i] = y;
     if (kind == 2) {
-        q8_k_store(y, i / 256, p.qs, p.ds, base < k);
+        q8_k_store(y, b0 + i / 256, p.qs, p.ds, base < k);
     } else if (base + (t & ~31) < k) {
-        q8_0_store(y, i / 32, p.qs, p.ds, kind);
+        q8_0_store(y, b0 + i / 32, p.qs, p.ds, kind);
     }
 }

@@ -53,26 +53,27 @@ extern "C" __global__ void rope(const RopeParams p) {
     rope_head(p.x + ((long long)r * p.n_heads + h) * p.head_dim, p.pos[r], p.n_rot, rope_angles(p), p.neox);
 }
 
-// Decode (one row): RoPE on the query heads and the key heads, and the keys and values
-// stored in the f16 cache at the row's position (through its sequence's block table), in one
-// launch. Blocks 0..n_heads take query heads, then n_kv_heads key heads, then one block
-// copies the values.
+// Decode (blockIdx.y: the token row): RoPE on the query heads and the key heads, and the keys
+// and values stored in the f16 cache at the row's position (through its sequence's block
+// table), in one launch. Blocks 0..n_heads take query heads, then n_kv_heads key heads, then
+// one block copies the values.
 extern "C" __global__ void rope_kv(const RopeKvParams p) {
     pdl_trigger();
     pdl_wait();
     int n_heads = p.n_heads, head_dim = p.head_dim;
-    const int b = blockIdx.x, pos = p.pos[0];
-    const long long row = kv_row(p.tables + (long long)p.seq[0] * p.tstride, pos);
+    const int b = blockIdx.x, t = blockIdx.y, pos = p.pos[t];
+    const long long row = kv_row(p.tables + (long long)p.seq[t] * p.tstride, pos);
     if (b < n_heads) {
-        rope_head(p.q + (long long)b * head_dim, pos, p.n_rot, rope_angles(p), p.neox);
+        rope_head(p.q + ((long long)t * n_heads + b) * head_dim, pos, p.n_rot, rope_angles(p), p.neox);
     } else if (b < n_heads + p.n_kv_heads) {
-        float* head = p.k + (long long)(b - n_heads) * head_dim;
+        float* head = p.k + ((long long)t * p.n_kv_heads + b - n_heads) * head_dim;
         rope_head(head, pos, p.n_rot, rope_angles(p), p.neox);
         __syncthreads();
         u16* dst = p.kc + row * p.k_dim + (b - n_heads) * head_dim;
         for (int i = threadIdx.x; i < head_dim; i += blockDim.x) dst[i] = f2h(head[i]);
     } else {
-        for (int i = threadIdx.x; i < p.v_dim; i += blockDim.x) p.vc[row * p.v_dim + i] = f2h(p.v[i]);
+        const float* v = p.v + (long long)t * p.v_dim;
+        for (int i = threadIdx.x; i < p.v_dim; i += blockDim.x) p.vc[row * p.v_dim + i] = f2h(v[i]);
     }
 }
 

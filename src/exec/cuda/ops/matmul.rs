@@ -26,8 +26,9 @@ pub(in super::super) fn qact_bytes(w: &Weight, rows: usize, n_sm: usize) -> Resu
         GgmlType::F16 | GgmlType::F32 => 4 * w.k() as u64,
         _ => vt.row_bytes(w.k() as u64)?,
     };
-    // The decode kernels' split layout: k bytes, then up to two floats per 32 values.
-    let split = w.k().div_ceil(16) * 16 + w.k() / 4;
+    // The decode kernels' split layout of all the rows: k bytes a row, then up to two floats
+    // per 32 values.
+    let split = (rows.max(1) * w.k()).div_ceil(16) * 16 + rows.max(1) * w.k() / 4;
     Ok((per_row as usize * rows).max(split).max(super::matmul_mmq::qact_bytes(w.k(), w.n_rows(), rows, n_sm)))
 }
 
@@ -63,6 +64,12 @@ impl CudaExecutor {
     fn mmv(&self, t: GgmlType, form: MmvForm, k: usize) -> Result<Kernel> {
         let b = Block::of(t).ok_or_else(|| err(format!("no decode kernel for {t}")))?;
         Ok(Kernel::Mmv { t: b, form, occ: false }.decode_variant(k, self.occ))
+    }
+
+    /// The decode kernel `form` of several rows (`mmvn*_T`) for `t`.
+    fn mmv_rows(&self, t: GgmlType, form: MmvForm) -> Result<Kernel> {
+        let b = Block::of(t).ok_or_else(|| err(format!("no decode kernel for {t}")))?;
+        Ok(Kernel::MmvRows { t: b, form })
     }
 
     /// Enqueue MatMul op `op`: dst = x · wᵀ (+ bias), any number of rows.
@@ -160,40 +167,49 @@ impl CudaExecutor {
             let p = QuantizeSplitParams {
                 x: c.act(x) + 4 * (r0 * k) as u64,
                 qs,
-                ds: qs + (nr * k) as u64,
+                ds: c.scales_rows(k, nr),
                 with_sum: (vt == GgmlType::Q8_1) as i32,
             };
             match vt {
                 GgmlType::Q8_K => self.launch(Kernel::QuantizeQ8Ks, ((nr * k / 256) as u32, 1), 256, &p)?,
                 _ => self.launch(Kernel::QuantizeQ8s, ((nr * k / 32) as u32, 1), 32, &p)?,
             }
-            let p = MatVecParams {
+            let p = MmvParams {
                 w: wt.buf.ptr,
-                a: qs,
+                aq: qs,
+                ad: c.scales_rows(k, nr),
                 out: c.act(dst) + 4 * (r0 * n) as u64,
                 bias,
+                add: 0,
+                best: 0,
                 btype,
                 k: k as i32,
                 n: n as i32,
                 rows: nr as i32,
             };
-            self.launch(Kernel::MmvRows { t }, (n.div_ceil(MMV_WARPS) as u32, 1), 128, &p)?;
+            self.launch(
+                Kernel::MmvRows { t, form: MmvForm::One },
+                (n.div_ceil(MMV_WARPS) as u32, 1),
+                128,
+                &p,
+            )?;
         }
         Ok(true)
     }
 
-    /// Convert slot `x` (one row) into the split q8 scratch as `kind`.
+    /// Convert slot `x` (its rows: one, or the few of a decode step of several sequences, whose
+    /// rows are whole blocks) into the split q8 scratch as `kind`.
     pub(in super::super) fn quantize_split(&self, c: &Compiled, x: ActId, kind: ActQuant) -> Result<()> {
-        let k = c.g.cols(x);
+        let (k, rows) = (c.g.cols(x), c.g.rows(x));
         let p = QuantizeSplitParams {
             x: c.act(x),
             qs: c.qact.ptr,
-            ds: c.scales(k),
+            ds: c.scales_rows(k, rows),
             with_sum: (kind == ActQuant::Q8_1) as i32,
         };
         match kind {
-            ActQuant::Q8K => self.launch(Kernel::QuantizeQ8Ks, ((k / 256) as u32, 1), 256, &p),
-            _ => self.launch(Kernel::QuantizeQ8s, ((k / 32) as u32, 1), 32, &p),
+            ActQuant::Q8K => self.launch(Kernel::QuantizeQ8Ks, ((rows * k / 256) as u32, 1), 256, &p),
+            _ => self.launch(Kernel::QuantizeQ8s, ((rows * k / 32) as u32, 1), 32, &p),
         }
     }
 
@@ -206,7 +222,7 @@ impl CudaExecutor {
         dst: [ActId; 3],
     ) -> Result<()> {
         let ws = [self.weight(w[0])?, self.weight(w[1])?, self.weight(w[2])?];
-        let k = ws[0].k();
+        let (k, rows) = (ws[0].k(), c.g.rows(dst[0]));
         let b = [self.bias_param(bias[0])?, self.bias_param(bias[1])?, self.bias_param(bias[2])?];
         let mixed = ws.iter().any(|w| w.dtype != ws[0].dtype);
         // The weight types are read by mmv3_kmix only.
@@ -222,7 +238,7 @@ impl CudaExecutor {
             b1: b[1].0,
             b2: b[2].0,
             aq: c.qact.ptr,
-            ad: c.scales(k),
+            ad: c.scales_rows(k, rows),
             bt0: b[0].1,
             bt1: b[1].1,
             bt2: b[2].1,
@@ -233,10 +249,16 @@ impl CudaExecutor {
             t0: t(0),
             t1: t(1),
             t2: t(2),
+            rows: rows as i32,
         };
-        let rows: usize = ws.iter().map(|w| w.n_rows()).sum();
-        let grid = (rows.div_ceil(MMV_WARPS) as u32, 1);
-        let kernel = if mixed {
+        let outputs: usize = ws.iter().map(|w| w.n_rows()).sum();
+        let grid = (outputs.div_ceil(MMV_WARPS) as u32, 1);
+        let kernel = if rows > 1 {
+            if mixed {
+                return Err(err("decode plan: three products of mixed types on several rows"));
+            }
+            self.mmv_rows(ws[0].dtype, MmvForm::Three)?
+        } else if mixed {
             Kernel::Mmv3Kmix { occ: false }.decode_variant(k, self.occ)
         } else {
             self.mmv(ws[0].dtype, MmvForm::Three, k)?
@@ -258,28 +280,34 @@ impl CudaExecutor {
         argmax: bool,
     ) -> Result<()> {
         let wt = self.weight(w)?;
-        let (k, n) = (wt.k(), wt.n_rows());
+        let (k, n, rows) = (wt.k(), wt.n_rows(), c.g.rows(dst));
         let grid = (n.div_ceil(MMV_WARPS) as u32, 1);
+        if rows > 1 && argmax {
+            return Err(err("decode plan: a fused argmax on several rows"));
+        }
+        let form = if gate.is_some() { MmvForm::Gated } else { MmvForm::One };
+        let kernel = if rows > 1 { self.mmv_rows(wt.dtype, form)? } else { self.mmv(wt.dtype, form, k)? };
         match gate {
             Some((up, act)) => {
                 let p = Mmv2Params {
                     w1: wt.buf.ptr,
                     w2: self.weight(up)?.buf.ptr,
                     aq: c.qact.ptr,
-                    ad: c.scales(k),
+                    ad: c.scales_rows(k, rows),
                     out: c.act(dst),
                     act: (act == Gate::Gelu) as i32,
                     k: k as i32,
                     n: n as i32,
+                    rows: rows as i32,
                 };
-                self.launch(self.mmv(wt.dtype, MmvForm::Gated, k)?, grid, 128, &p)
+                self.launch(kernel, grid, 128, &p)
             }
             None => {
                 let (bias, btype) = self.bias_param(bias)?;
                 let p = MmvParams {
                     w: wt.buf.ptr,
                     aq: c.qact.ptr,
-                    ad: c.scales(k),
+                    ad: c.scales_rows(k, rows),
                     out: c.act(dst),
                     bias,
                     add: add.map_or(0, |a| c.act(a)),
@@ -287,8 +315,9 @@ impl CudaExecutor {
                     btype,
                     k: k as i32,
                     n: n as i32,
+                    rows: rows as i32,
                 };
-                self.launch(self.mmv(wt.dtype, MmvForm::One, k)?, grid, 128, &p)
+                self.launch(kernel, grid, 128, &p)
             }
         }
     }

@@ -34,6 +34,7 @@ use crate::quant::GgmlType;
 pub(super) fn fusions<'a>(
     quant: impl Fn(WeightId) -> Option<ActQuant> + Copy + 'a,
     dtype: impl Fn(WeightId) -> Option<GgmlType> + Copy + 'a,
+    rows: usize,
 ) -> Capabilities<'a> {
     let kquant = |t: Option<GgmlType>| matches!(t, Some(GgmlType::Q4_K | GgmlType::Q5_K | GgmlType::Q6_K));
     let product = move |op: &Op| match *op {
@@ -49,7 +50,8 @@ pub(super) fn fusions<'a>(
         // plan once fused the logits' in-place norm this way; the builders now give it a slot).
         norm_quant: Some(NormQuant { later_product: true, any_length: true, in_place: false }),
         epilogue: Some(Epilogue::Sum),
-        argmax: true,
+        // One u64 of argmax a step: the logits of one sequence.
+        argmax: rows == 1,
         gate_up: Some(GateUp {
             writes_up: false,
             either_order: true,
@@ -64,7 +66,7 @@ pub(super) fn fusions<'a>(
         }),
         triple: Some(Triple {
             bias: true,
-            // Q, K and V may mix K-quant types (mmv3_kmix).
+            // Q, K and V may mix K-quant types (mmv3_kmix, one row only).
             same: Box::new(move |ops: &[Op]| {
                 let ws: Vec<WeightId> = ops
                     .iter()
@@ -73,8 +75,9 @@ pub(super) fn fusions<'a>(
                         _ => None,
                     })
                     .collect();
-                let same =
-                    |a: WeightId, b: WeightId| dtype(a) == dtype(b) || (kquant(dtype(a)) && kquant(dtype(b)));
+                let same = |a: WeightId, b: WeightId| {
+                    dtype(a) == dtype(b) || (rows == 1 && kquant(dtype(a)) && kquant(dtype(b)))
+                };
                 ws.len() == 3 && product(&ops[0]).is_some() && same(ws[0], ws[1]) && same(ws[0], ws[2])
             }),
         }),

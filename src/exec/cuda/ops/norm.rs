@@ -38,18 +38,18 @@ impl CudaExecutor {
             return Err(err("decode plan: not a norm"));
         };
         let w = self.weight(weight)?;
-        let k = c.g.cols(x);
+        let (k, rows) = (c.g.cols(x), c.g.rows(x));
         let p = RmsNormQ8Params {
             x: c.act(x),
             dst: c.act(dst),
             w: w.buf.ptr,
             qs: c.qact.ptr,
-            ds: c.scales(k),
+            ds: c.scales_rows(k, rows),
             wtype: w.dtype.id() as i32,
             k: k as i32,
             eps,
             kind: kind as i32,
         };
-        self.launch(Kernel::RmsNormQ8, (k.div_ceil(256) as u32, 1), 256, &p)
+        self.launch(Kernel::RmsNormQ8, (k.div_ceil(256) as u32, rows as u32), 256, &p)
     }
 }

@@ -134,6 +134,6 @@ impl CudaExecutor {
             tstride: c.table_stride()?,
         };
         let blocks = (n_heads + n_kv + 1) as u32;
-        self.launch(Kernel::RopeKv, (blocks, 1), rope_threads(n_rot).max(128), &p)
+        self.launch(Kernel::RopeKv, (blocks, g.rows(q) as u32), rope_threads(n_rot).max(128), &p)
     }
 }

@@ -36,7 +36,30 @@ fn describe(s: &Step) -> String {
 
 /// The plan of `g` with weights typed by `dtype`.
 fn cuda_plan(g: &Graph, dtype: &dyn Fn(WeightId) -> Option<GgmlType>) -> Vec<Step> {
-    plan(g, &fusions(|w| dtype(w).and_then(act_quant), dtype))
+    plan(g, &fusions(|w| dtype(w).and_then(act_quant), dtype, g.n_tokens))
+}
+
+/// The llama layer as a step of four sequences: the same plan, but the logits' argmax is left
+/// to the argmax kernel (one per sequence), and Q, K and V of mixed types (V in Q6_K here) are
+/// three launches; of one type, one.
+#[test]
+fn plans_of_several_rows() {
+    let (_, g1, w) = crate::exec::fuse::tests::graphs().into_iter().next().expect("a llama graph");
+    let mut g = g1.clone();
+    g.n_tokens = 4;
+    g.n_seqs = 4;
+    let one: Vec<String> = cuda_plan(&g1, &|id| Some(w.dtype(id))).iter().map(describe).collect();
+    let four: Vec<String> = cuda_plan(&g, &|id| Some(w.dtype(id))).iter().map(describe).collect();
+    let split = ["mv 2 w2 -> a2", "mv 3 w3 -> a3", "mv 4 w4 -> a4"].map(String::from);
+    let want: Vec<String> = one
+        .iter()
+        .flat_map(|s| if s == "mv3 2" { split.to_vec() } else { vec![s.replace(" argmax", "")] })
+        .collect();
+    assert_eq!(four, want);
+    let q4k = |_: WeightId| Some(GgmlType::Q4_K);
+    let four: Vec<String> = cuda_plan(&g, &q4k).iter().map(describe).collect();
+    assert_eq!(four[2], "mv3 2");
+    assert!(!four.iter().any(|s| s.contains("argmax")), "{four:?}");
 }
 
 /// One layer of a llama-like and of a gemma3-like model (Q4_K with V, down and the tied
