@@ -41,8 +41,8 @@ pub enum ShiftMode {
     /// evaluating up to half a context.
     Recompute,
     /// Drop the blocks like `Rotate` but leave the keys after them as they are, rotated for
-    /// their old positions: wrong on purpose, for tests that show what the rotation is worth.
-    #[doc(hidden)]
+    /// their old positions: wrong on purpose (attention then sees them `drop` positions too
+    /// far away), a diagnostic that shows what the rotation is worth.
     NoRotate,
 }
 
