@@ -580,12 +580,12 @@ pub(crate) fn load(ctx: &Arc<CudaContext>) -> Result<HashMap<Kernel, CudaFunctio
 mod tests {
     use super::*;
 
-    /// The 120 entry points, each named once (that each is in its module's PTX is checked by
+    /// The 129 entry points, each named once (that each is in its module's PTX is checked by
     /// `compile`, run in CI with NVRTC).
     #[test]
     fn every_kernel_named_once() {
         let all = Kernel::all();
-        assert_eq!(all.len(), 120);
+        assert_eq!(all.len(), 129);
         let names: std::collections::HashSet<String> = all.iter().map(|k| k.name()).collect();
         assert_eq!(names.len(), all.len());
     }
