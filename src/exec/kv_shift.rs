@@ -138,3 +138,56 @@ pub fn rope_pair(mode: RopeMode, n_rot: usize, i: usize) -> (usize, usize) {
         RopeMode::Neox => (i, i + n_rot / 2),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::exec::Rows;
+
+    /// A graph storing keys of one layer, rotated by RoPE or not.
+    fn graph(rope: bool) -> Graph {
+        let mut g = Graph::new(1);
+        let (k, v) = (g.act(Rows::All, 8), g.act(Rows::All, 8));
+        if rope {
+            g.push(Op::Rope {
+                x: k,
+                n_heads: 2,
+                head_dim: 4,
+                n_rot: 4,
+                base: 500.0,
+                freq_scale: 0.5,
+                mode: RopeMode::Neox,
+                freqs: None,
+                ext: RopeExt::default(),
+            });
+        }
+        g.push(Op::KvStore { layer: 0, k, v });
+        g
+    }
+
+    #[test]
+    fn layers_come_from_the_graph() {
+        let layers = KvShift::layers_of(&graph(true)).expect("rotated keys");
+        let r = layers[0].expect("layer 0");
+        assert_eq!((r.n_heads, r.head_dim, r.n_rot, r.base, r.freq_scale), (2, 4, 4, 500.0, 0.5));
+        assert_eq!(r.mode, RopeMode::Neox);
+        // Keys without RoPE cannot be re-positioned: the session recomputes instead.
+        assert_eq!(KvShift::layers_of(&graph(false)), None);
+    }
+
+    #[test]
+    fn a_shift_is_the_rotation_of_the_delta() {
+        let r = KvShift::layers_of(&graph(true)).unwrap()[0].unwrap();
+        let shift = KvShift { blocks: vec![1], delta: -3, layers: vec![Some(r)] };
+        let k = r.consts();
+        let cs = shift.cos_sin(&r, None);
+        // Pair 1: angle −3 · 500^(−2/4) · 0.5, unit magnitude.
+        let a = -3.0f32 * 500f32.powf(-0.5) * 0.5;
+        assert!((cs[1].0 - a.cos()).abs() < 1e-6 && (cs[1].1 - a.sin()).abs() < 1e-6, "{cs:?}");
+        assert_eq!(k.mscale, 1.0);
+        assert_eq!(shift.rows().collect::<Vec<_>>(), (64..128).collect::<Vec<_>>());
+        assert!(shift.check("test", 2, &[8]).is_ok());
+        assert!(shift.check("test", 1, &[8]).is_err(), "block outside the pool");
+        assert!(shift.check("test", 2, &[6]).is_err(), "heads do not fill the row");
+    }
+}
