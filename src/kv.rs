@@ -111,6 +111,16 @@ impl SeqBlocks {
         (SeqBlocks { blocks }, n * KV_BLOCK)
     }
 
+    /// Take blocks `range` (indices into the table) out of the table, giving them back to the
+    /// pool: the blocks after them now hold positions `range.len() · KV_BLOCK` lower (a
+    /// context shift; their keys must be re-positioned, [`crate::exec::KvShift`]).
+    pub fn remove_blocks(&mut self, pool: &mut BlockPool, range: std::ops::Range<usize>) {
+        let end = range.end.min(self.blocks.len());
+        for b in self.blocks.drain(range.start.min(end)..end).rev() {
+            pool.release(b);
+        }
+    }
+
     /// Give every block back.
     pub fn release(&mut self, pool: &mut BlockPool) {
         self.truncate(pool, 0);
@@ -140,6 +150,19 @@ mod tests {
         // A freed block is handed out again.
         a.reserve(&mut pool, 3 * KV_BLOCK).unwrap();
         assert_eq!(a.table(), &[0, 1, 2]);
+    }
+
+    #[test]
+    fn removed_blocks_go_back() {
+        let mut pool = BlockPool::new(5);
+        let mut a = SeqBlocks::default();
+        a.reserve(&mut pool, 4 * KV_BLOCK + 1).unwrap();
+        assert_eq!(a.table(), &[0, 1, 2, 3, 4]);
+        a.remove_blocks(&mut pool, 1..3);
+        assert_eq!(a.table(), &[0, 3, 4]);
+        assert_eq!((pool.n_free(), pool.refs(1), pool.refs(2)), (2, 0, 0));
+        a.reserve(&mut pool, 5 * KV_BLOCK).unwrap();
+        assert_eq!(a.table(), &[0, 3, 4, 1, 2]);
     }
 
     #[test]

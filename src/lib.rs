@@ -42,4 +42,4 @@ pub use error::{Error, Result};
 pub use exec::ExecutorKind;
 pub use load::{Engine, LoadOptions, Model, ModelInfo, ProgressFn};
 pub use logprobs::{logprobs, Logprobs, TokenLogprob};
-pub use session::{FinishReason, GenerateOptions, Generation, Session, SessionOptions, Token};
+pub use session::{FinishReason, GenerateOptions, Generation, Session, SessionOptions, ShiftMode, Token};

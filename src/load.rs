@@ -42,6 +42,9 @@ pub struct Model {
     name: Option<String>,
     /// The vocabulary's trie for constrained generation, built on first use.
     constraints: OnceCell<ConstraintCompiler>,
+    /// How each layer's cached keys were rotated (for context shifts), from a step graph;
+    /// `None` inside when some layer's keys are not RoPE-rotated.
+    kv_rope: OnceCell<Option<Vec<Option<exec::KvRope>>>>,
 }
 
 /// Everything about a model that its header tells, without loading weights.
@@ -137,6 +140,7 @@ impl Model {
             graphs: RefCell::new(GraphCache::default()),
             name,
             constraints: OnceCell::new(),
+            kv_rope: OnceCell::new(),
         })
     }
 
@@ -195,6 +199,19 @@ impl Model {
             exec.free_graph(evicted);
         }
         Ok(id)
+    }
+
+    /// How each layer's cached keys were rotated by RoPE, read from the model's own step graph
+    /// ([`exec::KvShift::layers_of`]) so a context shift uses the forward pass's definition;
+    /// `None` when the keys cannot be re-positioned by a rotation.
+    pub(crate) fn kv_rope(&self) -> Option<&[Option<exec::KvRope>]> {
+        self.kv_rope
+            .get_or_init(|| {
+                let g = model::build_graph(&self.hparams, self.n_vocab, &self.weights, 1, 1, Logits::Last)
+                    .ok()?;
+                exec::KvShift::layers_of(&g)
+            })
+            .as_deref()
     }
 
     /// How many compiled graphs the model keeps now (at most [`GraphCache::CAPACITY`]).

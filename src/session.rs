@@ -1,7 +1,7 @@
 //! Sessions (a conversation's KV cache) and generation as an async stream of tokens.
 
 use crate::constrain::{Constraint, Guide};
-use crate::exec::{blocks_for, KvId, KvSpec, Readback, SeqStep, StepOutput};
+use crate::exec::{blocks_for, KvId, KvShift, KvSpec, Readback, SeqStep, StepOutput, KV_BLOCK};
 use crate::kv::{BlockPool, SeqBlocks};
 use crate::load::Model;
 use crate::logprobs::{logprobs, Logprobs, MAX_TOP_LOGPROBS};
@@ -26,6 +26,26 @@ impl Default for SessionOptions {
     }
 }
 
+/// How a context shift ([`GenerateOptions::context_shift`], [`Session::shift_context`]) makes
+/// room in a full context.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ShiftMode {
+    /// Drop whole KV blocks after the kept prefix and re-position the blocks after them by
+    /// rotating their cached keys (RoPE), evaluating nothing again. Where the model's keys are
+    /// not all RoPE-rotated, the executor cannot shift, too few whole blocks can be dropped or
+    /// a block is shared with another sequence, falls back to [`ShiftMode::Recompute`].
+    #[default]
+    Rotate,
+    /// Cut the cache back to the kept prefix and evaluate the tokens after the dropped span
+    /// again at their new positions: a cache exactly like a fresh evaluation's, at the cost of
+    /// evaluating up to half a context.
+    Recompute,
+    /// Drop the blocks like `Rotate` but leave the keys after them as they are, rotated for
+    /// their old positions: wrong on purpose (attention then sees them `drop` positions too
+    /// far away), a diagnostic that shows what the rotation is worth.
+    NoRotate,
+}
+
 /// A conversation with a model: its KV cache and the tokens in it.
 pub struct Session<'m> {
     model: &'m Model,
@@ -36,6 +56,9 @@ pub struct Session<'m> {
     n_ctx: usize,
     n_batch: usize,
     tokens: Vec<u32>,
+    shift_mode: ShiftMode,
+    /// Cached tokens evaluated again because of context shifts, since the session began.
+    n_shift_reevaluated: usize,
 }
 
 impl Drop for Session<'_> {
@@ -75,7 +98,8 @@ pub struct GenerateOptions {
     /// When the context fills: `None` ends the generation with [`FinishReason::ContextFull`];
     /// `Some(n_keep)` shifts the context and goes on: the first `n_keep` tokens (a system
     /// prompt; at most half the context) stay, the older half of the rest is dropped (in
-    /// whole KV blocks), and the tokens after it are evaluated again at their new positions.
+    /// whole KV blocks), and the cached keys after it are re-positioned by rotation, or their
+    /// tokens evaluated again (see [`Session::shift_context`] and [`ShiftMode`]).
     pub context_shift: Option<usize>,
 }
 
@@ -154,6 +178,8 @@ impl<'m> Session<'m> {
             n_ctx,
             n_batch: opts.n_batch.max(1),
             tokens: Vec::new(),
+            shift_mode: ShiftMode::default(),
+            n_shift_reevaluated: 0,
         })
     }
 
@@ -172,6 +198,77 @@ impl<'m> Session<'m> {
     /// Forget everything in the cache.
     pub fn reset(&mut self) {
         self.truncate(0);
+    }
+    /// Choose how context shifts make room (default [`ShiftMode::Rotate`]).
+    pub fn set_shift_mode(&mut self, mode: ShiftMode) {
+        self.shift_mode = mode;
+    }
+    /// Cached tokens that context shifts have had evaluated again since the session began (0
+    /// while every shift could rotate the kept blocks instead).
+    pub fn n_shift_reevaluated(&self) -> usize {
+        self.n_shift_reevaluated
+    }
+
+    /// Make room in the context before evaluating `pending`: keep the first `keep` tokens (at
+    /// most half the context; a system prompt), drop about half of the rest, and return what
+    /// to evaluate next: `pending`, after the cached tokens that must be evaluated again.
+    ///
+    /// With [`ShiftMode::Rotate`] the kept prefix is `keep` rounded up to whole KV blocks (a
+    /// few more tokens than asked stay, so that no block is split), the dropped span is whole
+    /// cached blocks after it (half the rest, rounded up to blocks), and the blocks after it
+    /// have their keys rotated to their new positions ([`KvShift`]): nothing is evaluated again,
+    /// and the returned tokens are `pending`. The cache is then not what a fresh evaluation of
+    /// the same tokens would give (the kept tokens were computed while they could see the
+    /// dropped ones), as in llama.cpp. With [`ShiftMode::Recompute`] (or where rotating is not
+    /// possible) the cache is cut back to `keep` and the tokens after the dropped span are
+    /// returned for evaluation before `pending`.
+    pub fn shift_context(&mut self, keep: usize, pending: &[u32]) -> Vec<u32> {
+        let n = self.tokens.len();
+        let keep = keep.min(self.n_ctx / 2).min(n);
+        if self.shift_mode != ShiftMode::Recompute && self.shift_blocks(keep, n + pending.len()) {
+            return pending.to_vec();
+        }
+        let mut all = std::mem::take(&mut self.tokens);
+        all.extend_from_slice(pending);
+        self.tokens = all[..n].to_vec();
+        // More than keep + 1 tokens: rest >= 2, so 1 <= drop < rest and at least the newest
+        // token is left to evaluate.
+        let rest = all.len() - keep;
+        let drop = (rest / 2).div_ceil(KV_BLOCK).saturating_mul(KV_BLOCK).min(rest.saturating_sub(1));
+        let kept = self.truncate(keep);
+        self.n_shift_reevaluated += (keep - kept) + n.saturating_sub(keep + drop);
+        all[kept..keep].iter().chain(&all[keep + drop..]).copied().collect()
+    }
+
+    /// The block-wise shift of [`Session::shift_context`] for `total` tokens (cached and
+    /// pending): false (nothing changed) where it cannot be done.
+    fn shift_blocks(&mut self, keep: usize, total: usize) -> bool {
+        let n = self.tokens.len();
+        let first = keep.div_ceil(KV_BLOCK);
+        let whole = n / KV_BLOCK;
+        let rest = total.saturating_sub(first * KV_BLOCK);
+        let n_drop = (rest / 2).div_ceil(KV_BLOCK).min(whole.saturating_sub(first));
+        if n_drop == 0 {
+            return false;
+        }
+        let moved = self.blocks.table()[first + n_drop..].to_vec();
+        // Rotating a block in place would move it for every sequence that shares it.
+        if moved.iter().any(|&b| self.pool.refs(b) > 1) {
+            return false;
+        }
+        if self.shift_mode == ShiftMode::Rotate && !moved.is_empty() {
+            let Some(layers) = self.model.kv_rope() else { return false };
+            let shift =
+                KvShift { blocks: moved, delta: -((n_drop * KV_BLOCK) as i32), layers: layers.to_vec() };
+            let Ok(mut exec) = self.model.exec.try_borrow_mut() else { return false };
+            if exec.shift_kv(self.kv, &shift).is_err() {
+                // The moved blocks are undefined now: the caller's recomputation drops them.
+                return false;
+            }
+        }
+        self.blocks.remove_blocks(&mut self.pool, first..first + n_drop);
+        self.tokens.drain(first * KV_BLOCK..(first + n_drop) * KV_BLOCK);
+        true
     }
 
     /// Keep the first `n` tokens of the cache (fewer if a shared block must be given back);
@@ -266,6 +363,7 @@ impl<'m> Session<'m> {
             logit_bias: opts.logit_bias,
             context_shift: opts.context_shift,
             n_shifts: 0,
+            n_reevaluated: 0,
         })
     }
 }
@@ -290,6 +388,7 @@ pub struct Generation<'s, 'm> {
     logit_bias: Vec<(u32, f32)>,
     context_shift: Option<usize>,
     n_shifts: usize,
+    n_reevaluated: usize,
 }
 
 impl Generation<'_, '_> {
@@ -359,21 +458,11 @@ impl Generation<'_, '_> {
         Some(Ok(Token { id: Some(id), text: r.emit, logprobs: lp }))
     }
 
-    /// Make room in a full context: keep the first `keep` tokens (at most half the context),
-    /// drop the older half of the rest, rounded up to whole KV blocks, and queue what follows
-    /// it for evaluation at its new positions (the cache is cut back to the kept prefix).
+    /// Make room in a full context ([`Session::shift_context`]).
     fn shift(&mut self, keep: usize) {
-        let s = &mut *self.session;
-        let mut all = s.tokens.clone();
-        all.extend_from_slice(&self.pending);
-        let keep = keep.min(s.n_ctx / 2).min(s.tokens.len());
-        // More than n_ctx tokens and keep <= n_ctx / 2: rest >= 2, so 1 <= drop < rest and
-        // at least the newest token is left to evaluate.
-        let rest = all.len() - keep;
-        let drop =
-            (rest / 2).div_ceil(crate::exec::KV_BLOCK).saturating_mul(crate::exec::KV_BLOCK).min(rest - 1);
-        let kept = s.truncate(keep);
-        self.pending = all[kept..keep].iter().chain(&all[keep + drop..]).copied().collect();
+        let before = self.session.n_shift_reevaluated;
+        self.pending = self.session.shift_context(keep, &self.pending);
+        self.n_reevaluated += self.session.n_shift_reevaluated - before;
         self.n_shifts += 1;
     }
 
@@ -429,5 +518,10 @@ impl Generation<'_, '_> {
     /// Times the context was shifted ([`GenerateOptions::context_shift`]).
     pub fn n_context_shifts(&self) -> usize {
         self.n_shifts
+    }
+    /// Cached tokens that this generation's context shifts had evaluated again (0 where every
+    /// shift rotated the kept blocks, [`ShiftMode::Rotate`]).
+    pub fn n_shift_reevaluated(&self) -> usize {
+        self.n_reevaluated
     }
 }

@@ -20,6 +20,7 @@ op_rows! { "cpu";
     matmul_model => cpu(), cases::matmul_model();
     matmul_tiles => cpu(), cases::matmul_tiles();
     rope => cpu(), cases::rope();
+    kv_shift => cpu(), cases::kv_shift();
     attention => cpu(), cases::attention();
     attention_deep => cpu(), cases::attention_deep();
     gated_act => cpu(), cases::gated_act();

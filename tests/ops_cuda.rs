@@ -32,6 +32,7 @@ op_rows! { "cuda";
     // The tensor-core products (kernels/mmq.cu, from 16 token rows on sm_80 and later).
     matmul_tensor_cores => cuda(), cases::matmul_tiles();
     rope => cuda(), cases::rope();
+    kv_shift => cuda(), cases::kv_shift();
     attention => cuda(), cases::attention();
     attention_deep => cuda(), cases::attention_deep();
     gated_act => cuda(), cases::gated_act();

@@ -49,6 +49,7 @@ op_rows! { "webgpu";
     matmul_model => gpu(), cases::matmul_model();
     matmul_tiles => gpu(), cases::matmul_tiles();
     rope => gpu(), cases::rope();
+    kv_shift => gpu(), cases::kv_shift();
     attention => gpu(), cases::attention();
     attention_deep => gpu(), cases::attention_deep();
     gated_act => gpu(), cases::gated_act();

@@ -32,6 +32,7 @@ browser_op_rows! { "browser";
     matmul_coop => gpu_with(|e| e.set_cooperative_matmul(true)), cases::matmul();
     matmul_model => gpu(), cases::matmul_model();
     rope => gpu(), cases::rope();
+    kv_shift => gpu(), cases::kv_shift();
     attention => gpu(), cases::attention();
     attention_deep => gpu(), cases::attention_deep();
     gated_act => gpu(), cases::gated_act();

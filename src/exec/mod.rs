@@ -22,6 +22,7 @@ pub mod cuda;
 #[cfg_attr(not(all(feature = "cuda", feature = "webgpu")), allow(dead_code))]
 pub(crate) mod fuse;
 mod graph;
+mod kv_shift;
 mod step;
 #[cfg(feature = "webgpu")]
 pub mod webgpu;
@@ -30,6 +31,7 @@ use std::future::Future;
 use std::pin::Pin;
 
 pub use graph::{ActDesc, ActId, Gate, Graph, Op, RopeConsts, RopeExt, RopeMode, Rows};
+pub use kv_shift::{rope_pair, KvRope, KvShift};
 pub use step::{blocks_for, check_step, identity_blocks, kv_row, SeqStep, StepLayout, KV_BLOCK};
 
 use crate::quant::GgmlType;
@@ -121,6 +123,17 @@ pub trait Executor {
     /// the device), for the decode floor that `wick bench` prints; `None` when not measured.
     fn measure_bandwidth(&mut self) -> LocalFuture<'_, Result<Option<f64>>> {
         Box::pin(async { Ok(None) })
+    }
+    /// Move the cached keys of `shift.blocks` by `shift.delta` positions in every layer (a
+    /// rotation of each RoPE pair, [`KvShift`]); values stay. Ordered after the steps already
+    /// run and before the next. An error leaves those blocks undefined (the caller evaluates
+    /// their tokens again).
+    fn shift_kv(&mut self, kv: KvId, shift: &KvShift) -> Result<()> {
+        let _ = (kv, shift);
+        Err(crate::Error::Executor {
+            executor: self.name(),
+            message: "this executor cannot shift the KV cache".into(),
+        })
     }
     /// Run a compiled graph on the tokens of `seqs` (the graph's n_tokens in all, at most its
     /// n_seqs sequences, checked by [`check_step`]) with cache `kv`, and read back what is asked.

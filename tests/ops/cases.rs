@@ -521,3 +521,105 @@ pub fn split_weights() -> Vec<Row> {
         })
         .collect()
 }
+
+/// KV shift (context shift by RoPE re-positioning): 256 positions of keys rotated by RoPE at
+/// their positions and stored (blocks 0 to 3), then the blocks after one or two dropped ones
+/// shifted back by 64 or 128 positions, then three queries after them attending over the
+/// shifted cache through the table the shift leaves (the dropped blocks reused last). The
+/// reference rotates each shifted key directly to its new position in f64. Normal and neox
+/// pairs, head sizes 64, 128 and 256 (one row rotating half of the head), with and without
+/// frequency factors.
+pub fn kv_shift() -> Vec<Row> {
+    let mut rows = Vec::new();
+    for (j, (mode, hd, n_rot)) in [
+        (RopeMode::Normal, 64, 64),
+        (RopeMode::Neox, 64, 64),
+        (RopeMode::Normal, 128, 128),
+        (RopeMode::Neox, 128, 64),
+        (RopeMode::Normal, 256, 256),
+        (RopeMode::Neox, 256, 256),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        for factors in [false, true] {
+            let drop = 1 + (j + factors as usize) % 2;
+            let name = format!(
+                "kv_shift {mode:?} hd={hd} n_rot={n_rot} factors={factors} by -{}",
+                drop * wick::exec::KV_BLOCK
+            );
+            rows.push(row(name, tol::ATTENTION, &[], move |c: &mut Case| {
+                kv_shift_case(c, mode, hd, n_rot, factors, drop)
+            }));
+        }
+    }
+    rows
+}
+
+fn kv_shift_case(c: &mut Case, mode: RopeMode, hd: usize, n_rot: usize, factors: bool, drop: usize) {
+    use wick::exec::{KvRope, KvShift, KV_BLOCK};
+    let (n_heads, n_kv) = (4, 2);
+    let (qd, kd) = (n_heads * hd, n_kv * hd);
+    let freqs = factors.then(|| {
+        let f: Vec<f32> = (0..n_rot / 2).map(|i| 1.0 + (i % 5) as f32 * 0.75).collect();
+        c.values(&f)
+    });
+    let rope = KvRope {
+        n_heads: n_kv,
+        head_dim: hd,
+        n_rot,
+        base: 10000.0,
+        freq_scale: 1.0,
+        mode,
+        freqs,
+        ext: RopeExt::default(),
+    };
+    let rope_op = |x, n_heads| Op::Rope {
+        x,
+        n_heads,
+        head_dim: hd,
+        n_rot,
+        base: rope.base,
+        freq_scale: rope.freq_scale,
+        mode,
+        freqs,
+        ext: rope.ext,
+    };
+    c.kv(4 * KV_BLOCK, &[kd]);
+    // Fill: keys rotated at their positions and stored, with values; the rotated keys read back.
+    let (tk, tv) = (c.table(kd, 1.0), c.table(kd, 1.0));
+    let fill = c.graph(graph(KV_BLOCK, &[(tk, kd), (tv, kd)], |g, s| {
+        g.push(rope_op(s[0], n_kv));
+        g.push(Op::KvStore { layer: 0, k: s[0], v: s[1] });
+        s[0]
+    }));
+    // Three queries after the shifted keys, storing their own keys and values first.
+    let (tq, tk2, tv2) = (c.table(qd, 1.0), c.table(kd, 1.0), c.table(kd, 1.0));
+    let attend = c.graph(graph(3, &[(tq, qd), (tk2, kd), (tv2, kd)], |g, s| {
+        let dst = g.act(Rows::All, qd);
+        g.push(rope_op(s[0], n_heads));
+        g.push(rope_op(s[1], n_kv));
+        g.push(Op::KvStore { layer: 0, k: s[1], v: s[2] });
+        g.push(Op::Attention {
+            layer: 0,
+            q: s[0],
+            dst,
+            n_heads,
+            n_kv_heads: n_kv,
+            head_dim: hd,
+            scale: 2.0 / (hd as f32).sqrt(),
+            window: None,
+            softcap: None,
+        });
+        dst
+    }));
+    for b in 0..4 {
+        c.step(fill, b * KV_BLOCK);
+    }
+    // Drop blocks 1 .. 1 + drop: the blocks after them move back, the dropped ones come last.
+    let moved: Vec<u32> = (1 + drop as u32..4).collect();
+    c.shift(KvShift { blocks: moved.clone(), delta: -((drop * KV_BLOCK) as i32), layers: vec![Some(rope)] });
+    let table: Vec<u32> = std::iter::once(0).chain(moved).chain(1..1 + drop as u32).collect();
+    let pos = (4 - drop) * KV_BLOCK;
+    c.step_seqs(attend, &[(pos, 3, table)], Expect::Close(Readback::AllLogits));
+}

@@ -30,6 +30,7 @@
 //! | Rope | normal, neox | 1e-4 | cos/sin of angles up to ~2000 rad: an f32 angle's ulp is 1e-4 |
 //! | Rope, long context | frequency factors, YaRN | 1e-3 | positions ~1e5: the angle is defined in f32 (every executor computes the same f32 value for the fastest pairs; factors other than 1 and powers of two are tested at positions near 1000, where WGSL's division, 2.5 ulp, costs 3e-4), but YaRN's mix of two angles may be contracted into a fused multiply-add by a GPU compiler, and an ulp of an angle of ~700 rad (the mixed pairs) is 6e-5 |
 //! | Attention | f16 cache | 2e-3 | exp and the f16 rounding of each probability can land an f16 ulp apart |
+//! | KV shift, then attention | f16 cache | 2e-3 | the shifted keys are rotated in f32 (executors) or f64 (reference) and rounded to f16 again: a key value may land an f16 ulp apart, then as attention |
 //! | GatedAct | silu | 1e-5 | one exp per value |
 //! | GatedAct | gelu | 2e-3 | executors evaluate GELU through ggml's f16 table (f16 input and output) |
 //! | fused patterns | mixed | 2e-3 | a fused RMSNorm feeds the q8 conversion values an ulp apart: a q8 value may round the other way |
@@ -43,8 +44,8 @@ pub mod reference;
 pub mod sequences;
 
 use wick::exec::{
-    blocks_for, identity_blocks, Executor, Graph, GraphId, KvSpec, Op, Readback, SeqStep, StepOutput,
-    WeightId,
+    blocks_for, identity_blocks, Executor, Graph, GraphId, KvShift, KvSpec, Op, Readback, SeqStep,
+    StepOutput, WeightId,
 };
 use wick::quant::GgmlType;
 
@@ -118,6 +119,8 @@ pub struct Step {
     graph: usize,
     seqs: Vec<StepSeq>,
     expect: Expect,
+    /// Not a graph step but a shift of the cache's keys ([`Case::shift`]).
+    shift: Option<KvShift>,
 }
 
 impl Step {
@@ -133,6 +136,9 @@ impl Step {
             .collect()
     }
     fn describe(&self) -> String {
+        if let Some(sh) = &self.shift {
+            return format!("shift of blocks {:?} by {}", sh.blocks, sh.delta);
+        }
         let parts: Vec<String> =
             self.seqs.iter().map(|s| format!("pos {}, {} rows", s.pos, s.tokens.len())).collect();
         parts.join("; ")
@@ -209,14 +215,19 @@ impl Case {
                 blocks: blocks.clone(),
             })
             .collect();
-        self.steps.push(Step { graph, seqs, expect });
+        self.steps.push(Step { graph, seqs, expect, shift: None });
     }
 
     /// A step of graph `graph` at `pos` on random tokens below `vocab`.
     pub fn step_with(&mut self, graph: usize, pos: usize, vocab: usize, expect: Expect) {
         let n = self.graphs[graph].n_tokens;
         let tokens = (0..n).map(|_| self.rng.below(vocab as u64) as u32).collect();
-        self.steps.push(Step { graph, seqs: vec![StepSeq { tokens, pos, blocks: Vec::new() }], expect });
+        self.steps.push(Step {
+            graph,
+            seqs: vec![StepSeq { tokens, pos, blocks: Vec::new() }],
+            expect,
+            shift: None,
+        });
     }
 
     /// A step of graph `graph` at `pos` on the given tokens, compared on every row.
@@ -226,7 +237,14 @@ impl Case {
             graph,
             seqs: vec![StepSeq { tokens: tokens.to_vec(), pos, blocks: Vec::new() }],
             expect,
+            shift: None,
         });
+    }
+
+    /// Shift the cache's keys ([`Executor::shift_kv`]) between two steps; the frequency
+    /// factors' weight ids are the case's.
+    pub fn shift(&mut self, shift: KvShift) {
+        self.steps.push(Step { graph: 0, seqs: Vec::new(), expect: Expect::Error, shift: Some(shift) });
     }
 
     /// A step of graph `graph` at `pos` on random input rows, compared on every row.
@@ -340,6 +358,15 @@ fn remap(g: &Graph, ids: &[WeightId]) -> Graph {
     g
 }
 
+/// `s` with the frequency factors' weight ids replaced by the executor's.
+fn remap_shift(s: &KvShift, ids: &[WeightId]) -> KvShift {
+    let mut s = s.clone();
+    for r in s.layers.iter_mut().flatten() {
+        r.freqs = r.freqs.map(|w| ids[w.0 as usize]);
+    }
+    s
+}
+
 /// Max |got − want| / max |want|, and where.
 fn error(want: &[f32], got: &[f32]) -> (f32, usize) {
     let scale = want.iter().fold(0f32, |m, v| m.max(v.abs())).max(1e-6);
@@ -372,6 +399,11 @@ async fn check_row(e: &mut dyn Executor, r: &Row, seed: u64, base: u64) -> f32 {
     let identity = identity_blocks(c.kv.n_blocks);
     for (i, s) in c.steps.iter().enumerate() {
         let what = format!("{} step {i} ({})", r.name, s.describe());
+        if let Some(sh) = &s.shift {
+            refx.shift_kv(ref_kv, &remap_shift(sh, &ref_ids)).unwrap();
+            e.shift_kv(kv, &remap_shift(sh, &ids)).unwrap_or_else(|err| panic!("{what}: {err}"));
+            continue;
+        }
         let seqs = s.seqs(&identity);
         let rb = match s.expect {
             Expect::Close(rb) => rb,
@@ -436,6 +468,10 @@ pub async fn outputs(e: &mut dyn Executor, r: &Row, seed: u64) -> Vec<Vec<f32>> 
     let mut out = Vec::new();
     let identity = identity_blocks(c.kv.n_blocks);
     for s in &c.steps {
+        if let Some(sh) = &s.shift {
+            e.shift_kv(kv, &remap_shift(sh, &ids)).unwrap();
+            continue;
+        }
         let rb = match s.expect {
             Expect::Close(Readback::Argmax) | Expect::Error => Readback::LastLogits,
             Expect::Close(rb) => rb,

@@ -19,6 +19,10 @@
 //!   YaRN's mix of that angle and the one times `freq_scale`, all in f32 (the cos and sin
 //!   are then taken in f64, times the magnitude scale).
 //!
+//! - A KV shift ([`Executor::shift_kv`]) rotates each moved key from the position it was
+//!   stored at directly to its new one, in f64: the angles `p · base^(−2i/n_rot) / factor ·
+//!   freq_scale` of the old and the new position, computed in f64 (no YaRN), then rounds to
+//!   f16 again. (The executors rotate by the angle of the delta, in f32.)
 //! - Attention's two products are products with the f16 cache, converted as matrix products
 //!   are: the query rounded to f16 before K·Q, the probabilities rounded to f16 before P·V.
 //!
@@ -28,8 +32,8 @@
 
 use half::{bf16, f16};
 use wick::exec::{
-    check_step, ActId, Executor, Gate, Graph, GraphId, KvId, KvSpec, LocalFuture, Op, Readback, RopeMode,
-    Rows, SeqStep, StepOutput, WeightId, KV_BLOCK,
+    check_step, ActId, Executor, Gate, Graph, GraphId, KvId, KvShift, KvSpec, LocalFuture, Op, Readback,
+    RopeMode, Rows, SeqStep, StepOutput, WeightId, KV_BLOCK,
 };
 use wick::quant::GgmlType;
 use wick::{Error, Result};
@@ -67,6 +71,8 @@ struct Layer {
     v: Vec<f32>,
     k_dim: usize,
     v_dim: usize,
+    /// The position each row's key is rotated for (where it was stored, then shifted).
+    pos: Vec<i64>,
 }
 
 /// Where a token stands: its position and its sequence's block table.
@@ -235,6 +241,7 @@ impl Reference {
                     let row = a.row(a.pos);
                     let (ks, vs) = (&acts[k.0 as usize][r * kd..][..kd], &acts[v.0 as usize][r * vd..][..vd]);
                     l.k[row * kd..][..kd].iter_mut().zip(ks).for_each(|(d, s)| *d = round(s));
+                    l.pos[row] = a.pos as i64;
                     l.v[row * vd..][..vd].iter_mut().zip(vs).for_each(|(d, s)| *d = round(s));
                 }
             }
@@ -431,6 +438,7 @@ impl Executor for Reference {
                 v: vec![0.0; spec.n_blocks * KV_BLOCK * v_dim],
                 k_dim,
                 v_dim,
+                pos: vec![0; spec.n_blocks * KV_BLOCK],
             })
             .collect();
         self.kvs.push((spec.n_blocks, layers));
@@ -448,6 +456,40 @@ impl Executor for Reference {
     }
     fn free_graph(&mut self, _graph: GraphId) {
         // Graphs are a few kilobytes of op descriptions: the reference keeps them all.
+    }
+    fn shift_kv(&mut self, kv: KvId, shift: &KvShift) -> Result<()> {
+        let (n_blocks, layers) = &mut self.kvs[kv.0 as usize];
+        let k_dims: Vec<usize> = layers.iter().map(|l| l.k_dim).collect();
+        shift.check("reference", *n_blocks, &k_dims)?;
+        for (l, rope) in layers.iter_mut().zip(&shift.layers) {
+            let Some(r) = rope else { continue };
+            assert_eq!(r.ext.ext_factor, 0.0, "the reference shifts without YaRN");
+            let factors = r.freqs.map(|f| self.weights[f.0 as usize].values());
+            let angle = |p: i64, i: usize| {
+                let f = factors.as_ref().map_or(1.0, |f| f[i] as f64);
+                p as f64 * (r.base as f64).powf(-2.0 * i as f64 / r.n_rot as f64) / f * r.freq_scale as f64
+            };
+            for row in shift.rows() {
+                let (from, to) = (l.pos[row], l.pos[row] + shift.delta as i64);
+                for head in l.k[row * l.k_dim..][..l.k_dim].chunks_mut(r.head_dim) {
+                    for i in 0..r.n_rot / 2 {
+                        let (a, b) = match r.mode {
+                            RopeMode::Normal => (2 * i, 2 * i + 1),
+                            RopeMode::Neox => (i, i + r.n_rot / 2),
+                        };
+                        // Back to the unrotated key, then to the new position.
+                        let (c0, s0) = (angle(from, i).cos(), angle(from, i).sin());
+                        let (x0, x1) = (head[a] as f64, head[b] as f64);
+                        let (u0, u1) = (x0 * c0 + x1 * s0, -x0 * s0 + x1 * c0);
+                        let (c1, s1) = (angle(to, i).cos(), angle(to, i).sin());
+                        head[a] = f16::from_f64(u0 * c1 - u1 * s1).to_f32();
+                        head[b] = f16::from_f64(u0 * s1 + u1 * c1).to_f32();
+                    }
+                }
+                l.pos[row] = to;
+            }
+        }
+        Ok(())
     }
     fn run<'a>(
         &'a mut self,

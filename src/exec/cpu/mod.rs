@@ -4,12 +4,15 @@
 //! the block formats' integer dot products, spread over threads natively.
 
 mod kernels;
+mod kv_shift;
 mod matmul;
 mod par;
 
 use half::f16;
 
-use super::{Executor, GraphId, KvId, KvSpec, LocalFuture, Op, Readback, SeqStep, StepOutput, WeightId};
+use super::{
+    Executor, GraphId, KvId, KvShift, KvSpec, LocalFuture, Op, Readback, SeqStep, StepOutput, WeightId,
+};
 use crate::exec::{check_step, Graph, RopeConsts, KV_BLOCK};
 use crate::quant::GgmlType;
 use crate::{Error, Result};
@@ -319,6 +322,17 @@ impl Executor for CpuExecutor {
         if let Some(slot) = self.graphs.get_mut(graph.0 as usize) {
             *slot = None;
         }
+    }
+
+    fn shift_kv(&mut self, kv: KvId, shift: &KvShift) -> Result<()> {
+        let mut cache = self
+            .kvs
+            .get_mut(kv.0 as usize)
+            .and_then(Option::take)
+            .ok_or_else(|| Self::err("unknown KV cache"))?;
+        let r = self.shift_cache(&mut cache, shift);
+        self.kvs[kv.0 as usize] = Some(cache);
+        r
     }
 
     fn run<'a>(

@@ -69,7 +69,10 @@ impl Module {
         match self {
             Module::Elementwise => &[("elementwise.cu", include_str!("kernels/elementwise.cu"))],
             Module::Norm => &[Q8, ("norm.cu", include_str!("kernels/norm.cu"))],
-            Module::Rope => &[("rope.cu", include_str!("kernels/rope.cu"))],
+            Module::Rope => &[
+                ("rope.cu", include_str!("kernels/rope.cu")),
+                ("kv_shift.cu", include_str!("kernels/kv_shift.cu")),
+            ],
             Module::Attention => &[
                 ("attention.cu", include_str!("kernels/attention.cu")),
                 ("attention_rows.cu", include_str!("kernels/attention_rows.cu")),
@@ -225,6 +228,8 @@ pub(crate) enum Kernel {
     Rope,
     RopeKv,
     KvStore,
+    /// `KvShiftParams`: a context shift's rotation of cached keys (kv_shift.cu).
+    KvShift,
     Attention,
     AttentionRows(HeadDims),
     /// `AttentionSplitParams`: decode attention over chunks of the keys, `heads` query heads
@@ -287,6 +292,7 @@ impl Kernel {
             Rope,
             RopeKv,
             KvStore,
+            KvShift,
             Attention,
             AttentionRows(HeadDims::D64),
             AttentionRows(HeadDims::D128),
@@ -334,6 +340,7 @@ impl Kernel {
             Kernel::Rope => "rope",
             Kernel::RopeKv => "rope_kv",
             Kernel::KvStore => "kv_store",
+            Kernel::KvShift => "kv_shift",
             Kernel::Attention => "attention",
             Kernel::AttentionRows(HeadDims::D64) => "attention_rows_64",
             Kernel::AttentionRows(HeadDims::D128) => "attention_rows_128",
@@ -386,6 +393,7 @@ impl Kernel {
             Kernel::Rope => "RopeParams",
             Kernel::RopeKv => "RopeKvParams",
             Kernel::KvStore => "KvStoreParams",
+            Kernel::KvShift => "KvShiftParams",
             Kernel::Attention | Kernel::AttentionRows(_) => "AttentionParams",
             Kernel::AttentionSplit { .. } => "AttentionSplitParams",
             Kernel::AttentionFlash(_) => "AttentionFlashParams",
@@ -412,7 +420,7 @@ impl Kernel {
         match self {
             Kernel::Embed | Kernel::GatedAct | Kernel::Add | Kernel::Copy => Module::Elementwise,
             Kernel::RmsNorm | Kernel::RmsNormQ8 => Module::Norm,
-            Kernel::Rope | Kernel::RopeKv | Kernel::KvStore => Module::Rope,
+            Kernel::Rope | Kernel::RopeKv | Kernel::KvStore | Kernel::KvShift => Module::Rope,
             Kernel::Attention
             | Kernel::AttentionRows(_)
             | Kernel::AttentionSplit { .. }
@@ -590,12 +598,12 @@ pub(crate) fn load(ctx: &Arc<CudaContext>) -> Result<HashMap<Kernel, CudaFunctio
 mod tests {
     use super::*;
 
-    /// The 144 entry points, each named once (that each is in its module's PTX is checked by
+    /// The 145 entry points, each named once (that each is in its module's PTX is checked by
     /// `compile`, run in CI with NVRTC).
     #[test]
     fn every_kernel_named_once() {
         let all = Kernel::all();
-        assert_eq!(all.len(), 144);
+        assert_eq!(all.len(), 145);
         let names: std::collections::HashSet<String> = all.iter().map(|k| k.name()).collect();
         assert_eq!(names.len(), all.len());
     }

@@ -53,7 +53,9 @@ use std::sync::Arc;
 
 use cudarc::driver::{CudaContext, CudaFunction, CudaStream};
 
-use super::{Executor, Graph, GraphId, KvId, KvSpec, LocalFuture, Readback, SeqStep, StepOutput, WeightId};
+use super::{
+    Executor, Graph, GraphId, KvId, KvShift, KvSpec, LocalFuture, Readback, SeqStep, StepOutput, WeightId,
+};
 use crate::quant::GgmlType;
 use crate::{Error, Result};
 use device::{Buf, Kv, Staging, Weight};
@@ -177,6 +179,10 @@ impl Executor for CudaExecutor {
 
     fn free_graph(&mut self, graph: GraphId) {
         self.free_graph_bufs(graph)
+    }
+
+    fn shift_kv(&mut self, kv: KvId, shift: &KvShift) -> Result<()> {
+        self.shift(kv, shift)
     }
 
     fn run<'a>(

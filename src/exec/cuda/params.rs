@@ -178,6 +178,25 @@ params! {
         dim: i32 = "int",
         tstride: i32 = "int",
     }
+    /// `kv_shift`: the keys of rows blocks[r / 64] · 64 + r % 64 rotated by the angle of delta
+    /// positions, one (row, KV head) a block.
+    [Rope] struct KvShiftParams {
+        kc: u64 = "u16*",
+        blocks: u64 = "const u32*",
+        freqs: u64 = "const float*",
+        n_heads: i32 = "int",
+        head_dim: i32 = "int",
+        n_rot: i32 = "int",
+        k_dim: i32 = "int",
+        delta: i32 = "int",
+        theta_scale: f32 = "float",
+        freq_scale: f32 = "float",
+        ext_factor: f32 = "float",
+        corr_low: f32 = "float",
+        corr_high: f32 = "float",
+        mscale: f32 = "float",
+        neox: i32 = "int",
+    }
     /// `attention` and `attention_rows_*` (which alone read n_rows, the query rows).
     [Attention] struct AttentionParams {
         q: u64 = "const float*",

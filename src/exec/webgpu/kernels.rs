@@ -35,6 +35,7 @@ const ROPE: &str = include_str!("shaders/rope.wgsl");
 const ROPE_MATH: &str = include_str!("shaders/rope_math.wgsl");
 const ROPE_KV: &str = include_str!("shaders/rope_kv.wgsl");
 const KV_STORE: &str = include_str!("shaders/kv_store.wgsl");
+const KV_SHIFT: &str = include_str!("shaders/kv_shift.wgsl");
 const ATTENTION: &str = include_str!("shaders/attention.wgsl");
 const ATTENTION_KEYS: &str = include_str!("shaders/attention_keys.wgsl");
 const ATTENTION_SPLIT: &str = include_str!("shaders/attention_split.wgsl");
@@ -138,6 +139,8 @@ pub enum Kernel {
     RopeKv,
     /// Rows into the f16 KV cache (kv_store.wgsl).
     KvStore,
+    /// Keys of a few cache blocks rotated to other positions (kv_shift.wgsl).
+    KvShift,
     /// Attention over the KV cache, one workgroup per row and head (attention.wgsl): head
     /// sizes the other attention kernels do not take (not a multiple of 4).
     Attention,
@@ -427,6 +430,9 @@ impl Kernel {
             }
             Kernel::KvStore => {
                 ([COMMON, &with_params::<KvStoreParams>(KV_STORE)?, STEP].concat(), "kv_store")
+            }
+            Kernel::KvShift => {
+                ([COMMON, ROPE_MATH, &with_params::<KvShiftParams>(KV_SHIFT)?].concat(), "kv_shift")
             }
             Kernel::Attention => {
                 // The cache's element (two f16) and its conversion to vec2<f32>.

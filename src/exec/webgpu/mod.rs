@@ -109,6 +109,7 @@ mod buffers;
 mod device;
 pub(crate) mod fuse;
 mod kernels;
+mod kv_shift;
 mod ops;
 mod params;
 mod profile;
@@ -122,7 +123,8 @@ use ops::MatVecMode;
 use record::Plan;
 
 use super::{
-    Executor, Graph, GraphId, KvId, KvSpec, LocalFuture, Readback, Rows, SeqStep, StepOutput, WeightId,
+    Executor, Graph, GraphId, KvId, KvShift, KvSpec, LocalFuture, Readback, Rows, SeqStep, StepOutput,
+    WeightId,
 };
 use crate::quant::GgmlType;
 use crate::{Error, Result};
@@ -396,6 +398,10 @@ impl Executor for WebGpuExecutor {
         if let Some(slot) = self.plans.get_mut(graph.0 as usize) {
             *slot = None;
         }
+    }
+
+    fn shift_kv(&mut self, kv: KvId, shift: &KvShift) -> Result<()> {
+        self.shift(kv, shift)
     }
 
     fn run<'a>(

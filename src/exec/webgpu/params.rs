@@ -156,6 +156,32 @@ params!(
 );
 
 params!(
+    /// kv_shift.wgsl: one layer's shift.
+    KvShiftParams {
+        n_heads: u32,
+        head_dim: u32,
+        n_rot: u32,
+        /// Key row width of the layer.
+        k_dim: u32,
+        /// Rows that move (blocks × 64).
+        n_rows: u32,
+        /// Positions added (an integer, exact in f32).
+        delta: f32,
+        theta_scale: f32,
+        freq_scale: f32,
+        /// YaRN's ramp weight (0: none), its first and last pair, and the scale of cos and
+        /// sin (1: a shift is a pure rotation).
+        ext_factor: f32,
+        corr_low: f32,
+        corr_high: f32,
+        mscale: f32,
+        /// Whether binding `freqs` holds frequency factors (else every factor is 1).
+        has_freqs: u32,
+        neox: u32,
+    }
+);
+
+params!(
     /// rope_kv.wgsl.
     RopeKvParams {
         n_heads: u32,
@@ -343,6 +369,22 @@ mod tests {
             n_seq
         });
         check_layout!(KvStoreParams { dim, rows, n_tok, n_seq });
+        check_layout!(KvShiftParams {
+            n_heads,
+            head_dim,
+            n_rot,
+            k_dim,
+            n_rows,
+            delta,
+            theta_scale,
+            freq_scale,
+            ext_factor,
+            corr_low,
+            corr_high,
+            mscale,
+            has_freqs,
+            neox
+        });
         check_layout!(AttentionParams {
             n_heads,
             group,

@@ -4,6 +4,7 @@
 
 pub(super) mod attention;
 mod elementwise;
+mod kv_shift;
 mod matmul;
 mod matmul_mmq;
 mod norm;

@@ -171,6 +171,7 @@ fn all_kernels() -> Vec<Kernel> {
         Kernel::Rope,
         Kernel::RopeKv,
         Kernel::KvStore,
+        Kernel::KvShift,
         Kernel::Attention,
         Kernel::GatedSilu,
         Kernel::GatedGelu,

@@ -32,7 +32,12 @@ fn sin_cos(a: f32) -> vec2<f32> {
 // 2.5 ulp off (lavapipe's is exact); a factor of 1 or a power of two (Llama 3's fastest and
 // slowest pairs, where the angle is large) divides exactly anyway.
 fn rope_sin_cos(pos: u32, i: u32) -> vec2<f32> {
-    var theta = f32(pos);
+    return rope_sin_cos_from(f32(pos), i);
+}
+
+// The same from a position given as an f32 (a context shift's negative delta, kv_shift.wgsl).
+fn rope_sin_cos_from(pos: f32, i: u32) -> vec2<f32> {
+    var theta = pos;
     for (var t = 0u; t < i; t++) {
         theta *= p.theta_scale;
     }
