@@ -106,11 +106,11 @@ pub struct CudaExecutor {
     /// chunks are launched op by op: their launches are few against their work.
     graph_max_tokens: usize,
     /// The most rows a product takes through the `mmvn_T` kernels (15; from 16 the tensor-core
-    /// kernels take them; `WICK_CUDA_MMVN_MAX_ROWS`, 0 or 1: never).
+    /// kernels take them; `WICK_CUDA_MMVN_MAX_ROWS`, 0 or 1: never). Steps of up to this many
+    /// tokens get a decode plan.
     mmvn_max_rows: usize,
     /// Activation rows of one `mmvn_T` launch (8, at most 8: `MMVN_ROWS` in
-    /// kernels/matmul.cuh; both follow `WICK_CUDA_MMVN_ROWS`, a tuning knob). Steps of up to
-    /// this many tokens get a decode plan.
+    /// kernels/matmul.cuh; both follow `WICK_CUDA_MMVN_ROWS`, a tuning knob).
     mmvn_rows: usize,
     /// Fuse decode steps: one token, or a few sequences' (unless `WICK_CUDA_FUSE=0`).
     use_fusion: bool,

@@ -267,9 +267,10 @@ impl CudaExecutor {
         unsafe { best_host_ptr.write(0) };
         let best = self.stream.alloc_zeros::<u64>(1).map_err(drv("device allocation"))?;
         let best_ptr = best.device_ptr(&self.stream).0;
-        // Decode plans for one-token steps and for the steps of a few sequences (up to the
-        // rows of one `mmvn` launch, whose split q8 layout wants rows of whole 32-value blocks).
-        let few = (2..=self.mmvn_rows.min(self.mmvn_max_rows)).contains(&graph.n_tokens)
+        // Decode plans for one-token steps and for the steps of a few sequences (up to
+        // `mmvn_max_rows`, in `mmvn` launches of up to `mmvn_rows` rows; their split q8 layout
+        // wants rows of whole 32-value blocks).
+        let few = (2..=self.mmvn_max_rows).contains(&graph.n_tokens)
             && graph
                 .ops
                 .iter()

@@ -227,30 +227,6 @@ impl CudaExecutor {
         let mixed = ws.iter().any(|w| w.dtype != ws[0].dtype);
         // The weight types are read by mmv3_kmix only.
         let t = |i: usize| if mixed { ws[i].dtype.id() as i32 } else { 0 };
-        let p = Mmv3Params {
-            w0: ws[0].buf.ptr,
-            w1: ws[1].buf.ptr,
-            w2: ws[2].buf.ptr,
-            o0: c.act(dst[0]),
-            o1: c.act(dst[1]),
-            o2: c.act(dst[2]),
-            b0: b[0].0,
-            b1: b[1].0,
-            b2: b[2].0,
-            aq: c.qact.ptr,
-            ad: c.scales_rows(k, rows),
-            bt0: b[0].1,
-            bt1: b[1].1,
-            bt2: b[2].1,
-            n0: ws[0].n_rows() as i32,
-            n1: ws[1].n_rows() as i32,
-            n2: ws[2].n_rows() as i32,
-            k: k as i32,
-            t0: t(0),
-            t1: t(1),
-            t2: t(2),
-            rows: rows as i32,
-        };
         let outputs: usize = ws.iter().map(|w| w.n_rows()).sum();
         let grid = (outputs.div_ceil(MMV_WARPS) as u32, 1);
         let kernel = if rows > 1 {
@@ -263,7 +239,52 @@ impl CudaExecutor {
         } else {
             self.mmv(ws[0].dtype, MmvForm::Three, k)?
         };
-        self.launch(kernel, grid, 128, &p)
+        let n = ws.map(|w| w.n_rows());
+        for (r0, nr) in self.row_chunks(rows) {
+            let (aq, ad) = self.split_rows(c, ws[0].dtype, k, rows, r0);
+            let o = |i: usize| c.act(dst[i]) + 4 * (r0 * n[i]) as u64;
+            let p = Mmv3Params {
+                w0: ws[0].buf.ptr,
+                w1: ws[1].buf.ptr,
+                w2: ws[2].buf.ptr,
+                o0: o(0),
+                o1: o(1),
+                o2: o(2),
+                b0: b[0].0,
+                b1: b[1].0,
+                b2: b[2].0,
+                aq,
+                ad,
+                bt0: b[0].1,
+                bt1: b[1].1,
+                bt2: b[2].1,
+                n0: n[0] as i32,
+                n1: n[1] as i32,
+                n2: n[2] as i32,
+                k: k as i32,
+                t0: t(0),
+                t1: t(1),
+                t2: t(2),
+                rows: nr as i32,
+            };
+            self.launch(kernel, grid, 128, &p)?;
+        }
+        Ok(())
+    }
+
+    /// The chunks (first row, rows) of `rows` rows that one `mmvn` launch takes each (one
+    /// chunk of one row for a one-token step).
+    fn row_chunks(&self, rows: usize) -> impl Iterator<Item = (usize, usize)> {
+        let per = self.mmvn_rows.max(1);
+        (0..rows).step_by(per).map(move |r0| (r0, per.min(rows - r0)))
+    }
+
+    /// Where row `r0`'s quants and scales are in the split q8 scratch of `rows` rows of `k`
+    /// values converted for weights of type `t`.
+    fn split_rows(&self, c: &Compiled, t: GgmlType, k: usize, rows: usize, r0: usize) -> (u64, u64) {
+        // q8_K: one float a 256-value block; q8_0 and q8_1: two a 32-value block.
+        let scale_bytes = if quant::vec_dot_type(t) == GgmlType::Q8_K { k / 256 * 4 } else { k / 32 * 8 };
+        (c.qact.ptr + (r0 * k) as u64, c.scales_rows(k, rows) + (r0 * scale_bytes) as u64)
     }
 
     /// A decode product of the converted row: dst = W·x (+ bias) (+ add) (keeping the
@@ -287,38 +308,44 @@ impl CudaExecutor {
         }
         let form = if gate.is_some() { MmvForm::Gated } else { MmvForm::One };
         let kernel = if rows > 1 { self.mmv_rows(wt.dtype, form)? } else { self.mmv(wt.dtype, form, k)? };
-        match gate {
-            Some((up, act)) => {
-                let p = Mmv2Params {
-                    w1: wt.buf.ptr,
-                    w2: self.weight(up)?.buf.ptr,
-                    aq: c.qact.ptr,
-                    ad: c.scales_rows(k, rows),
-                    out: c.act(dst),
-                    act: (act == Gate::Gelu) as i32,
-                    k: k as i32,
-                    n: n as i32,
-                    rows: rows as i32,
-                };
-                self.launch(kernel, grid, 128, &p)
-            }
-            None => {
-                let (bias, btype) = self.bias_param(bias)?;
-                let p = MmvParams {
-                    w: wt.buf.ptr,
-                    aq: c.qact.ptr,
-                    ad: c.scales_rows(k, rows),
-                    out: c.act(dst),
-                    bias,
-                    add: add.map_or(0, |a| c.act(a)),
-                    best: if argmax { c.best_ptr } else { 0 },
-                    btype,
-                    k: k as i32,
-                    n: n as i32,
-                    rows: rows as i32,
-                };
-                self.launch(kernel, grid, 128, &p)
+        let (bias, btype) = self.bias_param(bias)?;
+        let w2 = gate.map(|(up, _)| self.weight(up).map(|u| u.buf.ptr)).transpose()?;
+        for (r0, nr) in self.row_chunks(rows) {
+            let (aq, ad) = self.split_rows(c, wt.dtype, k, rows, r0);
+            let out = c.act(dst) + 4 * (r0 * n) as u64;
+            match (gate, w2) {
+                (Some((_, act)), Some(w2)) => {
+                    let p = Mmv2Params {
+                        w1: wt.buf.ptr,
+                        w2,
+                        aq,
+                        ad,
+                        out,
+                        act: (act == Gate::Gelu) as i32,
+                        k: k as i32,
+                        n: n as i32,
+                        rows: nr as i32,
+                    };
+                    self.launch(kernel, grid, 128, &p)?;
+                }
+                _ => {
+                    let p = MmvParams {
+                        w: wt.buf.ptr,
+                        aq,
+                        ad,
+                        out,
+                        bias,
+                        add: add.map_or(0, |a| c.act(a) + 4 * (r0 * n) as u64),
+                        best: if argmax { c.best_ptr } else { 0 },
+                        btype,
+                        k: k as i32,
+                        n: n as i32,
+                        rows: nr as i32,
+                    };
+                    self.launch(kernel, grid, 128, &p)?;
+                }
             }
         }
+        Ok(())
     }
 }
