@@ -100,6 +100,10 @@ pub enum Error {
     /// An argument is out of range or inconsistent.
     #[error("invalid argument: {0}")]
     InvalidArgument(String),
+    /// A saved prompt cache cannot be used: another model or layout, another format version,
+    /// or a truncated or corrupt file. Nothing of it was trusted.
+    #[error("prompt cache rejected: {0}")]
+    PromptCache(String),
 }
 
 impl Error {

@@ -19,6 +19,7 @@
 mod batch;
 pub mod chat;
 pub mod constrain;
+pub mod digest;
 mod error;
 pub mod exec;
 pub mod gguf;
@@ -26,6 +27,7 @@ pub mod kv;
 mod load;
 mod logprobs;
 pub mod model;
+pub mod prompt_cache;
 pub mod quant;
 pub mod sampling;
 mod session;

@@ -4,6 +4,7 @@ use std::cell::{OnceCell, RefCell};
 
 use crate::chat::ChatTemplate;
 use crate::constrain::ConstraintCompiler;
+use crate::digest::ModelDigest;
 use crate::exec::{self, Executor, ExecutorKind, GraphId, WeightId};
 use crate::gguf::{GgufReader, Metadata, Progress};
 use crate::model::{self, keys, Hparams, Logits, WeightTable};
@@ -45,6 +46,8 @@ pub struct Model {
     /// How each layer's cached keys were rotated (for context shifts), from a step graph;
     /// `None` inside when some layer's keys are not RoPE-rotated.
     kv_rope: OnceCell<Option<Vec<Option<exec::KvRope>>>>,
+    /// The model's identity for saved KV caches ([`crate::digest`]).
+    digest: [u8; 16],
 }
 
 /// Everything about a model that its header tells, without loading weights.
@@ -117,6 +120,7 @@ impl Model {
         let info = ModelInfo::from_header(&header.metadata, &header.tensors)?;
         let name = header.metadata.str_opt("general.name").ok().flatten().map(str::to_string);
         let tensors = header.tensors.clone();
+        let mut digest = ModelDigest::new(&info.hparams, &tensors);
         let mut exec = exec::create(opts.executor).await?;
         let mut handles: Vec<WeightId> = Vec::with_capacity(tensors.len());
         for t in &tensors {
@@ -124,6 +128,7 @@ impl Model {
         }
         while let Some(chunk) = reader.next_chunk().await? {
             exec.write_weight(handles[chunk.tensor], chunk.offset, chunk.data)?;
+            digest.observe(chunk.offset, chunk.data);
             if let Some(cb) = opts.on_progress.as_mut() {
                 let p = reader.progress();
                 cb(&p);
@@ -141,7 +146,15 @@ impl Model {
             name,
             constraints: OnceCell::new(),
             kv_rope: OnceCell::new(),
+            digest: digest.finish(),
         })
+    }
+
+    /// The model's identity for saved KV caches: a digest of its hyperparameters, tensor
+    /// table and a sample of every tensor's bytes, computed as the weights streamed in
+    /// ([`crate::digest`]).
+    pub fn digest(&self) -> [u8; 16] {
+        self.digest
     }
 
     /// Hyperparameters.

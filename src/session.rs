@@ -6,6 +6,7 @@ use crate::kv::{BlockPool, SeqBlocks};
 use crate::load::Model;
 use crate::logprobs::{logprobs, Logprobs, MAX_TOP_LOGPROBS};
 use crate::model::Logits;
+use crate::prompt_cache::{self, CacheHeader};
 use crate::sampling::{Sampler, SamplingParams};
 use crate::stop::StopMatcher;
 use crate::tokenizer::StreamDecoder;
@@ -50,6 +51,8 @@ pub enum ShiftMode {
 pub struct Session<'m> {
     model: &'m Model,
     kv: KvId,
+    /// The cache's shape (its row widths are a saved prompt cache's layout).
+    spec: KvSpec,
     /// The cache's blocks, and the conversation's block table.
     pool: BlockPool,
     blocks: SeqBlocks,
@@ -173,6 +176,7 @@ impl<'m> Session<'m> {
         Ok(Session {
             model,
             kv,
+            spec,
             pool: BlockPool::new(n_blocks),
             blocks: SeqBlocks::default(),
             n_ctx,
@@ -269,6 +273,70 @@ impl<'m> Session<'m> {
         self.blocks.remove_blocks(&mut self.pool, first..first + n_drop);
         self.tokens.drain(first * KV_BLOCK..(first + n_drop) * KV_BLOCK);
         true
+    }
+
+    /// The cached conversation as bytes: its tokens and the KV blocks that hold them, keyed by
+    /// the model's digest ([`crate::prompt_cache`]). Restore it into a session of the same
+    /// model (on any executor) with [`Session::restore_prompt_cache`].
+    // The executor stays borrowed across the read on purpose (see `eval`).
+    #[allow(clippy::await_holding_refcell_ref)]
+    pub async fn save_prompt_cache(&self) -> Result<Vec<u8>> {
+        let blocks = &self.blocks.table()[..blocks_for(self.tokens.len())];
+        let mut exec = self.model.exec.try_borrow_mut().map_err(|_| Error::busy())?;
+        let payload = exec.read_kv_blocks(self.kv, blocks).await?;
+        drop(exec);
+        let header = CacheHeader {
+            digest: self.model.digest(),
+            k_dims: self.spec.k_dims.clone(),
+            v_dims: self.spec.v_dims.clone(),
+            tokens: self.tokens.clone(),
+        };
+        prompt_cache::encode(&header, &payload)
+    }
+
+    /// Replace the cache's content by a saved prompt cache's: of its tokens, the longest
+    /// common prefix with `prompt` (all of them for an empty `prompt`), at most `n_ctx - 1`.
+    /// Returns how many tokens the cache now holds; the next [`Session::generate`] of `prompt`
+    /// evaluates only the rest. Every check of [`prompt_cache::decode`] comes first (another
+    /// model, another layout, a truncated or corrupt file: [`Error::PromptCache`]); on any
+    /// error the session is left empty.
+    pub fn restore_prompt_cache(&mut self, bytes: &[u8], prompt: &[u32]) -> Result<usize> {
+        self.truncate(0);
+        let (header, payload) =
+            prompt_cache::decode(bytes, &self.model.digest(), &self.spec.k_dims, &self.spec.v_dims)?;
+        let n_vocab = self.model.n_vocab();
+        if let Some(t) = header.tokens.iter().find(|&&t| t as usize >= n_vocab) {
+            return Err(Error::PromptCache(format!("token id {t} is outside the vocabulary of {n_vocab}")));
+        }
+        let saved = &header.tokens;
+        let common = if prompt.is_empty() {
+            saved.len()
+        } else {
+            saved.iter().zip(prompt).take_while(|(a, b)| a == b).count()
+        };
+        let n = common.min(self.n_ctx.saturating_sub(1));
+        if n == 0 {
+            return Ok(0);
+        }
+        let n_blocks = blocks_for(n);
+        self.blocks.reserve(&mut self.pool, n)?;
+        let part;
+        let payload = if n_blocks == blocks_for(saved.len()) {
+            payload
+        } else {
+            part = prompt_cache::payload_prefix(payload, &self.spec.k_dims, &self.spec.v_dims, n_blocks);
+            &part[..]
+        };
+        let written = match self.model.exec.try_borrow_mut() {
+            Ok(mut exec) => exec.write_kv_blocks(self.kv, &self.blocks.table()[..n_blocks], payload),
+            Err(_) => Err(Error::busy()),
+        };
+        if let Err(e) = written {
+            self.truncate(0);
+            return Err(e);
+        }
+        self.tokens = saved[..n].to_vec();
+        Ok(n)
     }
 
     /// Keep the first `n` tokens of the cache (fewer if a shared block must be given back);

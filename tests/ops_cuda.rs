@@ -33,6 +33,7 @@ op_rows! { "cuda";
     matmul_tensor_cores => cuda(), cases::matmul_tiles();
     rope => cuda(), cases::rope();
     kv_shift => cuda(), cases::kv_shift();
+    kv_copy => cuda(), cases::kv_copy();
     attention => cuda(), cases::attention();
     attention_deep => cuda(), cases::attention_deep();
     gated_act => cuda(), cases::gated_act();

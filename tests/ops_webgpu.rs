@@ -50,6 +50,7 @@ op_rows! { "webgpu";
     matmul_tiles => gpu(), cases::matmul_tiles();
     rope => gpu(), cases::rope();
     kv_shift => gpu(), cases::kv_shift();
+    kv_copy => gpu(), cases::kv_copy();
     attention => gpu(), cases::attention();
     attention_deep => gpu(), cases::attention_deep();
     gated_act => gpu(), cases::gated_act();

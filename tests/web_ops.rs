@@ -33,6 +33,7 @@ browser_op_rows! { "browser";
     matmul_model => gpu(), cases::matmul_model();
     rope => gpu(), cases::rope();
     kv_shift => gpu(), cases::kv_shift();
+    kv_copy => gpu(), cases::kv_copy();
     attention => gpu(), cases::attention();
     attention_deep => gpu(), cases::attention_deep();
     gated_act => gpu(), cases::gated_act();

@@ -25,6 +25,7 @@ browser_op_rows! { "browser cpu";
     matmul_tiles => cpu(), cases::matmul_tiles();
     rope => cpu(), cases::rope();
     kv_shift => cpu(), cases::kv_shift();
+    kv_copy => cpu(), cases::kv_copy();
     attention => cpu(), cases::attention();
     attention_deep => cpu(), cases::attention_deep();
     gated_act => cpu(), cases::gated_act();

@@ -22,6 +22,7 @@ pub mod cuda;
 #[cfg_attr(not(all(feature = "cuda", feature = "webgpu")), allow(dead_code))]
 pub(crate) mod fuse;
 mod graph;
+mod kv_io;
 mod kv_shift;
 mod step;
 #[cfg(feature = "webgpu")]
@@ -31,6 +32,7 @@ use std::future::Future;
 use std::pin::Pin;
 
 pub use graph::{ActDesc, ActId, Gate, Graph, Op, RopeConsts, RopeExt, RopeMode, Rows};
+pub use kv_io::{kv_io_bytes, kv_io_pieces, KvPiece, KV_ELEM_BYTES};
 pub use kv_shift::{rope_pair, KvRope, KvShift};
 pub use step::{blocks_for, check_step, identity_blocks, kv_row, SeqStep, StepLayout, KV_BLOCK};
 
@@ -133,6 +135,27 @@ pub trait Executor {
         Err(crate::Error::Executor {
             executor: self.name(),
             message: "this executor cannot shift the KV cache".into(),
+        })
+    }
+    /// Read the keys and values of `blocks` (every layer) in the executor-independent layout
+    /// of [`kv_io_pieces`], ordered after the steps already run.
+    fn read_kv_blocks<'a>(&'a mut self, kv: KvId, blocks: &'a [u32]) -> LocalFuture<'a, Result<Vec<u8>>> {
+        let _ = (kv, blocks);
+        let name = self.name();
+        Box::pin(async move {
+            Err(crate::Error::Executor {
+                executor: name,
+                message: "this executor cannot read KV blocks".into(),
+            })
+        })
+    }
+    /// Write `bytes` (the layout of [`kv_io_pieces`], as [`Executor::read_kv_blocks`] returns
+    /// it) into `blocks`, ordered before the next step. An error leaves those blocks undefined.
+    fn write_kv_blocks(&mut self, kv: KvId, blocks: &[u32], bytes: &[u8]) -> Result<()> {
+        let _ = (kv, blocks, bytes);
+        Err(crate::Error::Executor {
+            executor: self.name(),
+            message: "this executor cannot write KV blocks".into(),
         })
     }
     /// Run a compiled graph on the tokens of `seqs` (the graph's n_tokens in all, at most its

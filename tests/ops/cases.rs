@@ -623,3 +623,51 @@ fn kv_shift_case(c: &mut Case, mode: RopeMode, hd: usize, n_rot: usize, factors:
     let pos = (4 - drop) * KV_BLOCK;
     c.step_seqs(attend, &[(pos, 3, table)], Expect::Close(Readback::AllLogits));
 }
+
+/// KV blocks through the host (prompt caches, issue 18): keys and values of two layers of
+/// different widths stored in blocks 0 to 2, read back in the order 2, 0, 1 (compared with the
+/// reference's bytes) and the reference's bytes written to blocks 5, 6, 4, then three queries
+/// attending through the table 6, 4, 5, 7: what the executor wrote must be what it reads.
+pub fn kv_copy() -> Vec<Row> {
+    [64, 128]
+        .into_iter()
+        .map(|hd| {
+            row(format!("kv_copy hd={hd}"), tol::ATTENTION, &[], move |c: &mut Case| kv_copy_case(c, hd))
+        })
+        .collect()
+}
+
+fn kv_copy_case(c: &mut Case, hd: usize) {
+    use wick::exec::KV_BLOCK;
+    let (n_heads, n_kv) = (4, 2);
+    let (qd, kd) = (n_heads * hd, n_kv * hd);
+    c.kv(8 * KV_BLOCK, &[kd, 64]);
+    let (tk, tv, tk1, tv1) = (c.table(kd, 1.0), c.table(kd, 1.0), c.table(64, 1.0), c.table(64, 1.0));
+    let fill = c.graph(graph(KV_BLOCK, &[(tk, kd), (tv, kd), (tk1, 64), (tv1, 64)], |g, s| {
+        g.push(Op::KvStore { layer: 0, k: s[0], v: s[1] });
+        g.push(Op::KvStore { layer: 1, k: s[2], v: s[3] });
+        s[0]
+    }));
+    let (tq, tk2, tv2) = (c.table(qd, 1.0), c.table(kd, 1.0), c.table(kd, 1.0));
+    let attend = c.graph(graph(3, &[(tq, qd), (tk2, kd), (tv2, kd)], |g, s| {
+        let dst = g.act(Rows::All, qd);
+        g.push(Op::KvStore { layer: 0, k: s[1], v: s[2] });
+        g.push(Op::Attention {
+            layer: 0,
+            q: s[0],
+            dst,
+            n_heads,
+            n_kv_heads: n_kv,
+            head_dim: hd,
+            scale: 2.0 / (hd as f32).sqrt(),
+            window: None,
+            softcap: None,
+        });
+        dst
+    }));
+    for b in 0..3 {
+        c.step(fill, b * KV_BLOCK);
+    }
+    c.copy_blocks(vec![2, 0, 1], vec![5, 6, 4]);
+    c.step_seqs(attend, &[(3 * KV_BLOCK, 3, vec![6, 4, 5, 7])], Expect::Close(Readback::AllLogits));
+}

@@ -121,6 +121,8 @@ pub struct Step {
     expect: Expect,
     /// Not a graph step but a shift of the cache's keys ([`Case::shift`]).
     shift: Option<KvShift>,
+    /// Not a graph step but a copy of blocks through the host ([`Case::copy_blocks`]).
+    copy: Option<(Vec<u32>, Vec<u32>)>,
 }
 
 impl Step {
@@ -138,6 +140,9 @@ impl Step {
     fn describe(&self) -> String {
         if let Some(sh) = &self.shift {
             return format!("shift of blocks {:?} by {}", sh.blocks, sh.delta);
+        }
+        if let Some((from, to)) = &self.copy {
+            return format!("copy of blocks {from:?} to {to:?}");
         }
         let parts: Vec<String> =
             self.seqs.iter().map(|s| format!("pos {}, {} rows", s.pos, s.tokens.len())).collect();
@@ -215,7 +220,7 @@ impl Case {
                 blocks: blocks.clone(),
             })
             .collect();
-        self.steps.push(Step { graph, seqs, expect, shift: None });
+        self.steps.push(Step { graph, seqs, expect, shift: None, copy: None });
     }
 
     /// A step of graph `graph` at `pos` on random tokens below `vocab`.
@@ -227,6 +232,7 @@ impl Case {
             seqs: vec![StepSeq { tokens, pos, blocks: Vec::new() }],
             expect,
             shift: None,
+            copy: None,
         });
     }
 
@@ -238,13 +244,34 @@ impl Case {
             seqs: vec![StepSeq { tokens: tokens.to_vec(), pos, blocks: Vec::new() }],
             expect,
             shift: None,
+            copy: None,
         });
     }
 
     /// Shift the cache's keys ([`Executor::shift_kv`]) between two steps; the frequency
     /// factors' weight ids are the case's.
     pub fn shift(&mut self, shift: KvShift) {
-        self.steps.push(Step { graph: 0, seqs: Vec::new(), expect: Expect::Error, shift: Some(shift) });
+        self.steps.push(Step {
+            graph: 0,
+            seqs: Vec::new(),
+            expect: Expect::Error,
+            shift: Some(shift),
+            copy: None,
+        });
+    }
+
+    /// Read blocks `from` of the cache ([`Executor::read_kv_blocks`], compared with the
+    /// reference's bytes) and write the reference's bytes into blocks `to`
+    /// ([`Executor::write_kv_blocks`]), between two steps: a prompt cache saved on the CPU
+    /// and restored on the executor.
+    pub fn copy_blocks(&mut self, from: Vec<u32>, to: Vec<u32>) {
+        self.steps.push(Step {
+            graph: 0,
+            seqs: Vec::new(),
+            expect: Expect::Error,
+            shift: None,
+            copy: Some((from, to)),
+        });
     }
 
     /// A step of graph `graph` at `pos` on random input rows, compared on every row.
@@ -367,6 +394,11 @@ fn remap_shift(s: &KvShift, ids: &[WeightId]) -> KvShift {
     s
 }
 
+/// The f16 values of KV block bytes ([`wick::exec::kv_io_pieces`]'s layout).
+fn f16_values(bytes: &[u8]) -> Vec<f32> {
+    bytes.chunks_exact(2).map(|c| half::f16::from_le_bytes([c[0], c[1]]).to_f32()).collect()
+}
+
 /// Max |got − want| / max |want|, and where.
 fn error(want: &[f32], got: &[f32]) -> (f32, usize) {
     let scale = want.iter().fold(0f32, |m, v| m.max(v.abs())).max(1e-6);
@@ -402,6 +434,17 @@ async fn check_row(e: &mut dyn Executor, r: &Row, seed: u64, base: u64) -> f32 {
         if let Some(sh) = &s.shift {
             refx.shift_kv(ref_kv, &remap_shift(sh, &ref_ids)).unwrap();
             e.shift_kv(kv, &remap_shift(sh, &ids)).unwrap_or_else(|err| panic!("{what}: {err}"));
+            continue;
+        }
+        if let Some((from, to)) = &s.copy {
+            let want = refx.read_kv_blocks(ref_kv, from).await.unwrap();
+            let got = e.read_kv_blocks(kv, from).await.unwrap_or_else(|err| panic!("{what}: {err}"));
+            assert_eq!(got.len(), want.len(), "{what}: sizes differ");
+            let (err, at) = error(&f16_values(&want), &f16_values(&got));
+            assert!(err <= tol, "{what}: read error {err:.2e} > {tol:.0e} at value {at} {replay}");
+            worst = worst.max(err);
+            refx.write_kv_blocks(ref_kv, to, &want).unwrap();
+            e.write_kv_blocks(kv, to, &want).unwrap_or_else(|err| panic!("{what}: {err}"));
             continue;
         }
         let seqs = s.seqs(&identity);
@@ -470,6 +513,12 @@ pub async fn outputs(e: &mut dyn Executor, r: &Row, seed: u64) -> Vec<Vec<f32>> 
     for s in &c.steps {
         if let Some(sh) = &s.shift {
             e.shift_kv(kv, &remap_shift(sh, &ids)).unwrap();
+            continue;
+        }
+        if let Some((from, to)) = &s.copy {
+            let bytes = e.read_kv_blocks(kv, from).await.unwrap();
+            out.push(f16_values(&bytes));
+            e.write_kv_blocks(kv, to, &bytes).unwrap();
             continue;
         }
         let rb = match s.expect {

@@ -32,8 +32,8 @@
 
 use half::{bf16, f16};
 use wick::exec::{
-    check_step, ActId, Executor, Gate, Graph, GraphId, KvId, KvShift, KvSpec, LocalFuture, Op, Readback,
-    RopeMode, Rows, SeqStep, StepOutput, WeightId, KV_BLOCK,
+    check_step, kv_io_pieces, ActId, Executor, Gate, Graph, GraphId, KvId, KvShift, KvSpec, LocalFuture, Op,
+    Readback, RopeMode, Rows, SeqStep, StepOutput, WeightId, KV_BLOCK,
 };
 use wick::quant::GgmlType;
 use wick::{Error, Result};
@@ -456,6 +456,41 @@ impl Executor for Reference {
     }
     fn free_graph(&mut self, _graph: GraphId) {
         // Graphs are a few kilobytes of op descriptions: the reference keeps them all.
+    }
+    fn read_kv_blocks<'a>(&'a mut self, kv: KvId, blocks: &'a [u32]) -> LocalFuture<'a, Result<Vec<u8>>> {
+        let (n_blocks, layers) = &self.kvs[kv.0 as usize];
+        let (k_dims, v_dims): (Vec<usize>, Vec<usize>) = layers.iter().map(|l| (l.k_dim, l.v_dim)).unzip();
+        let out = kv_io_pieces("reference", *n_blocks, &k_dims, &v_dims, blocks, None).map(|pieces| {
+            let mut out = Vec::new();
+            for p in pieces {
+                let l = &layers[p.layer];
+                let pool = if p.values { &l.v } else { &l.k };
+                out.extend(
+                    pool[p.device / 2..(p.device + p.len) / 2]
+                        .iter()
+                        .flat_map(|&x| f16::from_f32(x).to_le_bytes()),
+                );
+            }
+            out
+        });
+        Box::pin(async move { out })
+    }
+    /// Rows written keep the positions the reference noted for them (a shift after a write
+    /// is not modelled).
+    fn write_kv_blocks(&mut self, kv: KvId, blocks: &[u32], bytes: &[u8]) -> Result<()> {
+        let (n_blocks, layers) = &mut self.kvs[kv.0 as usize];
+        let (k_dims, v_dims): (Vec<usize>, Vec<usize>) = layers.iter().map(|l| (l.k_dim, l.v_dim)).unzip();
+        for p in kv_io_pieces("reference", *n_blocks, &k_dims, &v_dims, blocks, Some(bytes.len()))? {
+            let l = &mut layers[p.layer];
+            let pool = if p.values { &mut l.v } else { &mut l.k };
+            for (d, c) in pool[p.device / 2..(p.device + p.len) / 2]
+                .iter_mut()
+                .zip(bytes[p.host..p.host + p.len].chunks_exact(2))
+            {
+                *d = f16::from_le_bytes([c[0], c[1]]).to_f32();
+            }
+        }
+        Ok(())
     }
     fn shift_kv(&mut self, kv: KvId, shift: &KvShift) -> Result<()> {
         let (n_blocks, layers) = &mut self.kvs[kv.0 as usize];

@@ -13,6 +13,7 @@ use wick::{
 };
 
 use super::progress::Bar;
+use super::prompt_cache;
 use super::{
     BenchArgs, ChatArgs, ConstraintArgs, GenerateArgs, InfoArgs, ModelArgs, SamplingArgs, SynthArgs,
     TokenizeArgs,
@@ -170,6 +171,7 @@ pub async fn generate(a: GenerateArgs) -> Result<()> {
     sampling(&a.sampling).validate()?;
     let mut constraint = constraint(&a.constraint)?;
     let tools = tool_args(&a)?.filter(|(_, c)| *c != ToolChoice::None);
+    let cache_dir = prompt_cache::dir(&a.prompt_cache)?;
     let model = load(&a.model).await?;
     let family =
         model.chat_template().map(|t| t.tool_family()).unwrap_or(wick::chat::tools::ToolFamily::Generic);
@@ -198,6 +200,9 @@ pub async fn generate(a: GenerateArgs) -> Result<()> {
     // As llama.cpp by default: BOS where the vocabulary asks for it, special tokens parsed.
     let ids = model.tokenizer().encode(&text, !a.chat, true)?;
     let mut session = model.session(SessionOptions { n_ctx: a.model.n_ctx, ..Default::default() })?;
+    if let Some(dir) = &cache_dir {
+        prompt_cache::restore(dir, &mut session, &ids);
+    }
     let opts = GenerateOptions {
         max_tokens: a.n_predict,
         sampling: sampling(&a.sampling),
@@ -211,6 +216,9 @@ pub async fn generate(a: GenerateArgs) -> Result<()> {
         context_shift: a.context_shift.then_some(ids.len()),
     };
     let (reply, finish) = run(&mut session, &ids, opts, a.json).await?;
+    if let Some(dir) = &cache_dir {
+        prompt_cache::save(dir, &session).await;
+    }
     if tools.is_some() {
         let out = parse_tool_calls(&reply, family, parallel);
         let calls: Vec<serde_json::Value> = out
@@ -234,6 +242,7 @@ pub async fn generate(a: GenerateArgs) -> Result<()> {
 pub async fn chat(a: ChatArgs) -> Result<()> {
     sampling(&a.sampling).validate()?;
     let constraint = constraint(&a.constraint)?;
+    let cache_dir = prompt_cache::dir(&a.prompt_cache)?;
     let model = load(&a.model).await?;
     if let Some(c) = &constraint {
         model.constraints()?.check(c)?;
@@ -280,8 +289,17 @@ pub async fn chat(a: ChatArgs) -> Result<()> {
             logit_bias: a.sampling.logit_bias.clone(),
             context_shift: None,
         };
+        // A first message may continue a conversation saved by an earlier run.
+        if let Some(dir) = cache_dir.as_ref().filter(|_| session.tokens().is_empty()) {
+            prompt_cache::restore(dir, &mut session, &ids);
+        }
         match run(&mut session, &ids, opts, false).await {
-            Ok((reply, _)) => msgs.push(ChatMessage::new("assistant", reply)),
+            Ok((reply, _)) => {
+                msgs.push(ChatMessage::new("assistant", reply));
+                if let Some(dir) = &cache_dir {
+                    prompt_cache::save(dir, &session).await;
+                }
+            }
             Err(e @ Error::ContextOverflow { .. }) => {
                 eprintln!("error: {e}; starting a new conversation");
                 msgs.retain(|m| m.role == "system");

@@ -3,6 +3,7 @@
 mod bench;
 mod commands;
 mod progress;
+mod prompt_cache;
 #[cfg(feature = "serve")]
 mod serve;
 
@@ -81,6 +82,18 @@ struct ModelArgs {
     /// Do not draw the loading progress bar.
     #[arg(long)]
     no_progress: bool,
+}
+
+/// Prompt cache: conversations' KV saved to disk and reused by later runs.
+#[derive(Args, Clone)]
+struct PromptCacheArgs {
+    /// Save the conversation's KV cache in DIR after generating, and start from the saved
+    /// cache that shares the longest prefix with the prompt (only the rest is evaluated).
+    #[arg(long, value_name = "DIR")]
+    prompt_cache: Option<PathBuf>,
+    /// Most GiB the prompt cache directory may hold; the least recently used caches go first.
+    #[arg(long, value_name = "GIB", default_value_t = 8.0, requires = "prompt_cache")]
+    prompt_cache_max: f64,
 }
 
 /// Sampling options.
@@ -182,6 +195,8 @@ struct GenerateArgs {
     #[arg(long, requires = "tools")]
     no_parallel_tool_calls: bool,
     #[command(flatten)]
+    prompt_cache: PromptCacheArgs,
+    #[command(flatten)]
     sampling: SamplingArgs,
     #[command(flatten)]
     constraint: ConstraintArgs,
@@ -197,6 +212,8 @@ struct ChatArgs {
     /// Tokens per reply at most.
     #[arg(short = 'n', long, default_value_t = 512, value_parser = count(1 << 24))]
     n_predict: usize,
+    #[command(flatten)]
+    prompt_cache: PromptCacheArgs,
     #[command(flatten)]
     sampling: SamplingArgs,
     #[command(flatten)]

@@ -4,6 +4,7 @@
 //! the block formats' integer dot products, spread over threads natively.
 
 mod kernels;
+mod kv_io;
 mod kv_shift;
 mod matmul;
 mod par;
@@ -333,6 +334,15 @@ impl Executor for CpuExecutor {
         let r = self.shift_cache(&mut cache, shift);
         self.kvs[kv.0 as usize] = Some(cache);
         r
+    }
+
+    fn read_kv_blocks<'a>(&'a mut self, kv: KvId, blocks: &'a [u32]) -> LocalFuture<'a, Result<Vec<u8>>> {
+        let out = self.read_blocks(kv, blocks);
+        Box::pin(async move { out })
+    }
+
+    fn write_kv_blocks(&mut self, kv: KvId, blocks: &[u32], bytes: &[u8]) -> Result<()> {
+        self.write_blocks(kv, blocks, bytes)
     }
 
     fn run<'a>(

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use cudarc::driver::{CudaContext, CudaSlice, CudaStream, DevicePtr};
 
 use super::{drv, err, kernels, layout, ops, CudaExecutor};
-use crate::exec::{KvId, KvSpec, WeightId};
+use crate::exec::{kv_io_pieces, KvId, KvPiece, KvSpec, WeightId};
 use crate::quant::GgmlType;
 use crate::{Error, Result};
 
@@ -285,6 +285,58 @@ impl CudaExecutor {
     /// The KV cache `kv`.
     pub(super) fn kv(&self, kv: KvId) -> Result<&Kv> {
         self.kvs.get(kv.0 as usize).and_then(|c| c.as_ref()).ok_or_else(|| err("unknown KV cache"))
+    }
+
+    /// The copies of a KV block read or write (`bytes`: a write's length) with each piece's
+    /// device address.
+    fn kv_io(&self, kv: KvId, blocks: &[u32], bytes: Option<usize>) -> Result<Vec<(u64, KvPiece)>> {
+        let cache = self.kv(kv)?;
+        let k_dims: Vec<usize> = cache.layers.iter().map(|l| l.k_dim).collect();
+        let v_dims: Vec<usize> = cache.layers.iter().map(|l| l.v_dim).collect();
+        let pieces = kv_io_pieces("cuda", cache.n_blocks, &k_dims, &v_dims, blocks, bytes)?;
+        Ok(pieces
+            .into_iter()
+            .map(|p| {
+                let l = &cache.layers[p.layer];
+                ((if p.values { l.v.ptr } else { l.k.ptr }) + p.device as u64, p)
+            })
+            .collect())
+    }
+
+    /// [`crate::exec::Executor::read_kv_blocks`]: after the steps queued on the stream.
+    pub(super) fn read_kv(&self, kv: KvId, blocks: &[u32]) -> Result<Vec<u8>> {
+        let pieces = self.kv_io(kv, blocks, None)?;
+        let mut out = vec![0u8; pieces.last().map_or(0, |(_, p)| p.host + p.len)];
+        for (at, p) in pieces {
+            // SAFETY: `at .. at + len` lies in a KV pool of this executor (kv_io_pieces checked
+            // the blocks); the host slice is `len` bytes, read after the synchronize below.
+            unsafe {
+                cudarc::driver::result::memcpy_dtoh_async(
+                    &mut out[p.host..p.host + p.len],
+                    at,
+                    self.stream.cu_stream(),
+                )
+            }
+            .map_err(drv("reading KV blocks"))?;
+        }
+        self.stream.synchronize().map_err(drv("reading KV blocks"))?;
+        Ok(out)
+    }
+
+    /// [`crate::exec::Executor::write_kv_blocks`]: before the next step on the stream.
+    pub(super) fn write_kv(&self, kv: KvId, blocks: &[u32], bytes: &[u8]) -> Result<()> {
+        for (at, p) in self.kv_io(kv, blocks, Some(bytes.len()))? {
+            // SAFETY: as in read_kv; the host bytes outlive the copy (synchronized below).
+            unsafe {
+                cudarc::driver::result::memcpy_htod_async(
+                    at,
+                    &bytes[p.host..p.host + p.len],
+                    self.stream.cu_stream(),
+                )
+            }
+            .map_err(drv("writing KV blocks"))?;
+        }
+        self.stream.synchronize().map_err(drv("writing KV blocks"))
     }
 
     /// Device memory bandwidth: a 1 GiB device-to-device copy, best of five, counting bytes

@@ -185,6 +185,15 @@ impl Executor for CudaExecutor {
         self.shift(kv, shift)
     }
 
+    fn read_kv_blocks<'a>(&'a mut self, kv: KvId, blocks: &'a [u32]) -> LocalFuture<'a, Result<Vec<u8>>> {
+        let out = self.read_kv(kv, blocks);
+        Box::pin(async move { out })
+    }
+
+    fn write_kv_blocks(&mut self, kv: KvId, blocks: &[u32], bytes: &[u8]) -> Result<()> {
+        self.write_kv(kv, blocks, bytes)
+    }
+
     fn run<'a>(
         &'a mut self,
         graph: GraphId,

@@ -109,6 +109,7 @@ mod buffers;
 mod device;
 pub(crate) mod fuse;
 mod kernels;
+mod kv_io;
 mod kv_shift;
 mod ops;
 mod params;
@@ -345,7 +346,10 @@ impl Executor for WebGpuExecutor {
                     self.gpu.device.create_buffer(&wgpu::BufferDescriptor {
                         label: Some("kv"),
                         size: size.max(4).div_ceil(4) * 4,
-                        usage: wgpu::BufferUsages::STORAGE,
+                        // Copies: the prompt cache reads and writes whole blocks (kv_io.rs).
+                        usage: wgpu::BufferUsages::STORAGE
+                            | wgpu::BufferUsages::COPY_SRC
+                            | wgpu::BufferUsages::COPY_DST,
                         mapped_at_creation: false,
                     })
                 })
@@ -402,6 +406,14 @@ impl Executor for WebGpuExecutor {
 
     fn shift_kv(&mut self, kv: KvId, shift: &KvShift) -> Result<()> {
         self.shift(kv, shift)
+    }
+
+    fn read_kv_blocks<'a>(&'a mut self, kv: KvId, blocks: &'a [u32]) -> LocalFuture<'a, Result<Vec<u8>>> {
+        Box::pin(self.read_kv(kv, blocks))
+    }
+
+    fn write_kv_blocks(&mut self, kv: KvId, blocks: &[u32], bytes: &[u8]) -> Result<()> {
+        self.write_kv(kv, blocks, bytes)
     }
 
     fn run<'a>(

@@ -1,0 +1,214 @@
+//! Saved prompt caches in a directory (native; `wick --prompt-cache DIR`): one file per saved
+//! conversation under a folder per model digest, the least recently used removed past a size
+//! cap.
+//!
+//! ```text
+//! DIR/<model digest>/<digest of the tokens>.wkv
+//! ```
+//!
+//! Files are written to a temporary name and renamed, so a crash mid-write leaves no partial
+//! cache under a real name. A save removes the model's caches whose tokens it extends (a
+//! conversation's earlier snapshots).
+
+use std::fs;
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::time::SystemTime;
+
+use super::{header_len, read_header_of, CacheHeader, HEADER_MIN};
+use crate::digest::{hex, Fnv128};
+use crate::{Error, Result};
+
+const EXT: &str = "wkv";
+
+/// A directory of saved prompt caches.
+#[derive(Debug, Clone)]
+pub struct CacheDir {
+    root: PathBuf,
+    max_bytes: u64,
+}
+
+/// A saved cache that matches a prompt.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Found {
+    /// Its file.
+    pub path: PathBuf,
+    /// Tokens it shares with the prompt (from the start).
+    pub common: usize,
+    /// Tokens it holds.
+    pub n_tokens: usize,
+}
+
+impl CacheDir {
+    /// The caches in `root` (created on the first save), at most `max_bytes` in all.
+    pub fn new(root: impl Into<PathBuf>, max_bytes: u64) -> CacheDir {
+        CacheDir { root: root.into(), max_bytes }
+    }
+
+    fn model_dir(&self, digest: &[u8; 16]) -> PathBuf {
+        self.root.join(hex(digest))
+    }
+
+    /// The saved caches of a model, with their headers; unreadable files are skipped.
+    fn list(&self, digest: &[u8; 16]) -> Vec<(PathBuf, CacheHeader)> {
+        let Ok(entries) = fs::read_dir(self.model_dir(digest)) else { return Vec::new() };
+        entries
+            .flatten()
+            .map(|e| e.path())
+            .filter(|p| p.extension().is_some_and(|x| x == EXT))
+            .filter_map(|p| read_file_header(&p).ok().map(|h| (p, h)))
+            .filter(|(_, h)| &h.digest == digest)
+            .collect()
+    }
+
+    /// Of the model's saved caches, the one that shares the longest prefix with `prompt` (at
+    /// least one token).
+    pub fn best(&self, digest: &[u8; 16], prompt: &[u32]) -> Option<Found> {
+        self.list(digest)
+            .into_iter()
+            .map(|(path, h)| {
+                let common = h.tokens.iter().zip(prompt).take_while(|(a, b)| a == b).count();
+                Found { path, common, n_tokens: h.tokens.len() }
+            })
+            .filter(|f| f.common > 0)
+            .max_by_key(|f| (f.common, std::cmp::Reverse(f.n_tokens)))
+    }
+
+    /// A saved cache's bytes (marking it used, for the eviction order).
+    pub fn load(&self, path: &Path) -> Result<Vec<u8>> {
+        let bytes = fs::read(path).map_err(|e| Error::io(format!("reading {}", path.display()), e))?;
+        if let Ok(f) = fs::File::options().append(true).open(path) {
+            let _ = f.set_modified(SystemTime::now());
+        }
+        Ok(bytes)
+    }
+
+    /// Remove a saved cache (one that was rejected).
+    pub fn remove(&self, path: &Path) {
+        let _ = fs::remove_file(path);
+    }
+
+    /// Save `bytes`, a cache of `tokens` (from [`crate::Session::save_prompt_cache`]): the
+    /// model's caches whose tokens these extend are removed, then the least recently used
+    /// caches of any model until the directory is within its cap. Returns the file.
+    pub fn save(&self, digest: &[u8; 16], tokens: &[u32], bytes: &[u8]) -> Result<PathBuf> {
+        let dir = self.model_dir(digest);
+        fs::create_dir_all(&dir).map_err(|e| Error::io(format!("creating {}", dir.display()), e))?;
+        let mut h = Fnv128::default();
+        tokens.iter().for_each(|t| h.update(&t.to_le_bytes()));
+        let path = dir.join(format!("{}.{EXT}", &hex(&h.finish())[..20]));
+        for (old, header) in self.list(digest) {
+            if old != path && tokens.starts_with(&header.tokens) {
+                let _ = fs::remove_file(old);
+            }
+        }
+        let tmp = path.with_extension("tmp");
+        let io = |e: std::io::Error| Error::io(format!("writing {}", path.display()), e);
+        fs::write(&tmp, bytes).map_err(io)?;
+        fs::rename(&tmp, &path).map_err(io)?;
+        self.evict(&path);
+        Ok(path)
+    }
+
+    /// Remove the least recently used caches (never `keep`) until the directory fits its cap.
+    fn evict(&self, keep: &Path) {
+        let mut files: Vec<(SystemTime, u64, PathBuf)> = Vec::new();
+        for d in fs::read_dir(&self.root).into_iter().flatten().flatten() {
+            for f in fs::read_dir(d.path()).into_iter().flatten().flatten() {
+                let p = f.path();
+                if p.extension().is_some_and(|x| x == EXT) {
+                    if let Ok(m) = f.metadata() {
+                        files.push((m.modified().unwrap_or(SystemTime::UNIX_EPOCH), m.len(), p));
+                    }
+                }
+            }
+        }
+        let mut total: u64 = files.iter().map(|f| f.1).sum();
+        files.sort();
+        for (_, len, p) in files {
+            if total <= self.max_bytes {
+                break;
+            }
+            if p != keep && fs::remove_file(&p).is_ok() {
+                total -= len;
+            }
+        }
+    }
+}
+
+/// The header of a saved cache file, reading only the header's bytes.
+fn read_file_header(path: &Path) -> Result<CacheHeader> {
+    let io = |e: std::io::Error| Error::io(format!("reading {}", path.display()), e);
+    let mut f = fs::File::open(path).map_err(io)?;
+    let file_len = f.metadata().map_err(io)?.len() as usize;
+    let truncated = || Error::PromptCache(format!("{}: truncated header", path.display()));
+    let mut start = Vec::new();
+    // Grow `start` to `n` bytes of the file.
+    let mut read_to = |start: &mut Vec<u8>, n: usize| -> Result<()> {
+        if n > file_len {
+            return Err(truncated());
+        }
+        let at = start.len();
+        start.resize(n.max(at), 0);
+        f.read_exact(&mut start[at..]).map_err(io)
+    };
+    read_to(&mut start, HEADER_MIN)?;
+    let n_layers = u32::from_le_bytes([
+        start[HEADER_MIN - 4],
+        start[HEADER_MIN - 3],
+        start[HEADER_MIN - 2],
+        start[HEADER_MIN - 1],
+    ]);
+    read_to(&mut start, HEADER_MIN.saturating_add((n_layers as usize).saturating_mul(8)).saturating_add(4))?;
+    let n = header_len(&start).ok_or_else(truncated)?;
+    read_to(&mut start, n)?;
+    Ok(read_header_of(&start, file_len)?.0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::encode;
+    use super::*;
+
+    fn cache(tokens: &[u32]) -> Vec<u8> {
+        let h = CacheHeader { digest: [1; 16], k_dims: vec![2], v_dims: vec![2], tokens: tokens.to_vec() };
+        let payload = vec![3u8; h.payload_bytes()];
+        encode(&h, &payload).unwrap()
+    }
+
+    #[test]
+    fn best_match_extension_and_eviction() {
+        let root = std::env::temp_dir().join(format!("wick-cachedir-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&root);
+        let dir = CacheDir::new(&root, 1 << 20);
+        let d = [1u8; 16];
+        let a: Vec<u32> = (0..100).collect();
+        let pa = dir.save(&d, &a, &cache(&a)).unwrap();
+        // The longest common prefix wins; a cache sharing nothing is no match.
+        let mut prompt: Vec<u32> = (0..50).collect();
+        prompt.push(999);
+        assert_eq!(dir.best(&d, &prompt), Some(Found { path: pa.clone(), common: 50, n_tokens: 100 }));
+        assert_eq!(dir.best(&d, &[5, 6]), None);
+        assert_eq!(dir.best(&[2; 16], &prompt), None);
+        // A save that extends a cache replaces it.
+        let b: Vec<u32> = (0..150).collect();
+        let pb = dir.save(&d, &b, &cache(&b)).unwrap();
+        assert!(!pa.exists() && pb.exists());
+        // Another branch of the conversation stays beside it.
+        let mut c: Vec<u32> = (0..60).collect();
+        c.push(7);
+        let pc = dir.save(&d, &c, &cache(&c)).unwrap();
+        assert!(pb.exists() && pc.exists());
+        assert_eq!(dir.best(&d, &b).map(|f| f.common), Some(150));
+        // A cap below two files keeps only the newest.
+        let small = CacheDir::new(&root, fs::metadata(&pc).unwrap().len() + 10);
+        let e: Vec<u32> = (500..520).collect();
+        let pe = small.save(&d, &e, &cache(&e)).unwrap();
+        assert!(pe.exists());
+        assert_eq!([&pb, &pc].iter().filter(|p| p.exists()).count(), 0, "older caches evicted");
+        // Unreadable files are skipped.
+        fs::write(root.join(hex(&d)).join("junk.wkv"), b"WICKKVC\0xx").unwrap();
+        assert_eq!(dir.best(&d, &e).map(|f| f.common), Some(20));
+        let _ = fs::remove_dir_all(&root);
+    }
+}
