@@ -6,8 +6,9 @@ use crate::kv::{BlockPool, SeqBlocks};
 use crate::load::Model;
 use crate::logprobs::{logprobs, Logprobs, MAX_TOP_LOGPROBS};
 use crate::model::Logits;
-use crate::prompt_cache::{self, CacheHeader};
+use crate::prompt_cache::{self, CacheHeader, Checksum};
 use crate::sampling::{Sampler, SamplingParams};
+use crate::source::{ByteSource, MemorySource};
 use crate::stop::StopMatcher;
 use crate::tokenizer::StreamDecoder;
 use crate::{Error, Result};
@@ -275,38 +276,84 @@ impl<'m> Session<'m> {
         true
     }
 
-    /// The cached conversation as bytes: its tokens and the KV blocks that hold them, keyed by
-    /// the model's digest ([`crate::prompt_cache`]). Restore it into a session of the same
-    /// model (on any executor) with [`Session::restore_prompt_cache`].
-    // The executor stays borrowed across the read on purpose (see `eval`).
+    /// Save the cached conversation: its tokens and the KV blocks that hold them, keyed by the
+    /// model's digest ([`crate::prompt_cache`]), handed to `sink` in pieces of at most
+    /// [`prompt_cache::IO_CHUNK`] bytes. Returns the bytes written. Restore it into a session
+    /// of the same model (on any executor) with [`Session::restore_prompt_cache_from`].
+    // The executor stays borrowed across each read on purpose (see `eval`).
     #[allow(clippy::await_holding_refcell_ref)]
-    pub async fn save_prompt_cache(&self) -> Result<Vec<u8>> {
-        let blocks = &self.blocks.table()[..blocks_for(self.tokens.len())];
-        let mut exec = self.model.exec.try_borrow_mut().map_err(|_| Error::busy())?;
-        let payload = exec.read_kv_blocks(self.kv, blocks).await?;
-        drop(exec);
+    pub async fn save_prompt_cache_to(&self, mut sink: impl FnMut(&[u8]) -> Result<()>) -> Result<usize> {
         let header = CacheHeader {
             digest: self.model.digest(),
             k_dims: self.spec.k_dims.clone(),
             v_dims: self.spec.v_dims.clone(),
             tokens: self.tokens.clone(),
         };
-        prompt_cache::encode(&header, &payload)
+        let head = prompt_cache::encode_header(&header)?;
+        let mut sum = Checksum::default();
+        sum.update(&head);
+        sink(&head)?;
+        let blocks = &self.blocks.table()[..blocks_for(self.tokens.len())];
+        let total = header.payload_bytes();
+        let mut at = 0;
+        while at < total {
+            let end = (at + prompt_cache::IO_CHUNK).min(total);
+            let mut exec = self.model.exec.try_borrow_mut().map_err(|_| Error::busy())?;
+            let bytes = exec.read_kv_blocks(self.kv, blocks, at..end).await?;
+            drop(exec);
+            sum.update(&bytes);
+            sink(&bytes)?;
+            at = end;
+        }
+        sink(&sum.finish())?;
+        Ok(prompt_cache::saved_len(&header, head.len()))
     }
 
-    /// Replace the cache's content by a saved prompt cache's: of its tokens, the longest
-    /// common prefix with `prompt` (all of them for an empty `prompt`), at most `n_ctx - 1`.
-    /// Returns how many tokens the cache now holds; the next [`Session::generate`] of `prompt`
-    /// evaluates only the rest. Every check of [`prompt_cache::decode`] comes first (another
-    /// model, another layout, a truncated or corrupt file: [`Error::PromptCache`]); on any
-    /// error the session is left empty.
-    pub fn restore_prompt_cache(&mut self, bytes: &[u8], prompt: &[u32]) -> Result<usize> {
+    /// [`Session::save_prompt_cache_to`] into one byte vector.
+    pub async fn save_prompt_cache(&self) -> Result<Vec<u8>> {
+        let mut out = Vec::new();
+        self.save_prompt_cache_to(|b| {
+            out.extend_from_slice(b);
+            Ok(())
+        })
+        .await?;
+        Ok(out)
+    }
+
+    /// Replace the cache's content by a saved prompt cache's, read from `src` in bounded
+    /// pieces: of its tokens, the longest common prefix with `prompt` (all of them for an
+    /// empty `prompt`), at most `n_ctx - 1`. Returns how many tokens the cache now holds; the
+    /// next [`Session::generate`] of `prompt` evaluates only the rest. The header is checked
+    /// against the model before any block is written (another model, another layout, token ids
+    /// outside the vocabulary), the checksum once the payload has streamed through; any failure
+    /// is an [`Error::PromptCache`] (or the source's error) and leaves the session empty.
+    pub async fn restore_prompt_cache_from<S: ByteSource>(
+        &mut self,
+        mut src: S,
+        prompt: &[u32],
+    ) -> Result<usize> {
         self.truncate(0);
-        let (header, payload) =
-            prompt_cache::decode(bytes, &self.model.digest(), &self.spec.k_dims, &self.spec.v_dims)?;
-        let n_vocab = self.model.n_vocab();
-        if let Some(t) = header.tokens.iter().find(|&&t| t as usize >= n_vocab) {
-            return Err(Error::PromptCache(format!("token id {t} is outside the vocabulary of {n_vocab}")));
+        let restored = self.restore_from(&mut src, prompt).await;
+        if restored.is_err() {
+            self.truncate(0);
+        }
+        restored
+    }
+
+    /// [`Session::restore_prompt_cache_from`] from bytes in memory.
+    pub async fn restore_prompt_cache(&mut self, bytes: &[u8], prompt: &[u32]) -> Result<usize> {
+        self.restore_prompt_cache_from(MemorySource::new(bytes), prompt).await
+    }
+
+    async fn restore_from<S: ByteSource>(&mut self, src: &mut S, prompt: &[u32]) -> Result<usize> {
+        let (header, head) = prompt_cache::read_header_from(src).await?;
+        let (k_dims, v_dims) = (&self.spec.k_dims, &self.spec.v_dims);
+        prompt_cache::check_header(&header, &self.model.digest(), k_dims, v_dims, self.model.n_vocab())?;
+        let want = prompt_cache::saved_len(&header, head.len());
+        if let Some(len) = src.len_hint().filter(|&n| n != want as u64) {
+            return Err(Error::PromptCache(format!(
+                "{len} bytes where its header announces {want} (truncated or corrupt)"
+            )));
         }
         let saved = &header.tokens;
         let common = if prompt.is_empty() {
@@ -318,22 +365,30 @@ impl<'m> Session<'m> {
         if n == 0 {
             return Ok(0);
         }
-        let n_blocks = blocks_for(n);
         self.blocks.reserve(&mut self.pool, n)?;
-        let part;
-        let payload = if n_blocks == blocks_for(saved.len()) {
-            payload
-        } else {
-            part = prompt_cache::payload_prefix(payload, &self.spec.k_dims, &self.spec.v_dims, n_blocks);
-            &part[..]
-        };
-        let written = match self.model.exec.try_borrow_mut() {
-            Ok(mut exec) => exec.write_kv_blocks(self.kv, &self.blocks.table()[..n_blocks], payload),
-            Err(_) => Err(Error::busy()),
-        };
-        if let Err(e) = written {
-            self.truncate(0);
-            return Err(e);
+        let table = self.blocks.table()[..blocks_for(n)].to_vec();
+        let sections = prompt_cache::Sections::new(k_dims, v_dims, blocks_for(saved.len()), table.len());
+        let mut sum = Checksum::default();
+        sum.update(&head);
+        let mut buf = vec![0u8; prompt_cache::IO_CHUNK.min(sections.total())];
+        let mut at = 0;
+        while at < sections.total() {
+            let len = buf.len().min(sections.total() - at);
+            prompt_cache::read_exact(src, &mut buf[..len], "payload").await?;
+            sum.update(&buf[..len]);
+            let mut exec = self.model.exec.try_borrow_mut().map_err(|_| Error::busy())?;
+            for (to, r) in sections.map(at, len) {
+                exec.write_kv_blocks(self.kv, &table, to, &buf[r])?;
+            }
+            at += len;
+        }
+        let mut trailer = [0u8; 16];
+        prompt_cache::read_exact(src, &mut trailer, "checksum").await?;
+        if trailer != sum.finish() {
+            return Err(Error::PromptCache("checksum mismatch (the file is corrupt)".into()));
+        }
+        if src.read(&mut [0u8; 1]).await? != 0 {
+            return Err(Error::PromptCache("bytes after the checksum".into()));
         }
         self.tokens = saved[..n].to_vec();
         Ok(n)

@@ -12,6 +12,7 @@ use wick::synth::{FileType, SynthSpec};
 use wick::{ExecutorKind, LoadOptions, Model};
 
 const SEED: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/fuzz/corpus/model_load/tiny_llama.gguf");
+const CACHE_SEED: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/fuzz/corpus/prompt_cache/tiny_llama.wkv");
 
 /// A byte-level BPE vocabulary of a few tokens, two merges, ChatML control tokens and template.
 fn tokenizer() -> Metadata {
@@ -70,4 +71,24 @@ fn the_model_seed_loads() {
     assert!(ids.len() > 2, "{ids:?}");
     let prompt = model.chat_template().unwrap().render(&[ChatMessage::new("user", "hi")], true).unwrap();
     assert_eq!(prompt, "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n");
+}
+
+/// The prompt_cache target's seed: a saved cache of "Hello, world!" on the model seed, which
+/// restores into a new session.
+#[test]
+fn the_prompt_cache_seed_restores() {
+    let opts = LoadOptions { executor: ExecutorKind::Cpu, chunk_size: 4096, on_progress: None };
+    let model = pollster::block_on(Model::load(MemorySource::new(tiny_model()), opts)).unwrap();
+    let ids = model.tokenizer().encode("Hello, world!", true, true).unwrap();
+    let mut session = model.session(wick::SessionOptions { n_ctx: 64, ..Default::default() }).unwrap();
+    pollster::block_on(session.eval(&ids, wick::exec::Readback::LastLogits)).unwrap();
+    let bytes = pollster::block_on(session.save_prompt_cache()).unwrap();
+    if std::env::var_os("WICK_WRITE_FUZZ_SEEDS").is_some() {
+        std::fs::create_dir_all(std::path::Path::new(CACHE_SEED).parent().unwrap()).unwrap();
+        std::fs::write(CACHE_SEED, &bytes).unwrap();
+    }
+    let committed = std::fs::read(CACHE_SEED).expect("fuzz seed (WICK_WRITE_FUZZ_SEEDS=1 writes it)");
+    assert_eq!(committed, bytes, "the committed seed differs: rewrite it with WICK_WRITE_FUZZ_SEEDS=1");
+    let mut other = model.session(wick::SessionOptions { n_ctx: 64, ..Default::default() }).unwrap();
+    assert_eq!(pollster::block_on(other.restore_prompt_cache(&committed, &[])).unwrap(), ids.len());
 }

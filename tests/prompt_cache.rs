@@ -56,7 +56,7 @@ fn restored_conversation_continues_as_if_never_stopped() {
 
     // The same turn in a new session restored from the saved bytes.
     let mut b = model.session(opts).unwrap();
-    let restored = b.restore_prompt_cache(&saved, &next).expect("restore");
+    let restored = block_on(b.restore_prompt_cache(&saved, &next)).expect("restore");
     assert_eq!(restored, history.len() - 1);
     let (got, evaluated_b) = run(&mut b, &next, 40);
     assert_eq!(evaluated_b, evaluated_a, "only the new tokens are evaluated");
@@ -83,7 +83,7 @@ fn the_longest_common_prefix_is_reused() {
     let common = first.iter().zip(&second).take_while(|(x, y)| x == y).count();
     assert!(common >= shared.len() && common < first.len());
     let mut b = model.session(opts).unwrap();
-    assert_eq!(b.restore_prompt_cache(&saved, &second).unwrap(), common);
+    assert_eq!(block_on(b.restore_prompt_cache(&saved, &second)).unwrap(), common);
     let (got, evaluated) = run(&mut b, &second, 16);
     assert_eq!(evaluated, second.len() - common);
     // Session `a` reuses the same prefix from its own cache: the same computation.
@@ -93,7 +93,7 @@ fn the_longest_common_prefix_is_reused() {
     // An empty prompt restores everything; a cache longer than the context keeps n_ctx - 1.
     let mut c = model.session(wick::SessionOptions { n_ctx: 32, ..Default::default() }).unwrap();
     assert!(a.tokens().len() > 32);
-    assert_eq!(c.restore_prompt_cache(&block_on(a.save_prompt_cache()).unwrap(), &[]).unwrap(), 31);
+    assert_eq!(block_on(c.restore_prompt_cache(&block_on(a.save_prompt_cache()).unwrap(), &[])).unwrap(), 31);
     assert_eq!(c.tokens(), &a.tokens()[..31]);
 }
 
@@ -108,7 +108,7 @@ fn bad_caches_are_rejected_and_the_session_stays_usable() {
 
     let mut b = model.session(opts).unwrap();
     let rejected = |b: &mut Session<'_>, bytes: &[u8], what: &str| {
-        let e = b.restore_prompt_cache(bytes, &prompt).expect_err(what);
+        let e = block_on(b.restore_prompt_cache(bytes, &prompt)).expect_err(what);
         assert!(matches!(e, Error::PromptCache(_)), "{what}: {e}");
         assert!(b.tokens().is_empty(), "{what}: the session is left empty");
     };
@@ -126,7 +126,7 @@ fn bad_caches_are_rejected_and_the_session_stays_usable() {
     // Another model's session refuses it (digest and shapes).
     let gemma = load_cpu(GEMMA3);
     let mut g = gemma.session(wick::SessionOptions { n_ctx: 256, ..Default::default() }).unwrap();
-    let e = g.restore_prompt_cache(&saved, &[]).expect_err("another model");
+    let e = block_on(g.restore_prompt_cache(&saved, &[])).expect_err("another model");
     assert!(e.to_string().contains("another model"), "{e}");
 
     // After every rejection the session generates what a fresh one does.
@@ -179,4 +179,40 @@ fn cli_restores_on_its_second_run() {
     assert!(err3.contains("warning: prompt cache rejected"), "{err3}");
     assert_eq!(first, third);
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A source that hands out at most 1000 bytes a read and does not know its length (a network
+/// stream): restoring from it must give what restoring from memory gives, and a truncated or
+/// overlong stream is caught without a length to compare with.
+struct Dribble<'a>(&'a [u8]);
+
+impl wick::source::ByteSource for Dribble<'_> {
+    async fn read(&mut self, buf: &mut [u8]) -> wick::Result<usize> {
+        let n = buf.len().min(self.0.len()).min(1000);
+        buf[..n].copy_from_slice(&self.0[..n]);
+        self.0 = &self.0[n..];
+        Ok(n)
+    }
+}
+
+#[test]
+fn restores_from_a_stream_of_small_reads() {
+    let model = load_cpu(SMOLLM2);
+    let opts = wick::SessionOptions { n_ctx: 256, ..Default::default() };
+    let prompt = encode(&model, "Small pieces: the cache arrives a thousand bytes at a time, and", true);
+    let mut a = model.session(opts.clone()).unwrap();
+    run(&mut a, &prompt, 70);
+    let saved = block_on(a.save_prompt_cache()).unwrap();
+    let mut b = model.session(opts).unwrap();
+    let n = block_on(b.restore_prompt_cache_from(Dribble(&saved), &[])).expect("restore");
+    assert_eq!((n, b.tokens()), (a.tokens().len(), a.tokens()));
+    let (want, _) = run(&mut a, &prompt, 5);
+    let (got, _) = run(&mut b, &prompt, 5);
+    assert_eq!(got, want);
+    // Truncated by one byte, or one byte too long: rejected, the session left empty.
+    for bytes in [&saved[..saved.len() - 1], &[&saved[..], &[0u8][..]].concat()[..]] {
+        let e = block_on(b.restore_prompt_cache_from(Dribble(bytes), &[])).expect_err("bad length");
+        assert!(matches!(e, Error::PromptCache(_)), "{e}");
+        assert!(b.tokens().is_empty());
+    }
 }

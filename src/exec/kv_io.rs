@@ -11,9 +11,12 @@
 //!                   values of blocks[0], blocks[1], … (KV_BLOCK rows of v_dim f16 each)
 //! ```
 //!
-//! little-endian f16. [`kv_io_pieces`] lists the copies that make up this layout, consecutive
-//! block ids merged into one copy, so an executor does one copy per layer, side and run of
-//! blocks (a session's blocks are usually one run).
+//! little-endian f16. [`kv_io_pieces`] lists the copies that make up a byte range of this
+//! layout, consecutive block ids merged into one copy, so an executor does one copy per layer,
+//! side and run of blocks (a session's blocks are usually one run). Reads and writes take a
+//! byte range of the layout, so hundreds of MB of cache stream through a bounded buffer.
+
+use std::ops::Range;
 
 use super::KV_BLOCK;
 use crate::{Error, Result};
@@ -44,14 +47,16 @@ pub fn kv_io_bytes(k_dims: &[usize], v_dims: &[usize], n_blocks: usize) -> usize
 }
 
 /// Check a block read or write against the cache (every block below `n_blocks`, none twice,
-/// and for a write `bytes` of the layout's size) and list its copies in host order.
+/// `range` within the layout's bytes) and list the copies of the layout's bytes `range` in
+/// host order, host offsets counted from `range.start` (so a large read or write can go in
+/// pieces of bounded size).
 pub fn kv_io_pieces(
     executor: &'static str,
     n_blocks: usize,
     k_dims: &[usize],
     v_dims: &[usize],
     blocks: &[u32],
-    bytes: Option<usize>,
+    range: Range<usize>,
 ) -> Result<Vec<KvPiece>> {
     let fail = |message: String| Error::Executor { executor, message };
     if let Some(&b) = blocks.iter().find(|&&b| b as usize >= n_blocks) {
@@ -62,9 +67,9 @@ pub fn kv_io_pieces(
     if let Some(w) = sorted.windows(2).find(|w| w[0] == w[1]) {
         return Err(fail(format!("block {} is named twice", w[0])));
     }
-    let want = kv_io_bytes(k_dims, v_dims, blocks.len());
-    if let Some(n) = bytes.filter(|&n| n != want) {
-        return Err(fail(format!("{n} bytes for {} KV blocks, which take {want}", blocks.len())));
+    let total = kv_io_bytes(k_dims, v_dims, blocks.len());
+    if range.start > range.end || range.end > total {
+        return Err(fail(format!("bytes {range:?} of {} KV blocks, which take {total}", blocks.len())));
     }
     // Runs of consecutive block ids: (first block, blocks).
     let mut runs: Vec<(usize, usize)> = Vec::new();
@@ -81,7 +86,12 @@ pub fn kv_io_pieces(
             let block_bytes = KV_BLOCK * dim * KV_ELEM_BYTES;
             for &(first, n) in &runs {
                 let len = n * block_bytes;
-                pieces.push(KvPiece { layer, values, device: first * block_bytes, host, len });
+                // The part of this copy inside `range`.
+                let (a, b) = (host.max(range.start), (host + len).min(range.end));
+                if a < b {
+                    let device = first * block_bytes + (a - host);
+                    pieces.push(KvPiece { layer, values, device, host: a - range.start, len: b - a });
+                }
                 host += len;
             }
         }
@@ -95,7 +105,8 @@ mod tests {
 
     #[test]
     fn pieces_merge_runs_and_follow_the_layout() {
-        let p = kv_io_pieces("cpu", 8, &[4, 6], &[2, 2], &[3, 4, 1], None).unwrap();
+        let all = kv_io_bytes(&[4, 6], &[2, 2], 3);
+        let p = kv_io_pieces("cpu", 8, &[4, 6], &[2, 2], &[3, 4, 1], 0..all).unwrap();
         // Per layer: keys (run 3-4, run 1), then values (same runs).
         let b = |dim: usize| KV_BLOCK * dim * 2;
         assert_eq!(p.len(), 8);
@@ -104,14 +115,25 @@ mod tests {
         assert_eq!(p[2], KvPiece { layer: 0, values: true, device: 3 * b(2), host: 3 * b(4), len: 2 * b(2) });
         assert_eq!(p[4].layer, 1);
         let end = p.last().map(|q| q.host + q.len).unwrap();
-        assert_eq!(end, kv_io_bytes(&[4, 6], &[2, 2], 3));
+        assert_eq!(end, all);
+        // A range cuts the copies and counts host bytes from its start.
+        let r = b(4) + 10..3 * b(4) + 6;
+        let q = kv_io_pieces("cpu", 8, &[4, 6], &[2, 2], &[3, 4, 1], r.clone()).unwrap();
+        assert_eq!(
+            q[0],
+            KvPiece { layer: 0, values: false, device: 3 * b(4) + b(4) + 10, host: 0, len: b(4) - 10 }
+        );
+        assert_eq!(q[1], KvPiece { layer: 0, values: false, device: b(4), host: b(4) - 10, len: b(4) });
+        assert_eq!(q[2], KvPiece { layer: 0, values: true, device: 3 * b(2), host: 2 * b(4) - 10, len: 6 });
+        assert_eq!(q.iter().map(|x| x.len).sum::<usize>(), r.len());
     }
 
     #[test]
     fn bad_requests_are_refused() {
-        assert!(kv_io_pieces("cpu", 4, &[2], &[2], &[4], None).is_err());
-        assert!(kv_io_pieces("cpu", 4, &[2], &[2], &[1, 1], None).is_err());
-        assert!(kv_io_pieces("cpu", 4, &[2], &[2], &[1], Some(3)).is_err());
-        assert!(kv_io_pieces("cpu", 4, &[2], &[2], &[1], Some(kv_io_bytes(&[2], &[2], 1))).is_ok());
+        let one = kv_io_bytes(&[2], &[2], 1);
+        assert!(kv_io_pieces("cpu", 4, &[2], &[2], &[4], 0..one).is_err());
+        assert!(kv_io_pieces("cpu", 4, &[2], &[2], &[1, 1], 0..2 * one).is_err());
+        assert!(kv_io_pieces("cpu", 4, &[2], &[2], &[1], 0..one + 2).is_err());
+        assert!(kv_io_pieces("cpu", 4, &[2], &[2], &[1], 0..one).is_ok());
     }
 }

@@ -137,10 +137,15 @@ pub trait Executor {
             message: "this executor cannot shift the KV cache".into(),
         })
     }
-    /// Read the keys and values of `blocks` (every layer) in the executor-independent layout
-    /// of [`kv_io_pieces`], ordered after the steps already run.
-    fn read_kv_blocks<'a>(&'a mut self, kv: KvId, blocks: &'a [u32]) -> LocalFuture<'a, Result<Vec<u8>>> {
-        let _ = (kv, blocks);
+    /// Read bytes `range` of the keys and values of `blocks` (every layer) in the
+    /// executor-independent layout of [`kv_io_pieces`], ordered after the steps already run.
+    fn read_kv_blocks<'a>(
+        &'a mut self,
+        kv: KvId,
+        blocks: &'a [u32],
+        range: std::ops::Range<usize>,
+    ) -> LocalFuture<'a, Result<Vec<u8>>> {
+        let _ = (kv, blocks, range);
         let name = self.name();
         Box::pin(async move {
             Err(crate::Error::Executor {
@@ -149,10 +154,11 @@ pub trait Executor {
             })
         })
     }
-    /// Write `bytes` (the layout of [`kv_io_pieces`], as [`Executor::read_kv_blocks`] returns
-    /// it) into `blocks`, ordered before the next step. An error leaves those blocks undefined.
-    fn write_kv_blocks(&mut self, kv: KvId, blocks: &[u32], bytes: &[u8]) -> Result<()> {
-        let _ = (kv, blocks, bytes);
+    /// Write `bytes` at byte `offset` of the layout of [`kv_io_pieces`] for `blocks` (as
+    /// [`Executor::read_kv_blocks`] returns it), ordered before the next step. An error leaves
+    /// those blocks undefined.
+    fn write_kv_blocks(&mut self, kv: KvId, blocks: &[u32], offset: usize, bytes: &[u8]) -> Result<()> {
+        let _ = (kv, blocks, offset, bytes);
         Err(crate::Error::Executor {
             executor: self.name(),
             message: "this executor cannot write KV blocks".into(),

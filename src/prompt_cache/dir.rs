@@ -74,13 +74,11 @@ impl CacheDir {
             .max_by_key(|f| (f.common, std::cmp::Reverse(f.n_tokens)))
     }
 
-    /// A saved cache's bytes (marking it used, for the eviction order).
-    pub fn load(&self, path: &Path) -> Result<Vec<u8>> {
-        let bytes = fs::read(path).map_err(|e| Error::io(format!("reading {}", path.display()), e))?;
+    /// Mark a saved cache used now (the eviction order is least recently used first).
+    pub fn touch(&self, path: &Path) {
         if let Ok(f) = fs::File::options().append(true).open(path) {
             let _ = f.set_modified(SystemTime::now());
         }
-        Ok(bytes)
     }
 
     /// Remove a saved cache (one that was rejected).
@@ -88,26 +86,48 @@ impl CacheDir {
         let _ = fs::remove_file(path);
     }
 
-    /// Save `bytes`, a cache of `tokens` (from [`crate::Session::save_prompt_cache`]): the
-    /// model's caches whose tokens these extend are removed, then the least recently used
-    /// caches of any model until the directory is within its cap. Returns the file.
-    pub fn save(&self, digest: &[u8; 16], tokens: &[u32], bytes: &[u8]) -> Result<PathBuf> {
+    /// Start saving a cache of `tokens`: write its bytes with [`PendingSave::write`], then
+    /// [`CacheDir::commit`]. Dropped uncommitted, it leaves nothing behind.
+    pub fn begin(&self, digest: &[u8; 16], tokens: &[u32]) -> Result<PendingSave> {
         let dir = self.model_dir(digest);
         fs::create_dir_all(&dir).map_err(|e| Error::io(format!("creating {}", dir.display()), e))?;
         let mut h = Fnv128::default();
         tokens.iter().for_each(|t| h.update(&t.to_le_bytes()));
         let path = dir.join(format!("{}.{EXT}", &hex(&h.finish())[..20]));
-        for (old, header) in self.list(digest) {
-            if old != path && tokens.starts_with(&header.tokens) {
+        let tmp = path.with_extension(format!("tmp{}", std::process::id()));
+        let file = fs::File::create(&tmp).map_err(|e| Error::io(format!("creating {}", tmp.display()), e))?;
+        Ok(PendingSave {
+            file: Some(std::io::BufWriter::with_capacity(1 << 20, file)),
+            tmp,
+            path,
+            digest: *digest,
+            tokens: tokens.to_vec(),
+        })
+    }
+
+    /// Finish a save: the file takes its name, the model's caches whose tokens it extends
+    /// are removed, then the least recently used caches of any model until the directory is
+    /// within its cap. Returns the file.
+    pub fn commit(&self, mut p: PendingSave) -> Result<PathBuf> {
+        let path = p.path.clone();
+        let io = |e: std::io::Error| Error::io(format!("writing {}", path.display()), e);
+        let file = p.file.take().ok_or_else(|| Error::PromptCache("save already committed".into()))?;
+        file.into_inner().map_err(|e| io(e.into_error()))?;
+        for (old, header) in self.list(&p.digest) {
+            if old != path && p.tokens.starts_with(&header.tokens) {
                 let _ = fs::remove_file(old);
             }
         }
-        let tmp = path.with_extension("tmp");
-        let io = |e: std::io::Error| Error::io(format!("writing {}", path.display()), e);
-        fs::write(&tmp, bytes).map_err(io)?;
-        fs::rename(&tmp, &path).map_err(io)?;
+        fs::rename(&p.tmp, &path).map_err(io)?;
         self.evict(&path);
         Ok(path)
+    }
+
+    /// Save `bytes`, a whole cache of `tokens` ([`CacheDir::begin`] and [`CacheDir::commit`]).
+    pub fn save(&self, digest: &[u8; 16], tokens: &[u32], bytes: &[u8]) -> Result<PathBuf> {
+        let mut p = self.begin(digest, tokens)?;
+        p.write(bytes)?;
+        self.commit(p)
     }
 
     /// Remove the least recently used caches (never `keep`) until the directory fits its cap.
@@ -132,6 +152,32 @@ impl CacheDir {
             if p != keep && fs::remove_file(&p).is_ok() {
                 total -= len;
             }
+        }
+    }
+}
+
+/// A cache being written ([`CacheDir::begin`]): a temporary file until [`CacheDir::commit`].
+pub struct PendingSave {
+    file: Option<std::io::BufWriter<fs::File>>,
+    tmp: PathBuf,
+    path: PathBuf,
+    digest: [u8; 16],
+    tokens: Vec<u32>,
+}
+
+impl PendingSave {
+    /// Append `bytes` (the pieces [`crate::Session::save_prompt_cache_to`] hands out).
+    pub fn write(&mut self, bytes: &[u8]) -> Result<()> {
+        use std::io::Write;
+        let f = self.file.as_mut().ok_or_else(|| Error::PromptCache("save already committed".into()))?;
+        f.write_all(bytes).map_err(|e| Error::io(format!("writing {}", self.tmp.display()), e))
+    }
+}
+
+impl Drop for PendingSave {
+    fn drop(&mut self) {
+        if self.file.take().is_some() || self.tmp.exists() {
+            let _ = fs::remove_file(&self.tmp);
         }
     }
 }

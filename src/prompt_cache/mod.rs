@@ -31,8 +31,10 @@ use crate::{Error, Result};
 
 #[cfg(not(target_arch = "wasm32"))]
 mod dir;
+mod stream;
 #[cfg(not(target_arch = "wasm32"))]
-pub use dir::{CacheDir, Found};
+pub use dir::{CacheDir, Found, PendingSave};
+pub use stream::{read_exact, read_header_from, Sections, IO_CHUNK};
 
 /// The format's version; a file of another version is rejected.
 pub const FORMAT_VERSION: u32 = 1;
@@ -59,22 +61,17 @@ impl CacheHeader {
     }
 }
 
-fn bad(message: impl Into<String>) -> Error {
+pub(crate) fn bad(message: impl Into<String>) -> Error {
     Error::PromptCache(message.into())
 }
 
-/// A saved cache: `header` and the `payload` of its blocks ([`crate::exec::Executor::read_kv_blocks`]).
-pub fn encode(header: &CacheHeader, payload: &[u8]) -> Result<Vec<u8>> {
-    if payload.len() != header.payload_bytes() || header.k_dims.len() != header.v_dims.len() {
-        return Err(bad(format!(
-            "{} payload bytes for {} tokens, which take {}",
-            payload.len(),
-            header.tokens.len(),
-            header.payload_bytes()
-        )));
+/// The bytes of a saved cache before its payload.
+pub fn encode_header(header: &CacheHeader) -> Result<Vec<u8>> {
+    if header.k_dims.len() != header.v_dims.len() {
+        return Err(bad("key and value layer counts differ"));
     }
     let u32_of = |n: usize| u32::try_from(n).map_err(|_| bad(format!("{n} does not fit the format")));
-    let mut out = Vec::with_capacity(64 + 8 * header.k_dims.len() + 4 * header.tokens.len() + payload.len());
+    let mut out = Vec::with_capacity(HEADER_MIN + 8 * header.k_dims.len() + 4 + 4 * header.tokens.len());
     out.extend_from_slice(MAGIC);
     out.extend_from_slice(&FORMAT_VERSION.to_le_bytes());
     out.extend_from_slice(&header.digest);
@@ -88,6 +85,21 @@ pub fn encode(header: &CacheHeader, payload: &[u8]) -> Result<Vec<u8>> {
     for &t in &header.tokens {
         out.extend_from_slice(&t.to_le_bytes());
     }
+    Ok(out)
+}
+
+/// A whole saved cache: `header`, the `payload` of its blocks
+/// ([`crate::exec::Executor::read_kv_blocks`]) and the checksum.
+pub fn encode(header: &CacheHeader, payload: &[u8]) -> Result<Vec<u8>> {
+    if payload.len() != header.payload_bytes() {
+        return Err(bad(format!(
+            "{} payload bytes for {} tokens, which take {}",
+            payload.len(),
+            header.tokens.len(),
+            header.payload_bytes()
+        )));
+    }
+    let mut out = encode_header(header)?;
     out.extend_from_slice(payload);
     let sum = checksum(&out);
     out.extend_from_slice(&sum);
@@ -124,6 +136,25 @@ pub fn read_header(bytes: &[u8]) -> Result<(CacheHeader, usize)> {
 /// [`read_header`] of a file of `file_len` bytes that begins with `bytes` (at least its header:
 /// [`header_len`]).
 pub fn read_header_of(bytes: &[u8], file_len: usize) -> Result<(CacheHeader, usize)> {
+    let (header, at) = parse_header(bytes, file_len)?;
+    let want = saved_len(&header, at);
+    if file_len != want {
+        return Err(bad(format!(
+            "{file_len} bytes where its header announces {want} (truncated or corrupt)"
+        )));
+    }
+    Ok((header, at))
+}
+
+/// Bytes of a whole saved cache whose header (of `header_bytes`) is `header`.
+pub fn saved_len(header: &CacheHeader, header_bytes: usize) -> usize {
+    header_bytes.saturating_add(header.payload_bytes()).saturating_add(CHECKSUM_BYTES)
+}
+
+/// The header that `bytes` begin with and its length, checking the format; counts are
+/// bounded by `limit` bytes (the file's length, or what a reader accepts to hold).
+pub fn parse_header(bytes: &[u8], limit: usize) -> Result<(CacheHeader, usize)> {
+    let file_len = limit;
     let mut f = Fields { bytes, at: 0 };
     if f.take(8, "magic")? != MAGIC {
         return Err(bad("not a wick prompt cache (bad magic)"));
@@ -160,14 +191,7 @@ pub fn read_header_of(bytes: &[u8], file_len: usize) -> Result<(CacheHeader, usi
         .chunks_exact(4)
         .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]))
         .collect();
-    let header = CacheHeader { digest, k_dims: dims, v_dims, tokens };
-    let want = f.at.saturating_add(header.payload_bytes()).saturating_add(CHECKSUM_BYTES);
-    if file_len != want {
-        return Err(bad(format!(
-            "{file_len} bytes where its header announces {want} (truncated or corrupt)"
-        )));
-    }
-    Ok((header, f.at))
+    Ok((CacheHeader { digest, k_dims: dims, v_dims, tokens }, f.at))
 }
 
 /// Bytes of the header that begins with `start` (the first [`HEADER_MIN`] bytes or more):
@@ -185,18 +209,32 @@ pub fn header_len(start: &[u8]) -> Option<usize> {
 pub const HEADER_MIN: usize = 8 + 4 + 16 + 4 + 4 + 4;
 
 /// The header and payload of a saved cache, after every check: the format ([`read_header`]),
-/// the checksum, and the model's `digest` and KV row widths.
+/// the checksum, and the header against the model ([`check_header`]).
 pub fn decode<'a>(
     bytes: &'a [u8],
     digest: &[u8; 16],
     k_dims: &[usize],
     v_dims: &[usize],
+    n_vocab: usize,
 ) -> Result<(CacheHeader, &'a [u8])> {
     let (header, at) = read_header(bytes)?;
     let body = bytes.len() - CHECKSUM_BYTES;
     if checksum(&bytes[..body])[..] != bytes[body..] {
         return Err(bad("checksum mismatch (the file is corrupt)"));
     }
+    check_header(&header, digest, k_dims, v_dims, n_vocab)?;
+    Ok((header, &bytes[at..body]))
+}
+
+/// A header against the model that restores it: its `digest`, its KV rows' widths, and every
+/// token id below `n_vocab`.
+pub fn check_header(
+    header: &CacheHeader,
+    digest: &[u8; 16],
+    k_dims: &[usize],
+    v_dims: &[usize],
+    n_vocab: usize,
+) -> Result<()> {
     if &header.digest != digest {
         return Err(bad(format!(
             "saved for another model (digest {}, this model's {})",
@@ -207,65 +245,111 @@ pub fn decode<'a>(
     if header.k_dims != k_dims || header.v_dims != v_dims {
         return Err(bad("its KV rows have other widths than this session's"));
     }
-    Ok((header, &bytes[at..body]))
-}
-
-/// The payload of the first `n_blocks` blocks of a payload of blocks (the layout of
-/// [`crate::exec::kv_io_pieces`] keeps each layer's keys, then values, of all blocks together).
-pub fn payload_prefix(payload: &[u8], k_dims: &[usize], v_dims: &[usize], n_blocks: usize) -> Vec<u8> {
-    let total: usize = blocks_for_payload(payload.len(), k_dims, v_dims);
-    let mut out = Vec::with_capacity(kv_io_bytes(k_dims, v_dims, n_blocks));
-    let mut at = 0;
-    for (&k, &v) in k_dims.iter().zip(v_dims) {
-        for dim in [k, v] {
-            let block = KV_BLOCK * dim * KV_ELEM_BYTES;
-            out.extend_from_slice(&payload[at..at + n_blocks.min(total) * block]);
-            at += total * block;
-        }
+    if let Some(t) = header.tokens.iter().find(|&&t| t as usize >= n_vocab) {
+        return Err(bad(format!("token id {t} is outside the vocabulary of {n_vocab}")));
     }
-    out
+    Ok(())
 }
 
-fn blocks_for_payload(len: usize, k_dims: &[usize], v_dims: &[usize]) -> usize {
-    len.checked_div(kv_io_bytes(k_dims, v_dims, 1)).unwrap_or(0)
-}
-
-/// A 128-bit checksum against corruption (not tampering by someone who rewrites it): four
-/// lanes of 64-bit multiply-xorshift over little-endian words, the tail and length mixed in.
-/// It runs at memory speed, so restoring a cache of hundreds of MB is not slowed by it.
+/// The [`Checksum`] of `bytes`.
 pub fn checksum(bytes: &[u8]) -> [u8; 16] {
-    const P: [u64; 4] =
-        [0x9E37_79B9_7F4A_7C15, 0xC2B2_AE3D_27D4_EB4F, 0x1656_67B1_9E37_79F9, 0x27D4_EB2F_1656_67C5];
-    let mut lanes =
-        [0x243F_6A88_85A3_08D3u64, 0x1319_8A2E_0370_7344, 0xA409_3822_299F_31D0, 0x082E_FA98_EC4E_6C89];
-    let word = |c: &[u8]| u64::from_le_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]]);
-    let mix = |h: u64, w: u64, p: u64| (h ^ w).wrapping_mul(p).rotate_left(29);
-    let mut quads = bytes.chunks_exact(32);
-    for q in &mut quads {
-        for (i, lane) in lanes.iter_mut().enumerate() {
-            *lane = mix(*lane, word(&q[8 * i..8 * i + 8]), P[i]);
+    let mut c = Checksum::default();
+    c.update(bytes);
+    c.finish()
+}
+
+const P: [u64; 4] =
+    [0x9E37_79B9_7F4A_7C15, 0xC2B2_AE3D_27D4_EB4F, 0x1656_67B1_9E37_79F9, 0x27D4_EB2F_1656_67C5];
+
+/// A 128-bit checksum against corruption (not against someone who rewrites it): four lanes of
+/// 64-bit multiply-xorshift over little-endian words, the tail and length mixed in. It runs at
+/// memory speed (17 GB/s on one core of the build machine), so hundreds of MB of cache are not
+/// slowed by it, and takes its bytes in pieces of any size.
+#[derive(Debug, Clone)]
+pub struct Checksum {
+    lanes: [u64; 4],
+    /// Bytes of an unfinished 32-byte quad.
+    tail: [u8; 32],
+    n_tail: usize,
+    len: u64,
+}
+
+impl Default for Checksum {
+    fn default() -> Self {
+        Checksum {
+            lanes: [
+                0x243F_6A88_85A3_08D3,
+                0x1319_8A2E_0370_7344,
+                0xA409_3822_299F_31D0,
+                0x082E_FA98_EC4E_6C89,
+            ],
+            tail: [0; 32],
+            n_tail: 0,
+            len: 0,
         }
     }
-    let mut tail = [0u8; 32];
-    let rest = quads.remainder();
-    tail[..rest.len()].copy_from_slice(rest);
-    for (i, lane) in lanes.iter_mut().enumerate() {
-        *lane = mix(*lane, word(&tail[8 * i..8 * i + 8]), P[i]);
-        *lane = mix(*lane, bytes.len() as u64, P[(i + 1) % 4]);
+}
+
+fn mix(h: u64, w: u64, p: u64) -> u64 {
+    (h ^ w).wrapping_mul(p).rotate_left(29)
+}
+
+impl Checksum {
+    fn quad(lanes: &mut [u64; 4], q: &[u8]) {
+        for (i, lane) in lanes.iter_mut().enumerate() {
+            let c = &q[8 * i..8 * i + 8];
+            let w = u64::from_le_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]]);
+            *lane = mix(*lane, w, P[i]);
+        }
     }
-    // Fold the lanes into two words, each depending on all four.
-    let fin = |a: u64, b: u64, c: u64, d: u64| {
-        let mut x = a ^ b.rotate_left(17) ^ c.rotate_left(31) ^ d.rotate_left(47);
-        x ^= x >> 33;
-        x = x.wrapping_mul(P[0]);
-        x ^= x >> 29;
-        x
-    };
-    let (a, b, c, d) = (lanes[0], lanes[1], lanes[2], lanes[3]);
-    let mut out = [0u8; 16];
-    out[..8].copy_from_slice(&fin(a, b, c, d).to_le_bytes());
-    out[8..].copy_from_slice(&fin(d, a, b, c).to_le_bytes());
-    out
+
+    /// Mix in `bytes`.
+    pub fn update(&mut self, mut bytes: &[u8]) {
+        self.len += bytes.len() as u64;
+        if self.n_tail > 0 {
+            let n = (32 - self.n_tail).min(bytes.len());
+            self.tail[self.n_tail..self.n_tail + n].copy_from_slice(&bytes[..n]);
+            self.n_tail += n;
+            bytes = &bytes[n..];
+            if self.n_tail < 32 {
+                return;
+            }
+            let tail = self.tail;
+            Self::quad(&mut self.lanes, &tail);
+            self.n_tail = 0;
+        }
+        let mut quads = bytes.chunks_exact(32);
+        for q in &mut quads {
+            Self::quad(&mut self.lanes, q);
+        }
+        let rest = quads.remainder();
+        self.tail[..rest.len()].copy_from_slice(rest);
+        self.n_tail = rest.len();
+    }
+
+    /// The checksum of everything mixed in.
+    pub fn finish(&self) -> [u8; 16] {
+        let mut lanes = self.lanes;
+        let mut tail = [0u8; 32];
+        tail[..self.n_tail].copy_from_slice(&self.tail[..self.n_tail]);
+        Self::quad(&mut lanes, &tail);
+        for (i, lane) in lanes.iter_mut().enumerate() {
+            *lane = mix(*lane, self.len, P[(i + 1) % 4]);
+        }
+        // Fold the lanes into two words, each depending on all four.
+        let fin = |a: u64, b: u64, c: u64, d: u64| {
+            let mut x = a ^ b.rotate_left(17) ^ c.rotate_left(31) ^ d.rotate_left(47);
+            x ^= x >> 33;
+            x = x.wrapping_mul(P[0]);
+            x ^= x >> 29;
+            x
+        };
+        let (a, b, c, d) = (lanes[0], lanes[1], lanes[2], lanes[3]);
+        let mut out = [0u8; 16];
+        out[..8].copy_from_slice(&fin(a, b, c, d).to_le_bytes());
+        out[8..].copy_from_slice(&fin(d, a, b, c).to_le_bytes());
+        out
+    }
 }
 
 #[cfg(test)]
@@ -287,7 +371,7 @@ mod tests {
     fn round_trip() {
         let (h, p) = sample();
         let bytes = encode(&h, &p).unwrap();
-        let (h2, p2) = decode(&bytes, &[7; 16], &[4, 2], &[2, 2]).unwrap();
+        let (h2, p2) = decode(&bytes, &[7; 16], &[4, 2], &[2, 2], 100).unwrap();
         assert_eq!((h2, p2), (h, &p[..]));
     }
 
@@ -295,7 +379,7 @@ mod tests {
     fn every_damage_is_caught() {
         let (h, p) = sample();
         let bytes = encode(&h, &p).unwrap();
-        let ok = |b: &[u8]| decode(b, &[7; 16], &[4, 2], &[2, 2]).is_ok();
+        let ok = |b: &[u8]| decode(b, &[7; 16], &[4, 2], &[2, 2], 100).is_ok();
         // Any single flipped byte, anywhere (header, tokens, payload, checksum).
         for i in (0..bytes.len()).step_by(97).chain([0, 12, 40, bytes.len() - 1]) {
             let mut b = bytes.clone();
@@ -304,11 +388,16 @@ mod tests {
         }
         // Every truncation.
         for n in (0..bytes.len()).step_by(61) {
-            assert!(matches!(decode(&bytes[..n], &[7; 16], &[4, 2], &[2, 2]), Err(Error::PromptCache(_))));
+            assert!(matches!(
+                decode(&bytes[..n], &[7; 16], &[4, 2], &[2, 2], 100),
+                Err(Error::PromptCache(_))
+            ));
         }
         // Another model, other widths.
-        assert!(decode(&bytes, &[8; 16], &[4, 2], &[2, 2]).is_err());
-        assert!(decode(&bytes, &[7; 16], &[4, 4], &[2, 2]).is_err());
+        assert!(decode(&bytes, &[8; 16], &[4, 2], &[2, 2], 100).is_err());
+        assert!(decode(&bytes, &[7; 16], &[4, 4], &[2, 2], 100).is_err());
+        // A token outside the vocabulary.
+        assert!(decode(&bytes, &[7; 16], &[4, 2], &[2, 2], 69).is_err());
     }
 
     #[test]
@@ -322,14 +411,14 @@ mod tests {
     }
 
     #[test]
-    fn prefix_of_blocks() {
-        let (h, p) = sample();
-        // 70 tokens: 2 blocks. The first block of each (layer, side) section.
-        let one = payload_prefix(&p, &h.k_dims, &h.v_dims, 1);
-        assert_eq!(one.len(), kv_io_bytes(&h.k_dims, &h.v_dims, 1));
-        let b = |dim: usize| KV_BLOCK * dim * 2;
-        assert_eq!(&one[..b(4)], &p[..b(4)]);
-        assert_eq!(&one[b(4)..b(4) + b(2)], &p[2 * b(4)..2 * b(4) + b(2)]);
-        assert_eq!(payload_prefix(&p, &h.k_dims, &h.v_dims, 2), p);
+    fn checksum_takes_pieces_of_any_size() {
+        let data: Vec<u8> = (0..1000).map(|i| (i * 37 % 253) as u8).collect();
+        let whole = checksum(&data);
+        for cut in [1, 5, 31, 32, 33, 100, 999] {
+            let mut c = Checksum::default();
+            data.chunks(cut).for_each(|p| c.update(p));
+            assert_eq!(c.finish(), whole, "pieces of {cut}");
+        }
+        assert_ne!(checksum(&data[..999]), whole);
     }
 }

@@ -457,10 +457,15 @@ impl Executor for Reference {
     fn free_graph(&mut self, _graph: GraphId) {
         // Graphs are a few kilobytes of op descriptions: the reference keeps them all.
     }
-    fn read_kv_blocks<'a>(&'a mut self, kv: KvId, blocks: &'a [u32]) -> LocalFuture<'a, Result<Vec<u8>>> {
+    fn read_kv_blocks<'a>(
+        &'a mut self,
+        kv: KvId,
+        blocks: &'a [u32],
+        range: std::ops::Range<usize>,
+    ) -> LocalFuture<'a, Result<Vec<u8>>> {
         let (n_blocks, layers) = &self.kvs[kv.0 as usize];
         let (k_dims, v_dims): (Vec<usize>, Vec<usize>) = layers.iter().map(|l| (l.k_dim, l.v_dim)).unzip();
-        let out = kv_io_pieces("reference", *n_blocks, &k_dims, &v_dims, blocks, None).map(|pieces| {
+        let out = kv_io_pieces("reference", *n_blocks, &k_dims, &v_dims, blocks, range).map(|pieces| {
             let mut out = Vec::new();
             for p in pieces {
                 let l = &layers[p.layer];
@@ -477,10 +482,11 @@ impl Executor for Reference {
     }
     /// Rows written keep the positions the reference noted for them (a shift after a write
     /// is not modelled).
-    fn write_kv_blocks(&mut self, kv: KvId, blocks: &[u32], bytes: &[u8]) -> Result<()> {
+    fn write_kv_blocks(&mut self, kv: KvId, blocks: &[u32], offset: usize, bytes: &[u8]) -> Result<()> {
         let (n_blocks, layers) = &mut self.kvs[kv.0 as usize];
         let (k_dims, v_dims): (Vec<usize>, Vec<usize>) = layers.iter().map(|l| (l.k_dim, l.v_dim)).unzip();
-        for p in kv_io_pieces("reference", *n_blocks, &k_dims, &v_dims, blocks, Some(bytes.len()))? {
+        for p in kv_io_pieces("reference", *n_blocks, &k_dims, &v_dims, blocks, offset..offset + bytes.len())?
+        {
             let l = &mut layers[p.layer];
             let pool = if p.values { &mut l.v } else { &mut l.k };
             for (d, c) in pool[p.device / 2..(p.device + p.len) / 2]

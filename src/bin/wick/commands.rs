@@ -201,7 +201,7 @@ pub async fn generate(a: GenerateArgs) -> Result<()> {
     let ids = model.tokenizer().encode(&text, !a.chat, true)?;
     let mut session = model.session(SessionOptions { n_ctx: a.model.n_ctx, ..Default::default() })?;
     if let Some(dir) = &cache_dir {
-        prompt_cache::restore(dir, &mut session, &ids);
+        prompt_cache::restore(dir, &mut session, &ids).await;
     }
     let opts = GenerateOptions {
         max_tokens: a.n_predict,
@@ -291,7 +291,7 @@ pub async fn chat(a: ChatArgs) -> Result<()> {
         };
         // A first message may continue a conversation saved by an earlier run.
         if let Some(dir) = cache_dir.as_ref().filter(|_| session.tokens().is_empty()) {
-            prompt_cache::restore(dir, &mut session, &ids);
+            prompt_cache::restore(dir, &mut session, &ids).await;
         }
         match run(&mut session, &ids, opts, false).await {
             Ok((reply, _)) => {

@@ -4,6 +4,7 @@
 use std::time::Instant;
 
 use wick::prompt_cache::CacheDir;
+use wick::source::FileSource;
 use wick::{Error, Result, Session};
 
 use super::PromptCacheArgs;
@@ -22,18 +23,24 @@ pub fn dir(a: &PromptCacheArgs) -> Result<Option<CacheDir>> {
 
 /// Start `session` from the saved cache that shares the most tokens with `prompt`. A cache
 /// that fails its checks is reported, removed and ignored: the prompt is then evaluated whole.
-pub fn restore(dir: &CacheDir, session: &mut Session<'_>, prompt: &[u32]) {
+pub async fn restore(dir: &CacheDir, session: &mut Session<'_>, prompt: &[u32]) {
     let digest = session.model().digest();
     let Some(found) = dir.best(&digest, prompt) else { return };
     let t0 = Instant::now();
-    let restored = dir.load(&found.path).and_then(|bytes| session.restore_prompt_cache(&bytes, prompt));
+    let restored = match FileSource::open(&found.path).await {
+        Ok(src) => session.restore_prompt_cache_from(src, prompt).await,
+        Err(e) => Err(e),
+    };
     match restored {
-        Ok(n) => eprintln!(
-            "prompt cache: {n} of {} prompt tokens restored from {} in {:.3} s",
-            prompt.len(),
-            found.path.display(),
-            t0.elapsed().as_secs_f64()
-        ),
+        Ok(n) => {
+            dir.touch(&found.path);
+            eprintln!(
+                "prompt cache: {n} of {} prompt tokens restored from {} in {:.3} s",
+                prompt.len(),
+                found.path.display(),
+                t0.elapsed().as_secs_f64()
+            )
+        }
         Err(e) => {
             eprintln!("warning: {e} ({}); ignoring it", found.path.display());
             if matches!(e, Error::PromptCache(_)) {
@@ -49,11 +56,12 @@ pub async fn save(dir: &CacheDir, session: &Session<'_>) {
         return;
     }
     let t0 = Instant::now();
-    let saved = match session.save_prompt_cache().await {
-        Ok(bytes) => dir.save(&session.model().digest(), session.tokens(), &bytes).map(|p| (p, bytes.len())),
-        Err(e) => Err(e),
+    let saved = async {
+        let mut pending = dir.begin(&session.model().digest(), session.tokens())?;
+        let n = session.save_prompt_cache_to(|b| pending.write(b)).await?;
+        Ok::<_, Error>((dir.commit(pending)?, n))
     };
-    match saved {
+    match saved.await {
         Ok((path, n)) => eprintln!(
             "prompt cache: {} tokens saved to {} ({:.1} MiB, {:.3} s)",
             session.tokens().len(),

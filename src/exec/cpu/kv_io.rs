@@ -3,19 +3,16 @@
 use half::f16;
 
 use super::{CpuExecutor, KvCache};
-use crate::exec::{kv_io_bytes, kv_io_pieces, KvId, KvPiece, KV_ELEM_BYTES};
+use std::ops::Range;
+
+use crate::exec::{kv_io_pieces, KvId, KvPiece, KV_ELEM_BYTES};
 use crate::Result;
 
 impl KvCache {
-    fn pieces(&self, blocks: &[u32], bytes: Option<usize>) -> Result<Vec<KvPiece>> {
+    fn pieces(&self, blocks: &[u32], range: Range<usize>) -> Result<Vec<KvPiece>> {
         let k_dims: Vec<usize> = self.layers.iter().map(|l| l.k_dim).collect();
         let v_dims: Vec<usize> = self.layers.iter().map(|l| l.v_dim).collect();
-        kv_io_pieces("cpu", self.n_blocks, &k_dims, &v_dims, blocks, bytes)
-    }
-    fn io_bytes(&self, n_blocks: usize) -> usize {
-        let k_dims: Vec<usize> = self.layers.iter().map(|l| l.k_dim).collect();
-        let v_dims: Vec<usize> = self.layers.iter().map(|l| l.v_dim).collect();
-        kv_io_bytes(&k_dims, &v_dims, n_blocks)
+        kv_io_pieces("cpu", self.n_blocks, &k_dims, &v_dims, blocks, range)
     }
 }
 
@@ -25,10 +22,11 @@ impl CpuExecutor {
     }
 
     /// [`crate::exec::Executor::read_kv_blocks`].
-    pub(super) fn read_blocks(&self, kv: KvId, blocks: &[u32]) -> Result<Vec<u8>> {
+    pub(super) fn read_blocks(&self, kv: KvId, blocks: &[u32], range: Range<usize>) -> Result<Vec<u8>> {
         let cache = self.cache(kv)?;
-        let mut out = vec![0u8; cache.io_bytes(blocks.len())];
-        for p in cache.pieces(blocks, None)? {
+        let pieces = cache.pieces(blocks, range.clone())?;
+        let mut out = vec![0u8; range.len()];
+        for p in pieces {
             let l = &cache.layers[p.layer];
             let pool = if p.values { &l.v } else { &l.k };
             let src = &pool[p.device / KV_ELEM_BYTES..(p.device + p.len) / KV_ELEM_BYTES];
@@ -40,8 +38,14 @@ impl CpuExecutor {
     }
 
     /// [`crate::exec::Executor::write_kv_blocks`].
-    pub(super) fn write_blocks(&mut self, kv: KvId, blocks: &[u32], bytes: &[u8]) -> Result<()> {
-        let pieces = self.cache(kv)?.pieces(blocks, Some(bytes.len()))?;
+    pub(super) fn write_blocks(
+        &mut self,
+        kv: KvId,
+        blocks: &[u32],
+        offset: usize,
+        bytes: &[u8],
+    ) -> Result<()> {
+        let pieces = self.cache(kv)?.pieces(blocks, offset..offset.saturating_add(bytes.len()))?;
         let cache = self.kvs[kv.0 as usize].as_mut().ok_or_else(|| Self::err("unknown KV cache"))?;
         for p in pieces {
             let l = &mut cache.layers[p.layer];

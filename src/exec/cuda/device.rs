@@ -287,13 +287,13 @@ impl CudaExecutor {
         self.kvs.get(kv.0 as usize).and_then(|c| c.as_ref()).ok_or_else(|| err("unknown KV cache"))
     }
 
-    /// The copies of a KV block read or write (`bytes`: a write's length) with each piece's
-    /// device address.
-    fn kv_io(&self, kv: KvId, blocks: &[u32], bytes: Option<usize>) -> Result<Vec<(u64, KvPiece)>> {
+    /// The copies of bytes `range` of a KV block read or write, with each piece's device
+    /// address.
+    fn kv_io(&self, kv: KvId, blocks: &[u32], range: std::ops::Range<usize>) -> Result<Vec<(u64, KvPiece)>> {
         let cache = self.kv(kv)?;
         let k_dims: Vec<usize> = cache.layers.iter().map(|l| l.k_dim).collect();
         let v_dims: Vec<usize> = cache.layers.iter().map(|l| l.v_dim).collect();
-        let pieces = kv_io_pieces("cuda", cache.n_blocks, &k_dims, &v_dims, blocks, bytes)?;
+        let pieces = kv_io_pieces("cuda", cache.n_blocks, &k_dims, &v_dims, blocks, range)?;
         Ok(pieces
             .into_iter()
             .map(|p| {
@@ -304,9 +304,9 @@ impl CudaExecutor {
     }
 
     /// [`crate::exec::Executor::read_kv_blocks`]: after the steps queued on the stream.
-    pub(super) fn read_kv(&self, kv: KvId, blocks: &[u32]) -> Result<Vec<u8>> {
-        let pieces = self.kv_io(kv, blocks, None)?;
-        let mut out = vec![0u8; pieces.last().map_or(0, |(_, p)| p.host + p.len)];
+    pub(super) fn read_kv(&self, kv: KvId, blocks: &[u32], range: std::ops::Range<usize>) -> Result<Vec<u8>> {
+        let mut out = vec![0u8; range.len()];
+        let pieces = self.kv_io(kv, blocks, range)?;
         for (at, p) in pieces {
             // SAFETY: `at .. at + len` lies in a KV pool of this executor (kv_io_pieces checked
             // the blocks); the host slice is `len` bytes, read after the synchronize below.
@@ -324,8 +324,8 @@ impl CudaExecutor {
     }
 
     /// [`crate::exec::Executor::write_kv_blocks`]: before the next step on the stream.
-    pub(super) fn write_kv(&self, kv: KvId, blocks: &[u32], bytes: &[u8]) -> Result<()> {
-        for (at, p) in self.kv_io(kv, blocks, Some(bytes.len()))? {
+    pub(super) fn write_kv(&self, kv: KvId, blocks: &[u32], offset: usize, bytes: &[u8]) -> Result<()> {
+        for (at, p) in self.kv_io(kv, blocks, offset..offset.saturating_add(bytes.len()))? {
             // SAFETY: as in read_kv; the host bytes outlive the copy (synchronized below).
             unsafe {
                 cudarc::driver::result::memcpy_htod_async(

@@ -185,13 +185,18 @@ impl Executor for CudaExecutor {
         self.shift(kv, shift)
     }
 
-    fn read_kv_blocks<'a>(&'a mut self, kv: KvId, blocks: &'a [u32]) -> LocalFuture<'a, Result<Vec<u8>>> {
-        let out = self.read_kv(kv, blocks);
+    fn read_kv_blocks<'a>(
+        &'a mut self,
+        kv: KvId,
+        blocks: &'a [u32],
+        range: std::ops::Range<usize>,
+    ) -> LocalFuture<'a, Result<Vec<u8>>> {
+        let out = self.read_kv(kv, blocks, range);
         Box::pin(async move { out })
     }
 
-    fn write_kv_blocks(&mut self, kv: KvId, blocks: &[u32], bytes: &[u8]) -> Result<()> {
-        self.write_kv(kv, blocks, bytes)
+    fn write_kv_blocks(&mut self, kv: KvId, blocks: &[u32], offset: usize, bytes: &[u8]) -> Result<()> {
+        self.write_kv(kv, blocks, offset, bytes)
     }
 
     fn run<'a>(

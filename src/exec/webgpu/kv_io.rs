@@ -1,6 +1,8 @@
 //! Reading and writing whole KV blocks on WebGPU (the layout of [`kv_io_pieces`]): buffer
 //! copies into mapped staging buffers of bounded size, and queue writes.
 
+use std::ops::Range;
+
 use super::buffers::{self, err};
 use super::{device, WebGpuExecutor};
 use crate::exec::{kv_io_pieces, KvId, KvPiece};
@@ -10,15 +12,18 @@ use crate::Result;
 const STAGE: usize = 32 << 20;
 
 impl WebGpuExecutor {
-    /// The copies of a block read or write (`bytes`: a write's length), none over [`STAGE`].
-    fn kv_io(&self, kv: KvId, blocks: &[u32], bytes: Option<usize>) -> Result<Vec<KvPiece>> {
+    /// The copies of bytes `range` of a block read or write, none over [`STAGE`].
+    fn kv_io(&self, kv: KvId, blocks: &[u32], range: Range<usize>) -> Result<Vec<KvPiece>> {
         let cache =
             self.kvs.get(kv.0 as usize).and_then(|c| c.as_ref()).ok_or_else(|| err("unknown KV cache"))?;
         let k_dims: Vec<usize> = cache.layers.iter().map(|l| l.k_dim).collect();
         let v_dims: Vec<usize> = cache.layers.iter().map(|l| l.v_dim).collect();
         let mut out = Vec::new();
-        for p in kv_io_pieces("webgpu", cache.n_blocks, &k_dims, &v_dims, blocks, bytes)? {
-            // Pieces are whole blocks of even-width rows: multiples of 4 bytes, as copies need.
+        if !range.start.is_multiple_of(4) || !range.end.is_multiple_of(4) {
+            return Err(err(format!("KV bytes {range:?}: WebGPU copies whole 4-byte words")));
+        }
+        for p in kv_io_pieces("webgpu", cache.n_blocks, &k_dims, &v_dims, blocks, range)? {
+            // Blocks of even-width rows cut at multiples of 4: 4-byte aligned, as copies need.
             let mut at = 0;
             while at < p.len {
                 let len = (p.len - at).min(STAGE);
@@ -37,10 +42,10 @@ impl WebGpuExecutor {
     }
 
     /// [`crate::exec::Executor::read_kv_blocks`]: staged in groups of copies up to [`STAGE`].
-    pub(super) async fn read_kv(&mut self, kv: KvId, blocks: &[u32]) -> Result<Vec<u8>> {
+    pub(super) async fn read_kv(&mut self, kv: KvId, blocks: &[u32], range: Range<usize>) -> Result<Vec<u8>> {
         self.gpu.take_error()?;
-        let pieces = self.kv_io(kv, blocks, None)?;
-        let mut out = Vec::with_capacity(pieces.last().map_or(0, |p| p.host + p.len));
+        let mut out = Vec::with_capacity(range.len());
+        let pieces = self.kv_io(kv, blocks, range)?;
         let device = &self.gpu.device;
         let mut rest = &pieces[..];
         while !rest.is_empty() {
@@ -74,9 +79,9 @@ impl WebGpuExecutor {
     }
 
     /// [`crate::exec::Executor::write_kv_blocks`]: queue writes, ordered before the next step.
-    pub(super) fn write_kv(&mut self, kv: KvId, blocks: &[u32], bytes: &[u8]) -> Result<()> {
+    pub(super) fn write_kv(&mut self, kv: KvId, blocks: &[u32], offset: usize, bytes: &[u8]) -> Result<()> {
         self.gpu.take_error()?;
-        for p in self.kv_io(kv, blocks, Some(bytes.len()))? {
+        for p in self.kv_io(kv, blocks, offset..offset.saturating_add(bytes.len()))? {
             let buf = self.kv_buffer(kv, &p)?;
             self.gpu.queue.write_buffer(buf, p.device as u64, &bytes[p.host..p.host + p.len]);
         }

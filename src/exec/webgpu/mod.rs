@@ -408,12 +408,17 @@ impl Executor for WebGpuExecutor {
         self.shift(kv, shift)
     }
 
-    fn read_kv_blocks<'a>(&'a mut self, kv: KvId, blocks: &'a [u32]) -> LocalFuture<'a, Result<Vec<u8>>> {
-        Box::pin(self.read_kv(kv, blocks))
+    fn read_kv_blocks<'a>(
+        &'a mut self,
+        kv: KvId,
+        blocks: &'a [u32],
+        range: std::ops::Range<usize>,
+    ) -> LocalFuture<'a, Result<Vec<u8>>> {
+        Box::pin(self.read_kv(kv, blocks, range))
     }
 
-    fn write_kv_blocks(&mut self, kv: KvId, blocks: &[u32], bytes: &[u8]) -> Result<()> {
-        self.write_kv(kv, blocks, bytes)
+    fn write_kv_blocks(&mut self, kv: KvId, blocks: &[u32], offset: usize, bytes: &[u8]) -> Result<()> {
+        self.write_kv(kv, blocks, offset, bytes)
     }
 
     fn run<'a>(
