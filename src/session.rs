@@ -278,11 +278,16 @@ impl<'m> Session<'m> {
 
     /// Save the cached conversation: its tokens and the KV blocks that hold them, keyed by the
     /// model's digest ([`crate::prompt_cache`]), handed to `sink` in pieces of at most
-    /// [`prompt_cache::IO_CHUNK`] bytes. Returns the bytes written. Restore it into a session
-    /// of the same model (on any executor) with [`Session::restore_prompt_cache_from`].
+    /// [`prompt_cache::IO_CHUNK`] bytes, each awaited before the next is read (a file write,
+    /// a browser stream's). Returns the bytes written. Restore it into a session of the same
+    /// model (on any executor) with [`Session::restore_prompt_cache_from`].
     // The executor stays borrowed across each read on purpose (see `eval`).
     #[allow(clippy::await_holding_refcell_ref)]
-    pub async fn save_prompt_cache_to(&self, mut sink: impl FnMut(&[u8]) -> Result<()>) -> Result<usize> {
+    pub async fn save_prompt_cache_to<F, Fut>(&self, mut sink: F) -> Result<usize>
+    where
+        F: FnMut(Vec<u8>) -> Fut,
+        Fut: std::future::Future<Output = Result<()>>,
+    {
         let header = CacheHeader {
             digest: self.model.digest(),
             k_dims: self.spec.k_dims.clone(),
@@ -290,9 +295,10 @@ impl<'m> Session<'m> {
             tokens: self.tokens.clone(),
         };
         let head = prompt_cache::encode_header(&header)?;
+        let head_len = head.len();
         let mut sum = Checksum::default();
         sum.update(&head);
-        sink(&head)?;
+        sink(head).await?;
         let blocks = &self.blocks.table()[..blocks_for(self.tokens.len())];
         let total = header.payload_bytes();
         let mut at = 0;
@@ -302,19 +308,19 @@ impl<'m> Session<'m> {
             let bytes = exec.read_kv_blocks(self.kv, blocks, at..end).await?;
             drop(exec);
             sum.update(&bytes);
-            sink(&bytes)?;
+            sink(bytes).await?;
             at = end;
         }
-        sink(&sum.finish())?;
-        Ok(prompt_cache::saved_len(&header, head.len()))
+        sink(sum.finish().to_vec()).await?;
+        Ok(prompt_cache::saved_len(&header, head_len))
     }
 
     /// [`Session::save_prompt_cache_to`] into one byte vector.
     pub async fn save_prompt_cache(&self) -> Result<Vec<u8>> {
         let mut out = Vec::new();
         self.save_prompt_cache_to(|b| {
-            out.extend_from_slice(b);
-            Ok(())
+            out.extend_from_slice(&b);
+            std::future::ready(Ok(()))
         })
         .await?;
         Ok(out)

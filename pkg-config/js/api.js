@@ -122,7 +122,8 @@ export class WickModel {
       let stats = null;
       for (let index = 0; index < n; index++) {
         const seed = (sampling.seed ?? 42) + index;
-        const opts = { ...sampling, seed, addSpecial: false };
+        // The chat API keeps its conversations in the prompt cache (OPFS) when the load allows.
+        const opts = { ...sampling, seed, addSpecial: false, promptCache: true };
         if (grammar) opts.grammar = grammar;
         if (useTools) opts.toolCalls = { parallel, idPrefix: `call_${id.slice(14)}_${index}_`, tools };
         const it = self._backend.stream(prompt, opts, signal);

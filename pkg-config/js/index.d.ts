@@ -37,6 +37,12 @@ export interface LoadOptions {
   /** Replaces the global `fetch` for a URL's download into the cache (main thread only: a
    *  function cannot be sent to the worker, so it needs `worker: false`). */
   fetch?: (input: string, init: RequestInit) => Promise<Response>;
+  /** Keep chat conversations' KV caches in OPFS and restore one after a reload, so the next
+   *  turn prefills only its new tokens (default: the `cache` option's value). */
+  promptCache?: boolean;
+  /** Most bytes the saved conversations may take in OPFS; the least recently used go first
+   *  (default 1 GiB). */
+  promptCacheMaxBytes?: number;
 }
 
 /** Sampling options (OpenAI's names; camelCase spellings are accepted too). */
@@ -270,6 +276,11 @@ export interface GenerationStats extends Timings {
   prefillMs: number;
   decodeMs: number;
   finishReason: FinishReason;
+  /** Prompt tokens restored from a saved conversation (the prompt cache) before this
+   *  generation, when one was: they were not evaluated. */
+  promptRestored?: number;
+  /** Milliseconds the restore took (not counted in `prefillMs`). */
+  restoreMs?: number;
 }
 
 export interface ModelInfo {
@@ -338,6 +349,17 @@ export declare function listCachedModels(): Promise<CachedModel[]>;
 export declare function deleteCachedModel(url: string | URL): Promise<boolean>;
 export declare function clearCache(): Promise<void>;
 export declare function cacheAvailable(): boolean;
+/** A saved conversation of the prompt cache. */
+export interface SavedPrompt {
+  /** The model's digest (weights, shapes, hyperparameters). */
+  digest: string;
+  tokens: number;
+  bytes: number;
+  usedAt: number;
+}
+export declare function listPromptCaches(): Promise<SavedPrompt[]>;
+/** Delete every saved conversation of the prompt cache. */
+export declare function clearPromptCache(): Promise<void>;
 export declare function hasWebGPU(): boolean;
 
 export declare const Wick: {
@@ -347,6 +369,8 @@ export declare const Wick: {
   listCachedModels: typeof listCachedModels;
   deleteCachedModel: typeof deleteCachedModel;
   clearCache: typeof clearCache;
+  listPromptCaches: typeof listPromptCaches;
+  clearPromptCache: typeof clearPromptCache;
 };
 
 export default Wick;

@@ -5,8 +5,12 @@ import { loadLocal, initWasm } from './local.js';
 import { loadRemote } from './remote.js';
 import { listCachedModels, deleteCachedModel, clearCache, cacheAvailable, WickStorageError } from './cache.js';
 import { BadRequestError } from './errors.js';
+import { listPromptCaches, clearPromptCache } from './prompt-cache.js';
 
-export { WickModel, WickStorageError, BadRequestError, listCachedModels, deleteCachedModel, clearCache, cacheAvailable };
+export {
+  WickModel, WickStorageError, BadRequestError, listCachedModels, deleteCachedModel, clearCache, cacheAvailable,
+  listPromptCaches, clearPromptCache,
+};
 
 /** Whether this browser exposes WebGPU (an adapter may still be missing). */
 export function hasWebGPU() {
@@ -29,6 +33,8 @@ export const Wick = {
   listCachedModels,
   deleteCachedModel,
   clearCache,
+  listPromptCaches,
+  clearPromptCache,
 };
 
 export default Wick;

@@ -2,6 +2,7 @@
 
 import init, { WickModel as RawModel, ToolCallParser } from './wasm/wick.js';
 import { cacheAvailable, cachedFile } from './cache.js';
+import { DEFAULT_MAX_BYTES, findPromptCache, promptCacheAvailable, savePromptCache, touchPromptCache } from './prompt-cache.js';
 
 let ready = null;
 
@@ -51,6 +52,7 @@ function isUrl(source) {
  */
 export async function loadLocal(source, opts = {}) {
   const { onProgress, signal, cache = true, executor = 'auto', wasmUrl, fetch: fetchFn } = opts;
+  const { promptCache = cache, promptCacheMaxBytes = DEFAULT_MAX_BYTES } = opts;
   if (signal?.aborted) throw abortError(signal);
   await initWasm(wasmUrl);
   let src = source;
@@ -84,15 +86,44 @@ export async function loadLocal(source, opts = {}) {
   } else {
     raw = await loading;
   }
-  return new LocalBackend(raw);
+  const pc = promptCache && promptCacheAvailable() ? { maxBytes: promptCacheMaxBytes } : null;
+  return new LocalBackend(raw, pc);
 }
 
 class LocalBackend {
-  constructor(raw) {
+  constructor(raw, promptCache) {
     this.raw = raw;
     this.executor = raw.executor;
     this.info = raw.info();
     this.lock = Promise.resolve();
+    // The prompt cache in OPFS (prompt-cache.js): `fresh` while the session holds nothing a
+    // saved conversation could be restored over.
+    this.pc = promptCache ? { ...promptCache, digest: raw.digest, fresh: true } : null;
+  }
+
+  /** Restore the saved conversation that shares the most tokens with `prompt`, if any. */
+  async _restorePromptCache(prompt, gen) {
+    const addSpecial = gen.addSpecial ?? true;
+    const tokens = Array.from(this.live().tokenize(prompt, addSpecial));
+    const found = await findPromptCache(this.pc.digest, tokens);
+    if (!found) return null;
+    try {
+      const r = await this.live().restorePromptCache(found.file, prompt, { addSpecial, nCtx: gen.nCtx });
+      await touchPromptCache(found.name);
+      return r;
+    } catch (e) {
+      // A stale or corrupt cache: dropped, and the prompt prefilled.
+      console.warn(`wick: ${e?.message || e}; prefilling instead`);
+      await touchPromptCache(found.name, true);
+      return null;
+    }
+  }
+
+  /** Save the session's conversation (after the generation queued before it). */
+  _savePromptCache() {
+    return savePromptCache(this.pc.digest, (onChunk) => this.live().savePromptCache(onChunk), this.pc.maxBytes).catch(
+      (e) => console.warn(`wick: saving the prompt cache failed: ${e?.message || e}`),
+    );
   }
 
   live() {
@@ -146,13 +177,22 @@ class LocalBackend {
     }
   }
 
-  async *_stream(prompt, rest, signal) {
+  async *_stream(prompt, opts, signal) {
+    const { promptCache: usePromptCache, ...rest } = opts;
+    const pc = usePromptCache ? this.pc : null;
     const prev = this.lock;
     let release;
+    let saving = null;
     this.lock = new Promise((r) => (release = r));
     try {
       await prev;
       if (signal?.aborted) throw abortError(signal);
+      // A chat's first turn after a load continues a conversation saved before (a reload).
+      let restored = null;
+      if (pc?.fresh) {
+        pc.fresh = false;
+        restored = await this._restorePromptCache(prompt, rest);
+      }
       const queue = [];
       let wake = null;
       let finished = false;
@@ -191,15 +231,24 @@ class LocalBackend {
         signal?.removeEventListener('abort', onAbort);
         await run;
       }
-      if (failure) throw failure instanceof Error ? failure : new Error(String(failure));
+      if (failure) {
+        // The session starts afresh after a failure: a saved conversation may be restored.
+        if (pc) pc.fresh = true;
+        throw failure instanceof Error ? failure : new Error(String(failure));
+      }
       if (signal?.aborted) throw abortError(signal);
-      return stats;
+      // Saved while the caller reads the reply; the next generation waits for it.
+      if (pc) saving = this.saving = this._savePromptCache();
+      return restored ? { ...stats, promptRestored: restored.restored, restoreMs: restored.ms } : stats;
     } finally {
-      release();
+      if (saving) saving.finally(release);
+      else release();
     }
   }
 
   async unload() {
+    // A conversation being saved is finished first (a reload right after a reply keeps it).
+    if (this.saving) await this.saving;
     if (this.raw) {
       this.raw.unload();
       // Dropping the Rust object frees what a finished generation left (its GPU buffers).

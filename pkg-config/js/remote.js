@@ -68,7 +68,10 @@ export async function loadRemote(source, opts = {}) {
   const ch = new Channel(worker);
   const transfer = typeof ReadableStream !== 'undefined' && source instanceof ReadableStream ? [source] : [];
   const src = source instanceof URL ? source.href : source;
-  const cleanOpts = { cache: rest.cache, executor: rest.executor, size: rest.size, wasmUrl };
+  const cleanOpts = {
+    cache: rest.cache, executor: rest.executor, size: rest.size, wasmUrl,
+    promptCache: rest.promptCache, promptCacheMaxBytes: rest.promptCacheMaxBytes,
+  };
   // Relative URLs are resolved against the page, not the worker script.
   const absolute = typeof src === 'string' ? new URL(src, location.href).href : src;
   try {

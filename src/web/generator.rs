@@ -34,9 +34,52 @@ pub(crate) struct Request {
     pub(crate) reject: Function,
 }
 
+/// Save the session's conversation as a prompt cache, handing its bytes to `on_chunk` (a
+/// `Uint8Array` each; a returned Promise is awaited before the next).
+pub(crate) struct SaveRequest {
+    pub(crate) on_chunk: Function,
+    pub(crate) resolve: Function,
+    pub(crate) reject: Function,
+}
+
+/// Restore a saved prompt cache (`blob`) into the session for `n_ctx`, keeping the longest
+/// common prefix with `prompt`.
+pub(crate) struct RestoreRequest {
+    pub(crate) blob: web_sys::Blob,
+    pub(crate) prompt: String,
+    pub(crate) add_special: bool,
+    pub(crate) n_ctx: usize,
+    pub(crate) resolve: Function,
+    pub(crate) reject: Function,
+}
+
+/// What the task is asked to do, in order.
+pub(crate) enum Job {
+    Generate(Request),
+    Save(SaveRequest),
+    Restore(RestoreRequest),
+}
+
+impl Job {
+    fn resolve(&self) -> &Function {
+        match self {
+            Job::Generate(r) => &r.resolve,
+            Job::Save(r) => &r.resolve,
+            Job::Restore(r) => &r.resolve,
+        }
+    }
+    fn reject(&self) -> &Function {
+        match self {
+            Job::Generate(r) => &r.reject,
+            Job::Save(r) => &r.reject,
+            Job::Restore(r) => &r.reject,
+        }
+    }
+}
+
 #[derive(Default)]
 struct State {
-    items: VecDeque<Request>,
+    items: VecDeque<Job>,
     waker: Option<Waker>,
     closed: bool,
 }
@@ -48,11 +91,11 @@ pub(crate) struct Queue(Rc<RefCell<State>>);
 
 impl Queue {
     /// Queue `req`; rejects it at once when the queue is closed.
-    pub(crate) fn push(&self, req: Request) {
+    pub(crate) fn push(&self, req: Job) {
         let mut s = self.0.borrow_mut();
         if s.closed {
             drop(s);
-            let _ = req.reject.call1(&JsValue::NULL, &js_err("the model has been unloaded"));
+            let _ = req.reject().call1(&JsValue::NULL, &js_err("the model has been unloaded"));
             return;
         }
         s.items.push_back(req);
@@ -63,7 +106,7 @@ impl Queue {
 
     /// Refuse new requests, reject the waiting ones, and let the task end.
     pub(crate) fn close(&self) {
-        let waiting: Vec<Request> = {
+        let waiting: Vec<Job> = {
             let mut s = self.0.borrow_mut();
             s.closed = true;
             if let Some(w) = s.waker.take() {
@@ -72,11 +115,11 @@ impl Queue {
             s.items.drain(..).collect()
         };
         for r in waiting {
-            let _ = r.reject.call1(&JsValue::NULL, &js_err("the model has been unloaded"));
+            let _ = r.reject().call1(&JsValue::NULL, &js_err("the model has been unloaded"));
         }
     }
 
-    async fn next(&self) -> Option<Request> {
+    async fn next(&self) -> Option<Job> {
         poll_fn(|cx| {
             let mut s = self.0.borrow_mut();
             if let Some(r) = s.items.pop_front() {
@@ -98,15 +141,22 @@ pub(crate) fn spawn(model: Rc<Model>, queue: Queue) {
         let model: &Model = &model;
         // The session and the context size it was made for.
         let mut session: Option<(usize, Session<'_>)> = None;
-        while let Some(req) = queue.next().await {
-            match run(model, &mut session, &req).await {
+        while let Some(job) = queue.next().await {
+            let done = match &job {
+                Job::Generate(req) => run(model, &mut session, req).await,
+                Job::Save(req) => save(&session, req).await,
+                Job::Restore(req) => restore(model, &mut session, req).await,
+            };
+            match done {
                 Ok(v) => {
-                    let _ = req.resolve.call1(&JsValue::NULL, &v);
+                    let _ = job.resolve().call1(&JsValue::NULL, &v);
                 }
                 Err(e) => {
                     // A failed step may leave the cache half-written: start afresh next time.
-                    session = None;
-                    let _ = req.reject.call1(&JsValue::NULL, &e);
+                    if !matches!(job, Job::Save(_)) {
+                        session = None;
+                    }
+                    let _ = job.reject().call1(&JsValue::NULL, &e);
                 }
             }
         }
@@ -138,6 +188,82 @@ fn logprobs_entry(model: &Model, lp: &Logprobs) -> JsValue {
     o.into()
 }
 
+/// The kept session for a context of `n_ctx`, made anew when there is none or it was made for
+/// another context size.
+fn session_for<'s, 'm>(
+    model: &'m Model,
+    slot: &'s mut Option<(usize, Session<'m>)>,
+    n_ctx: usize,
+) -> Result<&'s mut Session<'m>, JsValue> {
+    if slot.as_ref().is_some_and(|(n, _)| *n != n_ctx) {
+        *slot = None;
+    }
+    Ok(match slot {
+        Some((_, s)) => s,
+        None => {
+            let s = model.session(SessionOptions { n_ctx, ..Default::default() }).map_err(js_err)?;
+            &mut slot.insert((n_ctx, s)).1
+        }
+    })
+}
+
+/// Save the kept session's conversation; resolves to `{ tokens: Uint32Array, bytes }`, or
+/// `null` when there is nothing to save.
+async fn save(slot: &Option<(usize, Session<'_>)>, req: &SaveRequest) -> Result<JsValue, JsValue> {
+    let Some((_, session)) = slot.as_ref().filter(|(_, s)| !s.tokens().is_empty()) else {
+        return Ok(JsValue::NULL);
+    };
+    let on_chunk = &req.on_chunk;
+    let bytes = session
+        .save_prompt_cache_to(|b| async move {
+            let chunk = js_sys::Uint8Array::from(&b[..]);
+            let ret = on_chunk
+                .call1(&JsValue::NULL, &chunk)
+                .map_err(|e| crate::Error::io("saving the prompt cache", js_text(&e)))?;
+            if let Some(p) = ret.dyn_ref::<Promise>() {
+                JsFuture::from(p.clone())
+                    .await
+                    .map_err(|e| crate::Error::io("saving the prompt cache", js_text(&e)))?;
+            }
+            Ok(())
+        })
+        .await
+        .map_err(js_err)?;
+    let o = Object::new();
+    set(&o, "tokens", js_sys::Uint32Array::from(session.tokens()));
+    set(&o, "bytes", bytes as f64);
+    Ok(o.into())
+}
+
+/// A JS exception's text.
+fn js_text(e: &JsValue) -> String {
+    e.dyn_ref::<js_sys::Error>()
+        .map(|e| String::from(e.message()))
+        .or_else(|| e.as_string())
+        .unwrap_or_else(|| format!("{e:?}"))
+}
+
+/// Restore a saved prompt cache into the session for the request's context; resolves to
+/// `{ restored, promptTokens, ms }`.
+async fn restore<'m>(
+    model: &'m Model,
+    slot: &mut Option<(usize, Session<'m>)>,
+    req: &RestoreRequest,
+) -> Result<JsValue, JsValue> {
+    let ids = model.tokenizer().encode(&req.prompt, req.add_special, true).map_err(js_err)?;
+    let session = session_for(model, slot, req.n_ctx)?;
+    let t0 = now_ms();
+    let restored = session
+        .restore_prompt_cache_from(crate::source::BlobSource::new(&req.blob), &ids)
+        .await
+        .map_err(js_err)?;
+    let o = Object::new();
+    set(&o, "restored", restored as f64);
+    set(&o, "promptTokens", ids.len() as f64);
+    set(&o, "ms", now_ms() - t0);
+    Ok(o.into())
+}
+
 /// One generation on the kept session; resolves to its stats object.
 async fn run<'m>(
     model: &'m Model,
@@ -145,17 +271,7 @@ async fn run<'m>(
     req: &Request,
 ) -> Result<JsValue, JsValue> {
     let ids = model.tokenizer().encode(&req.prompt, req.add_special, true).map_err(js_err)?;
-    if slot.as_ref().is_some_and(|(n, _)| *n != req.n_ctx) {
-        *slot = None;
-    }
-    let session = match slot {
-        Some((_, s)) => s,
-        None => {
-            let s =
-                model.session(SessionOptions { n_ctx: req.n_ctx, ..Default::default() }).map_err(js_err)?;
-            &mut slot.insert((req.n_ctx, s)).1
-        }
-    };
+    let session = session_for(model, slot, req.n_ctx)?;
     let t0 = now_ms();
     let mut opts = req.opts.clone();
     opts.context_shift = req.shift.map(|keep| keep.unwrap_or(ids.len()));

@@ -200,9 +200,63 @@ impl WickModel {
             });
         });
         match req {
-            Some(r) => self.queue.push(r),
+            Some(r) => self.queue.push(generator::Job::Generate(r)),
             None => return Err(js_err("could not create the generation's promise")),
         }
+        Ok(promise)
+    }
+
+    /// The model's identity for prompt caches: the hex of [`Model::digest`].
+    #[wasm_bindgen(getter)]
+    pub fn digest(&self) -> Result<String, JsValue> {
+        Ok(crate::digest::hex(&self.get()?.digest()))
+    }
+
+    /// Save the conversation the model's session holds (after the generations queued before
+    /// this call) as a prompt cache: `onChunk(bytes: Uint8Array)` receives its bytes in
+    /// order (it may return a Promise, awaited before the next piece). Resolves to
+    /// `{ tokens: Uint32Array, bytes }`, or `null` when the session holds nothing.
+    #[wasm_bindgen(js_name = savePromptCache)]
+    pub fn save_prompt_cache(&self, on_chunk: Function) -> Result<Promise, JsValue> {
+        self.get()?;
+        let mut req = None;
+        let promise = Promise::new(&mut |resolve, reject| {
+            req = Some(generator::SaveRequest { on_chunk: on_chunk.clone(), resolve, reject });
+        });
+        let req = req.ok_or_else(|| js_err("could not create the save's promise"))?;
+        self.queue.push(generator::Job::Save(req));
+        Ok(promise)
+    }
+
+    /// Restore a saved prompt cache (`blob`: a `Blob`/`File` of what `savePromptCache` wrote)
+    /// into the session a generation of `prompt` with `opts` (`{ addSpecial, nCtx }`) would
+    /// use, keeping the longest common prefix of its tokens and the prompt's: the next
+    /// generation evaluates only the rest. Resolves to `{ restored, promptTokens, ms }`; a
+    /// stale or corrupt cache rejects ("prompt cache rejected: ...") and leaves the session
+    /// empty.
+    #[wasm_bindgen(js_name = restorePromptCache)]
+    pub fn restore_prompt_cache(
+        &self,
+        blob: Blob,
+        prompt: String,
+        opts: JsValue,
+    ) -> Result<Promise, JsValue> {
+        self.get()?;
+        let add_special = options::field(&opts, "addSpecial").as_bool().unwrap_or(true);
+        let n_ctx = options::count(&opts, "nCtx").map_err(js_err)?.unwrap_or(0);
+        let mut req = None;
+        let promise = Promise::new(&mut |resolve, reject| {
+            req = Some(generator::RestoreRequest {
+                blob: blob.clone(),
+                prompt: prompt.clone(),
+                add_special,
+                n_ctx,
+                resolve,
+                reject,
+            });
+        });
+        let req = req.ok_or_else(|| js_err("could not create the restore's promise"))?;
+        self.queue.push(generator::Job::Restore(req));
         Ok(promise)
     }
 

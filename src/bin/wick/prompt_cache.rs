@@ -58,7 +58,7 @@ pub async fn save(dir: &CacheDir, session: &Session<'_>) {
     let t0 = Instant::now();
     let saved = async {
         let mut pending = dir.begin(&session.model().digest(), session.tokens())?;
-        let n = session.save_prompt_cache_to(|b| pending.write(b)).await?;
+        let n = session.save_prompt_cache_to(|b| std::future::ready(pending.write(&b))).await?;
         Ok::<_, Error>((dir.commit(pending)?, n))
     };
     match saved.await {
