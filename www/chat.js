@@ -7,7 +7,22 @@ const log = $('log');
 const send = $('send');
 const stop = $('stop');
 const stats = $('stats');
+// The conversation survives a reload (localStorage); its KV cache too (the package's prompt
+// cache in OPFS), so the next reply after a reload prefills only the new message.
+const SAVED = 'wick-demo-chat';
 let messages = [];
+try {
+  messages = JSON.parse(localStorage.getItem(SAVED) || '[]');
+} catch {
+  messages = [];
+}
+const keep = () => {
+  try {
+    localStorage.setItem(SAVED, JSON.stringify(messages));
+  } catch {
+    // Storage full or denied: the conversation lasts as long as the page.
+  }
+};
 let model = null;
 let running = null;
 
@@ -33,6 +48,8 @@ function bubble(role, text) {
   log.scrollTop = log.scrollHeight;
   return div;
 }
+
+for (const m of messages) bubble(m.role, m.content);
 
 async function chat() {
   const text = $('prompt').value.trim();
@@ -71,7 +88,8 @@ async function chat() {
       }
       if (c.finish_reason && chunk.timings) {
         const t = chunk.timings;
-        stats.textContent = `${chunk.usage.completion_tokens} tokens, prefill ${fmt(t.prefill_tokens_per_s)} tokens/s, decode ${fmt(t.decode_tokens_per_s)} tokens/s (${c.finish_reason})`;
+        const restored = t.prompt_tokens_restored ? `, ${t.prompt_tokens_restored} prompt tokens restored from the cache` : '';
+        stats.textContent = `${chunk.usage.completion_tokens} tokens, prefill ${fmt(t.prefill_tokens_per_s)} tokens/s, decode ${fmt(t.decode_tokens_per_s)} tokens/s${restored} (${c.finish_reason})`;
       }
     }
   } catch (e) {
@@ -84,6 +102,7 @@ async function chat() {
     }
   } finally {
     messages.push({ role: 'assistant', content: reply });
+    keep();
     window.wickDemo.replies.push({ text: reply, pieces: n, outcome });
     window.wickDemo.generating = false;
     running = null;
@@ -105,6 +124,7 @@ $('prompt').onkeydown = (e) => {
 $('clear').onclick = () => {
   running?.abort();
   messages = [];
+  keep();
   log.replaceChildren();
   stats.textContent = '';
 };

@@ -17,6 +17,8 @@ function timings(stats) {
     prefill_tokens_per_s: rate(stats.promptEvaluated, stats.prefillMs),
     // The first token comes with the prefill; the rest are decode steps.
     decode_tokens_per_s: rate(Math.max(stats.completionTokens - 1, 0), stats.decodeMs),
+    // Tokens restored from the prompt cache (a conversation saved before a reload), if any.
+    ...(stats.promptRestored !== undefined ? { prompt_tokens_restored: stats.promptRestored, restore_ms: stats.restoreMs } : {}),
   };
 }
 

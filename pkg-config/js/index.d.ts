@@ -226,6 +226,9 @@ export interface Timings {
   decode_ms: number;
   prefill_tokens_per_s: number | null;
   decode_tokens_per_s: number | null;
+  /** Prompt tokens restored from the prompt cache instead of evaluated (first turn after a load). */
+  prompt_tokens_restored?: number;
+  restore_ms?: number;
 }
 
 export interface ChatCompletionChunk {

@@ -1,6 +1,7 @@
 // End to end: the www chat demo in headless Chromium (WebGPU through SwiftShader) loads a
 // small model from the local server with a moving progress bar, streams a reply, stops a
-// long one, and loads the same model a second time from OPFS without downloading it again.
+// long one, keeps the conversation across a reload (its KV cache restored from OPFS), and
+// loads the same model a second time from OPFS without downloading it again.
 //
 //   node tests/browser/demo.test.mjs   (needs pkg/ built and $WICK_TEST_MODEL or
 //                                       target/web-test/tiny.gguf; see .ci/web-tests)
@@ -66,6 +67,21 @@ try {
   const shot = join(shots, 'demo-chat.png');
   await page.screenshot({ path: shot, fullPage: true });
   console.log(`screenshot: ${shot}`);
+
+  // 3b. A reload keeps the conversation: its messages come back, and the next reply (the
+  //     model loaded again, from OPFS) restores its KV cache from the prompt cache.
+  await page.reload();
+  await page.waitForFunction(() => document.querySelectorAll('.msg').length === 4, null, { timeout: 10_000 });
+  check(true, 'the conversation is shown again after a reload');
+  await page.click('#load');
+  await page.waitForFunction(() => document.body.dataset.loaded, null, { timeout: 120_000 });
+  await page.fill('#max-tokens', '8');
+  await page.fill('#prompt', 'And then?');
+  await page.click('#send');
+  await page.waitForFunction(() => window.wickDemo.replies.length === 1, null, { timeout: 120_000 });
+  const resumed = await page.textContent('#stats');
+  console.log(`  after the reload: ${resumed}`);
+  check(/\d+ prompt tokens restored from the cache/.test(resumed), 'the next reply restored the conversation from the prompt cache');
 
   // 4. Second load: from OPFS, no second download (counted at the server).
   const before = (await server.requests())[modelPath] || 0;
