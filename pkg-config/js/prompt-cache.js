@@ -125,12 +125,11 @@ export async function savePromptCache(digest, write, maxBytes = DEFAULT_MAX_BYTE
   const tokens = Array.from(saved.tokens);
   const entry = { file: name, digest, tokens, bytes: saved.bytes, usedAt: Date.now() };
   return serial(async () => {
-    let list = await readIndex(d);
     // Earlier snapshots of this conversation are contained in this one.
-    for (const e of list.filter((x) => x.digest === digest && commonPrefix(x.tokens, tokens) === x.tokens.length)) {
-      await remove(d, e.file);
-    }
-    list = list.filter((x) => !(x.digest === digest && commonPrefix(x.tokens, tokens) === x.tokens.length));
+    const contained = (x) => x.digest === digest && commonPrefix(x.tokens, tokens) === x.tokens.length;
+    const all = await readIndex(d);
+    for (const e of all.filter(contained)) await remove(d, e.file);
+    const list = all.filter((x) => !contained(x));
     list.push(entry);
     list.sort((a, b) => a.usedAt - b.usedAt);
     let total = list.reduce((n, x) => n + x.bytes, 0);

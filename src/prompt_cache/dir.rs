@@ -15,7 +15,7 @@ use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
-use super::{header_len, read_header_of, CacheHeader, HEADER_MIN};
+use super::{header_needs, read_header_of, CacheHeader, HEADER_MIN};
 use crate::digest::{hex, Fnv128};
 use crate::{Error, Result};
 
@@ -187,28 +187,18 @@ fn read_file_header(path: &Path) -> Result<CacheHeader> {
     let io = |e: std::io::Error| Error::io(format!("reading {}", path.display()), e);
     let mut f = fs::File::open(path).map_err(io)?;
     let file_len = f.metadata().map_err(io)?.len() as usize;
-    let truncated = || Error::PromptCache(format!("{}: truncated header", path.display()));
-    let mut start = Vec::new();
-    // Grow `start` to `n` bytes of the file.
-    let mut read_to = |start: &mut Vec<u8>, n: usize| -> Result<()> {
-        if n > file_len {
-            return Err(truncated());
+    let mut head = Vec::new();
+    let mut n = Some(HEADER_MIN);
+    while let Some(need) = n {
+        if need > file_len {
+            return Err(Error::PromptCache(format!("{}: truncated header", path.display())));
         }
-        let at = start.len();
-        start.resize(n.max(at), 0);
-        f.read_exact(&mut start[at..]).map_err(io)
-    };
-    read_to(&mut start, HEADER_MIN)?;
-    let n_layers = u32::from_le_bytes([
-        start[HEADER_MIN - 4],
-        start[HEADER_MIN - 3],
-        start[HEADER_MIN - 2],
-        start[HEADER_MIN - 1],
-    ]);
-    read_to(&mut start, HEADER_MIN.saturating_add((n_layers as usize).saturating_mul(8)).saturating_add(4))?;
-    let n = header_len(&start).ok_or_else(truncated)?;
-    read_to(&mut start, n)?;
-    Ok(read_header_of(&start, file_len)?.0)
+        let at = head.len();
+        head.resize(need, 0);
+        f.read_exact(&mut head[at..]).map_err(io)?;
+        n = header_needs(&head, file_len)?;
+    }
+    Ok(read_header_of(&head, file_len)?.0)
 }
 
 #[cfg(test)]

@@ -134,7 +134,7 @@ pub fn read_header(bytes: &[u8]) -> Result<(CacheHeader, usize)> {
 }
 
 /// [`read_header`] of a file of `file_len` bytes that begins with `bytes` (at least its header:
-/// [`header_len`]).
+/// [`header_needs`]).
 pub fn read_header_of(bytes: &[u8], file_len: usize) -> Result<(CacheHeader, usize)> {
     let (header, at) = parse_header(bytes, file_len)?;
     let want = saved_len(&header, at);
@@ -151,11 +151,9 @@ pub fn saved_len(header: &CacheHeader, header_bytes: usize) -> usize {
     header_bytes.saturating_add(header.payload_bytes()).saturating_add(CHECKSUM_BYTES)
 }
 
-/// The header that `bytes` begin with and its length, checking the format; counts are
-/// bounded by `limit` bytes (the file's length, or what a reader accepts to hold).
-pub fn parse_header(bytes: &[u8], limit: usize) -> Result<(CacheHeader, usize)> {
-    let file_len = limit;
-    let mut f = Fields { bytes, at: 0 };
+/// The fields before the layer count (magic, version, digest, element and block sizes),
+/// checked; the digest.
+fn prefix(f: &mut Fields<'_>) -> Result<[u8; 16]> {
     if f.take(8, "magic")? != MAGIC {
         return Err(bad("not a wick prompt cache (bad magic)"));
     }
@@ -172,37 +170,57 @@ pub fn parse_header(bytes: &[u8], limit: usize) -> Result<(CacheHeader, usize)> 
             "KV of {elem}-byte values in blocks of {block}; this wick keeps {KV_ELEM_BYTES}-byte values in blocks of {KV_BLOCK}"
         )));
     }
-    let n_layers = f.u32("layer count")? as usize;
-    // Each layer takes 8 bytes of dims: a count the file cannot hold is corrupt.
-    if n_layers.saturating_mul(8) > file_len {
-        return Err(bad(format!("{n_layers} layers in a file of {file_len} bytes")));
+    Ok(digest)
+}
+
+/// Where the row widths end and where the tokens end, for a header of `n_layers` and
+/// `n_tokens`, each checked against `limit` bytes (the file's length, or what a reader
+/// accepts to hold) before anything is read or allocated for them.
+fn widths_end(n_layers: usize, limit: usize) -> Result<usize> {
+    let end = n_layers.checked_mul(8).and_then(|n| n.checked_add(HEADER_MIN + 4)).filter(|&n| n <= limit);
+    end.ok_or_else(|| bad(format!("{n_layers} layers in a file of {limit} bytes")))
+}
+fn tokens_end(widths_end: usize, n_tokens: usize, limit: usize) -> Result<usize> {
+    let end = n_tokens.checked_mul(4).and_then(|n| n.checked_add(widths_end)).filter(|&n| n <= limit);
+    end.ok_or_else(|| bad(format!("{n_tokens} tokens in a file of {limit} bytes")))
+}
+
+/// How many bytes the header that `start` begins with takes, for a reader that reads it in
+/// steps: given at least [`HEADER_MIN`] bytes, `Ok(Some(n))` when it needs `n` bytes in all
+/// to tell more, `Ok(None)` when `start` holds all of it. The format and the counts are
+/// checked as they arrive (against `limit`, as [`parse_header`] does).
+pub fn header_needs(start: &[u8], limit: usize) -> Result<Option<usize>> {
+    let mut f = Fields { bytes: start, at: 0 };
+    prefix(&mut f)?;
+    let widths = widths_end(f.u32("layer count")? as usize, limit)?;
+    if start.len() < widths {
+        return Ok(Some(widths));
     }
+    f.at = widths - 4;
+    let end = tokens_end(widths, f.u32("token count")? as usize, limit)?;
+    Ok((start.len() < end).then_some(end))
+}
+
+/// The header that `bytes` begin with and its length, checking the format; counts are
+/// bounded by `limit` bytes (the file's length, or what a reader accepts to hold).
+pub fn parse_header(bytes: &[u8], limit: usize) -> Result<(CacheHeader, usize)> {
+    let mut f = Fields { bytes, at: 0 };
+    let digest = prefix(&mut f)?;
+    let n_layers = f.u32("layer count")? as usize;
+    let widths = widths_end(n_layers, limit)?;
     let mut dims = Vec::with_capacity(2 * n_layers);
     for _ in 0..2 * n_layers {
         dims.push(f.u32("row widths")? as usize);
     }
     let v_dims = dims.split_off(n_layers);
     let n_tokens = f.u32("token count")? as usize;
-    if n_tokens.saturating_mul(4) > file_len {
-        return Err(bad(format!("{n_tokens} tokens in a file of {file_len} bytes")));
-    }
+    tokens_end(widths, n_tokens, limit)?;
     let tokens = f
         .take(4 * n_tokens, "tokens")?
         .chunks_exact(4)
         .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]))
         .collect();
     Ok((CacheHeader { digest, k_dims: dims, v_dims, tokens }, f.at))
-}
-
-/// Bytes of the header that begins with `start` (the first [`HEADER_MIN`] bytes or more):
-/// `None` until enough of it is there to tell (the layer and token counts).
-pub fn header_len(start: &[u8]) -> Option<usize> {
-    let u32_at =
-        |at: usize| start.get(at..at + 4).map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]) as usize);
-    let n_layers = u32_at(HEADER_MIN - 4)?;
-    let tokens_at = HEADER_MIN.checked_add(n_layers.checked_mul(8)?)?;
-    let n_tokens = u32_at(tokens_at)?;
-    tokens_at.checked_add(4)?.checked_add(n_tokens.checked_mul(4)?)
 }
 
 /// Bytes before the row widths: magic, version, digest, element and block sizes, layers.
@@ -405,9 +423,15 @@ mod tests {
         let (h, p) = sample();
         let bytes = encode(&h, &p).unwrap();
         let (_, at) = read_header(&bytes).unwrap();
-        assert_eq!(header_len(&bytes[..HEADER_MIN]), None);
-        assert_eq!(header_len(&bytes[..at]), Some(at));
+        // Read in steps as a reader does: the widths first, then the tokens, then done.
+        let widths = header_needs(&bytes[..HEADER_MIN], bytes.len()).unwrap().unwrap();
+        assert!(widths > HEADER_MIN && widths < at);
+        assert_eq!(header_needs(&bytes[..widths], bytes.len()).unwrap(), Some(at));
+        assert_eq!(header_needs(&bytes[..at], bytes.len()).unwrap(), None);
         assert_eq!(read_header_of(&bytes[..at], bytes.len()).unwrap().0, h);
+        // A count the limit cannot hold, or a bad magic, is an error before reading on.
+        assert!(header_needs(&bytes[..HEADER_MIN], HEADER_MIN + 8).is_err());
+        assert!(header_needs(&[0u8; HEADER_MIN], bytes.len()).is_err());
     }
 
     #[test]

@@ -4,7 +4,7 @@
 
 use std::ops::Range;
 
-use super::{bad, parse_header, CacheHeader, HEADER_MIN};
+use super::{bad, header_needs, parse_header, CacheHeader, HEADER_MIN};
 use crate::exec::{KV_BLOCK, KV_ELEM_BYTES};
 use crate::source::ByteSource;
 use crate::Result;
@@ -34,28 +34,11 @@ pub async fn read_header_from<S: ByteSource>(src: &mut S) -> Result<(CacheHeader
     let limit = src.len_hint().map_or(MAX_HEADER, |n| n.min(usize::MAX as u64) as usize);
     let mut head = vec![0u8; HEADER_MIN];
     read_exact(src, &mut head, "header").await?;
-    // Parse what is there: the magic, version and sizes are checked before reading on.
-    let count = |head: &[u8], at: usize| {
-        u32::from_le_bytes([head[at], head[at + 1], head[at + 2], head[at + 3]]) as usize
-    };
-    let n_layers = count(&head, HEADER_MIN - 4);
-    if let Err(e) = parse_header(&head, limit) {
-        // Only "the header goes on" is expected here; a bad magic or version is final.
-        if !e.to_string().contains("truncated") {
-            return Err(e);
-        }
+    while let Some(n) = header_needs(&head, limit)? {
+        let at = head.len();
+        head.resize(n, 0);
+        read_exact(src, &mut head[at..], "header").await?;
     }
-    let widths_end =
-        n_layers.checked_mul(8).and_then(|n| n.checked_add(HEADER_MIN + 4)).filter(|&n| n <= limit);
-    let widths_end =
-        widths_end.ok_or_else(|| bad(format!("{n_layers} layers in a stream of {limit} bytes")))?;
-    head.resize(widths_end, 0);
-    read_exact(src, &mut head[HEADER_MIN..], "row widths").await?;
-    let n_tokens = count(&head, widths_end - 4);
-    let end = n_tokens.checked_mul(4).and_then(|n| n.checked_add(widths_end)).filter(|&n| n <= limit);
-    let end = end.ok_or_else(|| bad(format!("{n_tokens} tokens in a stream of {limit} bytes")))?;
-    head.resize(end, 0);
-    read_exact(src, &mut head[widths_end..], "tokens").await?;
     let (header, at) = parse_header(&head, limit)?;
     debug_assert_eq!(at, head.len());
     Ok((header, head))
