@@ -143,6 +143,7 @@ impl CudaExecutor {
             scores: None,
             n_sm,
             split_attention: std::env::var("WICK_CUDA_SPLIT").as_deref() != Ok("0"),
+            decode_mma: flash && std::env::var("WICK_CUDA_DECODE_MMA").as_deref() != Ok("0"),
             device,
             debug: std::env::var_os("WICK_CUDA_DEBUG").is_some(),
             use_graphs: std::env::var("WICK_CUDA_GRAPHS").as_deref() != Ok("0")

@@ -9,6 +9,7 @@ use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 
+use cudarc::driver::sys::CUfunction_attribute;
 use cudarc::driver::{CudaContext, CudaFunction};
 use cudarc::nvrtc::{CompileOptions, Ptx};
 
@@ -78,6 +79,7 @@ impl Module {
                 ("attention_rows.cu", include_str!("kernels/attention_rows.cu")),
                 ("attention_split.cu", include_str!("kernels/attention_split.cu")),
                 ("attention_flash.cu", include_str!("kernels/attention_flash.cu")),
+                ("attention_decode.cu", include_str!("kernels/attention_decode.cu")),
             ],
             Module::Sampling => &[("sampling.cu", include_str!("kernels/sampling.cu"))],
             Module::Matmul => &[
@@ -240,6 +242,12 @@ pub(crate) enum Kernel {
     },
     /// `AttentionFlashParams`: prefill attention on the tensor cores (heads of 64, 128, 256).
     AttentionFlash(HeadDims),
+    /// `AttentionSplitParams`: the split kernel's decode attention on the tensor cores, keys
+    /// streamed by cp.async (attention_decode.cu; heads of 64 and 128, `heads` 1, 2, 4 or 8).
+    AttentionDecode {
+        dims: HeadDims,
+        heads: u8,
+    },
     Argmax,
     QuantizeQ8_0,
     QuantizeQ8K,
@@ -310,6 +318,9 @@ impl Kernel {
         for dims in [HeadDims::D64, HeadDims::D128, HeadDims::D256] {
             v.extend(HeadDims::split_heads(dims).iter().map(|&heads| AttentionSplit { dims, heads }));
         }
+        for dims in [HeadDims::D64, HeadDims::D128] {
+            v.extend(HeadDims::split_heads(dims).iter().map(|&heads| AttentionDecode { dims, heads }));
+        }
         for occ in [false, true] {
             for t in Block::ALL {
                 v.extend([MmvForm::One, MmvForm::Gated, MmvForm::Three].map(|form| Mmv { t, form, occ }));
@@ -349,6 +360,9 @@ impl Kernel {
                 return format!("attention_split_{}_{heads}", dims.size())
             }
             Kernel::AttentionFlash(dims) => return format!("attention_flash_{}", dims.size()),
+            Kernel::AttentionDecode { dims, heads } => {
+                return format!("attention_decode_{}_{heads}", dims.size())
+            }
             Kernel::Argmax => "argmax",
             Kernel::MmqReduce => "mmq_reduce",
             Kernel::QuantizeQ8_0 => "quantize_q8_0",
@@ -395,7 +409,7 @@ impl Kernel {
             Kernel::KvStore => "KvStoreParams",
             Kernel::KvShift => "KvShiftParams",
             Kernel::Attention | Kernel::AttentionRows(_) => "AttentionParams",
-            Kernel::AttentionSplit { .. } => "AttentionSplitParams",
+            Kernel::AttentionSplit { .. } | Kernel::AttentionDecode { .. } => "AttentionSplitParams",
             Kernel::AttentionFlash(_) => "AttentionFlashParams",
             Kernel::Argmax => "ArgmaxParams",
             Kernel::QuantizeQ8_0 | Kernel::QuantizeQ8K => "QuantizeParams",
@@ -424,6 +438,7 @@ impl Kernel {
             Kernel::Attention
             | Kernel::AttentionRows(_)
             | Kernel::AttentionSplit { .. }
+            | Kernel::AttentionDecode { .. }
             | Kernel::AttentionFlash(_) => Module::Attention,
             Kernel::Argmax => Module::Sampling,
             Kernel::QuantizeQ8_0
@@ -439,6 +454,18 @@ impl Kernel {
         }
     }
 
+    /// Bytes of dynamic shared memory a launch of the kernel takes (0 for all but the tensor-core
+    /// decode attention: its warps' rings of key and value tiles, attention_decode.cu).
+    pub(crate) fn dynamic_smem(self) -> u32 {
+        match self {
+            // 4 warps · stages · (a key and a value tile of 16 rows of size + 8 halves).
+            Kernel::AttentionDecode { dims, .. } => {
+                (4 * decode_stages() * 2 * 16 * (dims.size() + 8) * 2) as u32
+            }
+            _ => 0,
+        }
+    }
+
     /// Whether the kernel is written for programmatic dependent launch: it calls `pdl_wait`
     /// (common.cuh) before touching anything an earlier kernel writes, so it may be launched
     /// while that kernel still runs.
@@ -451,6 +478,7 @@ impl Kernel {
                 | Kernel::RopeKv
                 | Kernel::Attention
                 | Kernel::AttentionSplit { .. }
+                | Kernel::AttentionDecode { .. }
                 | Kernel::Embed
                 | Kernel::Mmv { .. }
                 | Kernel::MmvRows { .. }
@@ -499,7 +527,15 @@ fn options(arch: (i32, i32)) -> Vec<String> {
             o.push(format!("-D{define}={n}"));
         }
     }
+    // The decode attention's stages: compiled in, and counted by `Kernel::dynamic_smem`.
+    o.push(format!("-DAD_STAGES={}", decode_stages()));
     o
+}
+
+/// Stages of the tensor-core decode attention's rings (3; `WICK_CUDA_DECODE_STAGES`, 2 to 4,
+/// an experiment knob): the tiles a warp has in flight, plus the one it computes.
+pub(crate) fn decode_stages() -> usize {
+    std::env::var("WICK_CUDA_DECODE_STAGES").ok().and_then(|n| n.parse().ok()).unwrap_or(3usize).clamp(2, 4)
 }
 
 /// The CUDA C source of `module`, as NVRTC compiles it: common.cuh, the generated parameter
@@ -588,6 +624,16 @@ pub(crate) fn load(ctx: &Arc<CudaContext>) -> Result<HashMap<Kernel, CudaFunctio
         for &k in all.iter().filter(|k| k.module() == module) {
             let f =
                 loaded.load_function(&k.name()).map_err(|e| err(format!("kernel '{}': {e}", k.name())))?;
+            if k.dynamic_smem() > 0 {
+                // Above 48 KiB a kernel must ask for its dynamic shared memory.
+                f.set_attribute(
+                    CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                    k.dynamic_smem() as i32,
+                )
+                .map_err(|e| {
+                    err(format!("kernel '{}': {} bytes of shared memory: {e}", k.name(), k.dynamic_smem()))
+                })?;
+            }
             fns.insert(k, f);
         }
     }
@@ -603,7 +649,7 @@ mod tests {
     #[test]
     fn every_kernel_named_once() {
         let all = Kernel::all();
-        assert_eq!(all.len(), 145);
+        assert_eq!(all.len(), 153);
         let names: std::collections::HashSet<String> = all.iter().map(|k| k.name()).collect();
         assert_eq!(names.len(), all.len());
     }

@@ -95,6 +95,9 @@ pub struct CudaExecutor {
     /// Decode attention over chunks of the keys (`attention_split.cu`; off with
     /// `WICK_CUDA_SPLIT=0`).
     split_attention: bool,
+    /// The split decode attention on the tensor cores for heads of 64 and 128
+    /// (`attention_decode.cu`): sm_80 and later, unless `WICK_CUDA_DECODE_MMA=0`.
+    decode_mma: bool,
     device: String,
     /// `WICK_CUDA_DEBUG` set: print every matmul's input and its first converted block.
     debug: bool,

@@ -160,7 +160,8 @@ impl CudaExecutor {
         if self.pdl && k.pdl_aware() {
             return self.launch_pdl(k, f, grid, block, p);
         }
-        let cfg = LaunchConfig { grid_dim: grid, block_dim: (block, 1, 1), shared_mem_bytes: 0 };
+        let cfg =
+            LaunchConfig { grid_dim: grid, block_dim: (block, 1, 1), shared_mem_bytes: k.dynamic_smem() };
         let mut b = self.stream.launch_builder(f);
         b.arg(p);
         // SAFETY: the kernel takes exactly one parameter, a struct whose C declaration NVRTC
@@ -194,7 +195,7 @@ impl CudaExecutor {
             blockDimX: block,
             blockDimY: 1,
             blockDimZ: 1,
-            sharedMemBytes: 0,
+            sharedMemBytes: k.dynamic_smem(),
             hStream: self.stream.cu_stream(),
             attrs: &mut attr,
             numAttrs: 1,

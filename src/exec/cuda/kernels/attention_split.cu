@@ -120,6 +120,97 @@ __device__ __forceinline__ void combine_chunks(const AttentionSplitParams& p, in
     }
 }
 
+// Which chunk of which (row, KV head, head group) a block of the split kernels takes: block
+// (blockIdx.x = s, blockIdx.y = y) of a grid of (n_split, rows · n_kv_heads · ⌈G / gb⌉).
+struct SplitChunk {
+    int y, r, kvh, ng, h0;
+    int start;        // the row's first visible key (sliding window), keys before it masked
+    int n_used, s;    // chunks the row's keys take, and this block's
+    int j0, j1;       // this chunk's keys, j0 a multiple of 32
+    int b0;           // the cache block of key j0
+    const u32* table; // the row's sequence's block table
+};
+
+// The chunk of this block; false when the row's keys take fewer chunks than s + 1. A chunk is
+// at least AS_MIN_CHUNK keys, counted from the window's start rounded down to 32 keys.
+__device__ __forceinline__ bool split_chunk(const AttentionSplitParams& p, int gb, SplitChunk* c) {
+    const int G = p.n_heads / p.n_kv_heads, n_groups = (G + gb - 1) / gb;
+    const int y = blockIdx.y, per_row = p.n_kv_heads * n_groups;
+    c->y = y;
+    c->r = y / per_row;
+    c->kvh = (y % per_row) / n_groups;
+    const int g0 = (y % n_groups) * gb;
+    c->ng = min(gb, G - g0);
+    c->h0 = c->kvh * G + g0;
+    const int pos = p.pos[c->r];
+    c->table = p.tables + (long long)p.seq[c->r] * p.tstride;
+    c->start = p.window > 0 ? max(pos + 1 - p.window, 0) : 0;
+    const int base = c->start & ~31;
+    const int len = pos + 1 - base;
+    int chunk = (len + p.n_split - 1) / p.n_split;
+    chunk = max(AS_MIN_CHUNK, (chunk + 31) / 32 * 32);
+    c->n_used = (len + chunk - 1) / chunk;
+    c->s = blockIdx.x;
+    if (c->s >= c->n_used) return false;
+    c->j0 = base + c->s * chunk;
+    c->j1 = min(c->j0 + chunk, pos + 1);
+    c->b0 = (unsigned)c->j0 / KV_BLOCK;
+    return true;
+}
+
+// The chunk's block-table entries into tbl (the first AS_TBL; a longer chunk reads the rest
+// from global memory), so a key group's cache row is a shared-memory read away. The caller
+// synchronizes the block before reading them.
+__device__ __forceinline__ void load_chunk_table(const SplitChunk& c, u32* tbl) {
+    const int nb = (unsigned)(c.j1 - 1) / KV_BLOCK - c.b0 + 1;
+    for (int i = threadIdx.x; i < min(nb, AS_TBL); i += blockDim.x) tbl[i] = c.table[c.b0 + i];
+}
+
+// The cache row of key j (tbl as load_chunk_table left it).
+__device__ __forceinline__ long long chunk_row(const SplitChunk& c, const u32* tbl, int j) {
+    const int bi = (unsigned)j / KV_BLOCK - c.b0;
+    return (long long)(bi < AS_TBL ? tbl[bi] : c.table[c.b0 + bi]) * KV_BLOCK + (j & (KV_BLOCK - 1));
+}
+
+// The block's chunk s of (row r, heads h0 .. h0 + ng), once each warp w has left its (max m,
+// sum l) of head g in wm[w][g], wl[w][g] (natural-log domain; a warp with no keys: -inf and 0)
+// and its unnormalized outputs at wo[w · wo_stride + g · HD + d]: the four warps meet, and the
+// chunk's result goes to dst (one chunk) or to `part`, where the last block of the (row, KV
+// head, head group) y to finish combines the chunks. Called by every thread of the block.
+template <int HD, int GB>
+__device__ __forceinline__ void finish_chunk(const AttentionSplitParams& p, int y, int r, int h0, int ng, int s,
+                                             int n_used, const float (&wm)[4][GB], const float (&wl)[4][GB],
+                                             const float* wo, int wo_stride) {
+    float* part_o = p.part;
+    float* part_ml = p.part + (long long)p.part_rows * HD;
+    // Thread (g, d) for i = g · HD + d: this chunk's (m, l, o[d]) of head g.
+    for (int i = threadIdx.x; i < ng * HD; i += 128) {
+        const int g = i / HD, d = i % HD;
+        float mx = -INFINITY;
+#pragma unroll
+        for (int w = 0; w < 4; w++) mx = fmaxf(mx, wm[w][g]);
+        float sum = 0.0f, out = 0.0f;
+#pragma unroll
+        for (int w = 0; w < 4; w++) {
+            // A warp with no keys has m = -inf, l = 0 and o = 0.
+            const float f = wm[w][g] == -INFINITY ? 0.0f : expf(wm[w][g] - mx);
+            sum += wl[w][g] * f;
+            out += wo[w * wo_stride + g * HD + d] * f;
+        }
+        const long long head = (long long)r * p.n_heads + h0 + g;
+        if (n_used == 1) {
+            p.dst[head * HD + d] = out / sum;
+        } else {
+            const long long row = head * p.n_split + s;
+            part_o[row * HD + d] = out;
+            if (d == 0) part_ml[2 * row] = mx, part_ml[2 * row + 1] = sum;
+        }
+    }
+    if (n_used == 1) return;
+    if (!last_to_finish(&p.counters[y], n_used)) return;
+    combine_chunks<HD, GB>(p, r, h0, ng, n_used);
+}
+
 // HD: the head size (64, 128 or 256); GB: query heads a block (1, 2, 4 or 8; GB · HD <= 1024).
 template <int HD, int GB>
 __device__ __forceinline__ void attention_split_t(const AttentionSplitParams& p) {
@@ -133,32 +224,19 @@ __device__ __forceinline__ void attention_split_t(const AttentionSplitParams& p)
     __shared__ float ps[4][GB][32];
     __shared__ float wm[4][GB], wl[4][GB];
     __shared__ __align__(16) float wo[4][GB][HD];
-    // The chunk's block-table entries (the first AS_TBL; a longer chunk reads the rest from
-    // global memory), so a key group's cache row is a shared-memory read away.
-    __shared__ u32 tbl[AS_TBL];
+    __shared__ u32 tbl[AS_TBL];  // load_chunk_table
     pdl_trigger();
     pdl_wait();
-    const int G = p.n_heads / p.n_kv_heads, n_groups = (G + GB - 1) / GB;
-    const int y = blockIdx.y, per_row = p.n_kv_heads * n_groups;
-    const int r = y / per_row, kvh = (y % per_row) / n_groups, g0 = (y % n_groups) * GB;
-    const int ng = min(GB, G - g0), h0 = kvh * G + g0;
-    const int pos = p.pos[r];
-    const u32* table = p.tables + (long long)p.seq[r] * p.tstride;
-    const int start = p.window > 0 ? max(pos + 1 - p.window, 0) : 0;
-    const int base = start & ~31;  // chunks from a 32-key boundary; keys before start masked
-    const int len = pos + 1 - base;
-    int chunk = (len + p.n_split - 1) / p.n_split;
-    chunk = max(AS_MIN_CHUNK, (chunk + 31) / 32 * 32);
-    const int n_used = (len + chunk - 1) / chunk, s = blockIdx.x;
-    if (s >= n_used) return;
-    const int j0 = base + s * chunk, j1 = min(j0 + chunk, pos + 1);
+    SplitChunk c;
+    if (!split_chunk(p, GB, &c)) return;
+    const int y = c.y, r = c.r, kvh = c.kvh, ng = c.ng, h0 = c.h0, start = c.start, n_used = c.n_used, s = c.s;
+    const int j0 = c.j0, j1 = c.j1;
     const int t = threadIdx.x, warp = t / 32, lane = t % 32;
     for (int i = t; i < GB * HD; i += 128) {
         int g = i / HD, d = i % HD;
         qs[g][d] = g < ng ? f16r(p.q[((long long)r * p.n_heads + h0 + g) * HD + d]) : 0.0f;
     }
-    const int b0 = (unsigned)j0 / KV_BLOCK, nb = (unsigned)(j1 - 1) / KV_BLOCK - b0 + 1;
-    for (int i = t; i < min(nb, AS_TBL); i += 128) tbl[i] = table[b0 + i];
+    load_chunk_table(c, tbl);
     __syncthreads();
     const u16* kb = p.kc + kvh * HD;
     const u16* vb = p.vc + kvh * HD + (lane % LPR) * 8;
@@ -174,8 +252,7 @@ __device__ __forceinline__ void attention_split_t(const AttentionSplitParams& p)
     for (int jt = j0 + warp * 32; jt < j1; jt += 128) {
         // The cache row of key jt (a multiple of 32: keys jt .. jt + 31 are rows krow .. krow
         // + 31 of one block).
-        const int bi = (unsigned)jt / KV_BLOCK - b0;
-        const int krow = (int)(bi < AS_TBL ? tbl[bi] : table[b0 + bi]) * KV_BLOCK + (jt & (KV_BLOCK - 1));
+        const int krow = (int)chunk_row(c, tbl, jt);
         // Scores: lane = key, all GB heads from one read of the key row.
         const int j = jt + lane;
         const bool valid = j >= start && j < j1;
@@ -259,35 +336,7 @@ __device__ __forceinline__ void attention_split_t(const AttentionSplitParams& p)
         }
     }
     __syncthreads();
-    float* part_o = p.part;
-    float* part_ml = p.part + (long long)p.part_rows * HD;
-    // Thread (g, d) for i = g · HD + d: this chunk's (m, l, o[d]) of head g.
-    for (int i = t; i < ng * HD; i += 128) {
-        const int g = i / HD, d = i % HD;
-        float mx = -INFINITY;
-#pragma unroll
-        for (int w = 0; w < 4; w++) mx = fmaxf(mx, wm[w][g]);
-        float sum = 0.0f, out = 0.0f;
-#pragma unroll
-        for (int w = 0; w < 4; w++) {
-            // A warp with no keys has m = -inf, l = 0 and o = 0.
-            const float f = wm[w][g] == -INFINITY ? 0.0f : expf(wm[w][g] - mx);
-            sum += wl[w][g] * f;
-            out += wo[w][g][d] * f;
-        }
-        const long long head = (long long)r * p.n_heads + h0 + g;
-        if (n_used == 1) {
-            p.dst[head * HD + d] = out / sum;
-        } else {
-            const long long row = head * p.n_split + s;
-            part_o[row * HD + d] = out;
-            if (d == 0) part_ml[2 * row] = mx, part_ml[2 * row + 1] = sum;
-        }
-    }
-    if (n_used == 1) return;
-    // The last block of this (row, KV head, head group) to finish combines the chunks.
-    if (!last_to_finish(&p.counters[y], n_used)) return;
-    combine_chunks<HD, GB>(p, r, h0, ng, n_used);
+    finish_chunk<HD, GB>(p, y, r, h0, ng, s, n_used, wm, wl, &wo[0][0][0], GB * HD);
 }
 
 #define ATTENTION_SPLIT(HD, GB)                                                                                \

@@ -104,8 +104,9 @@ pub(in super::super) struct SplitPlan {
 impl SplitPlan {
     /// The split kernel's plan for `rows` query rows, if it takes them: heads of 64, 128 or
     /// 256 values, at most `SPLIT_MAX_ROWS` rows; about `target` blocks in all (two a
-    /// multiprocessor).
-    pub(in super::super) fn new(rows: usize, op: &Op, target: usize) -> Option<SplitPlan> {
+    /// multiprocessor). `mma`: heads of 64 and 128 take the tensor-core build
+    /// (attention_decode.cu), same grid and scratch.
+    pub(in super::super) fn new(rows: usize, op: &Op, target: usize, mma: bool) -> Option<SplitPlan> {
         let Op::Attention { n_heads, n_kv_heads, head_dim, .. } = *op else { return None };
         if rows == 0 || rows > SPLIT_MAX_ROWS || n_kv_heads == 0 || n_heads % n_kv_heads != 0 {
             return None;
@@ -125,7 +126,12 @@ impl SplitPlan {
             return None;
         }
         let n_split = target.max(1).div_ceil(blocks_y).clamp(1, SPLIT_MAX);
-        Some(SplitPlan { kernel: Kernel::AttentionSplit { dims, heads }, n_split, blocks_y })
+        let kernel = if mma && dims != HeadDims::D256 {
+            Kernel::AttentionDecode { dims, heads }
+        } else {
+            Kernel::AttentionSplit { dims, heads }
+        };
+        Some(SplitPlan { kernel, n_split, blocks_y })
     }
 
     /// Floats of scratch after the counters: rows · heads · chunks outputs, and as many
@@ -143,7 +149,7 @@ impl CudaExecutor {
         if !self.split_attention {
             return None;
         }
-        SplitPlan::new(rows, op, self.split_per_sm * self.n_sm)
+        SplitPlan::new(rows, op, self.split_per_sm * self.n_sm, self.decode_mma)
     }
 
     /// The flash kernel's plan for attention op `op` of `rows` rows of up to `seqs` sequences
@@ -314,7 +320,7 @@ mod tests {
 
     #[test]
     fn split_plans() {
-        let plan = |rows, op: Op| SplitPlan::new(rows, &op, 2 * 132);
+        let plan = |rows, op: Op| SplitPlan::new(rows, &op, 2 * 132, false);
         let split = |dims, heads| Kernel::AttentionSplit { dims, heads };
         // The 8b shape: 32/8 heads of 128, decode: 8 block rows, 33 chunks.
         let p = plan(1, op(32, 8, 128)).unwrap();
@@ -335,6 +341,13 @@ mod tests {
         assert!(plan(1, op(6, 4, 128)).is_none());
         assert!(plan(4, op(2048, 2048, 64)).is_none());
         assert!(plan(0, op(32, 8, 128)).is_none());
+        // The tensor-core build: heads of 64 and 128, same grid; 256 stays with the split kernel.
+        let mma = |rows, op: Op| SplitPlan::new(rows, &op, 2 * 132, true).unwrap();
+        let decode = |dims, heads| Kernel::AttentionDecode { dims, heads };
+        let p = mma(1, op(32, 8, 128));
+        assert_eq!((p.kernel, p.n_split, p.blocks_y), (decode(HeadDims::D128, 4), 33, 8));
+        assert_eq!(mma(1, op(32, 8, 64)).kernel, decode(HeadDims::D64, 4));
+        assert_eq!(mma(1, op(16, 2, 256)).kernel, split(HeadDims::D256, 4));
     }
 
     /// The flash kernel's plans: whole head groups of at most 8 (larger ones in even parts),
