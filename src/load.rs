@@ -183,6 +183,17 @@ impl Model {
         Ok(MemoryEstimate { weights: self.weight_bytes, ..e })
     }
 
+    /// The context a session gets when it asks for none (`SessionOptions::n_ctx` 0): the
+    /// largest whose KV cache and scratch (prompt chunks of `n_batch`) fit
+    /// [`Model::memory_budget`], at most the model's own; where the budget is unknown, the
+    /// model's own capped at 4096.
+    pub fn default_context(&self, n_batch: usize) -> Result<usize> {
+        match self.memory_budget() {
+            None => Ok(self.hparams.n_ctx_train.min(4096)),
+            Some(b) => model::fit(&self.hparams, &self.session_memory(n_batch)?, 0, &b, true),
+        }
+    }
+
     pub(crate) fn session_memory(&self, n_batch: usize) -> Result<model::SessionMemory> {
         let kind = self.executor_name().parse().unwrap_or_default();
         model::SessionMemory::new(&self.hparams, self.n_vocab, &self.weights, n_batch, kind)
