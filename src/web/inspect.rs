@@ -9,7 +9,7 @@ use super::{js_err, options, set};
 use crate::exec::{ExecutorKind, MemoryBudget};
 use crate::gguf::GgufReader;
 use crate::model::{ContextFit, FitReport};
-use crate::source::MemorySource;
+use crate::source::StreamSource;
 use crate::{Error, ModelInfo};
 
 /// The report for the GGUF whose first bytes are `bytes`: `{ needMore: true }` when the header
@@ -20,7 +20,9 @@ use crate::{Error, ModelInfo};
 #[wasm_bindgen(js_name = inspectHeader)]
 pub async fn inspect_header(bytes: Uint8Array, opts: JsValue) -> Result<JsValue, JsValue> {
     let data = bytes.to_vec();
-    let header = match GgufReader::open(MemorySource::new(data)).await {
+    // A stream of unknown length: the reader would otherwise check the tensor data against
+    // the bytes given (only the header's) and call them truncated.
+    let header = match GgufReader::open(StreamSource::new(Once(Some(data)))).await {
         Ok(r) => r.into_header(),
         Err(Error::Truncated { .. }) => {
             let o = Object::new();
@@ -85,4 +87,17 @@ fn memory(f: &ContextFit) -> Object {
     set(&m, "scratch", f.memory.scratch as f64);
     set(&m, "total", f.memory.total() as f64);
     m
+}
+
+/// A stream of one chunk.
+struct Once(Option<Vec<u8>>);
+
+impl futures_core::Stream for Once {
+    type Item = crate::Result<Vec<u8>>;
+    fn poll_next(
+        mut self: std::pin::Pin<&mut Self>,
+        _: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Self::Item>> {
+        std::task::Poll::Ready(self.0.take().map(Ok))
+    }
 }

@@ -36,7 +36,8 @@ try {
       const { Wick } = await import('/pkg/index.js');
       const asked = await Wick.inspect(url, { executor: 'cpu', nCtx: 1024 });
       const byDefault = await Wick.inspect(url, { executor: 'cpu' });
-      const small = await Wick.inspect(url, { executor: 'cpu', memoryBudget: 4 << 20 });
+      // A budget of exactly the KV cache and scratch at 1024: the default context is 1024.
+      const small = await Wick.inspect(url, { executor: 'cpu', memoryBudget: asked.memory.kv + asked.memory.scratch });
       return { asked, byDefault, small };
     }, path);
     const a = r.asked;
@@ -52,7 +53,7 @@ try {
     check(a.fileSize === size && a.bytesRead < size, `${path}: read ${a.bytesRead} bytes, less than the file's ${size}`);
     check(a.bytesRead <= Math.max(4 * a.headerBytes, 1 << 20), `${path}: read at most 4x the header (${a.headerBytes} bytes)`);
     check(r.byDefault.nCtx === a.contextLength && r.byDefault.fits, `${path}: the default context is the model's own where it fits`);
-    check(r.small.nCtx < a.contextLength && r.small.nCtx % 64 === 0, `${path}: a 4 MiB budget shrinks the default context (${r.small.nCtx})`);
+    check(r.small.nCtx === 1024 && r.small.fits, `${path}: a budget of the KV and scratch at 1024 makes 1024 the default context (${r.small.nCtx})`);
   }
   // A URL that is not a GGUF file is an error, not a hang.
   const bad = await page.evaluate(async () => {
