@@ -8,6 +8,11 @@
 //! ones fail). The context: `WICK_FIT_CTX` (default 1024). Alone in its own test binary, one
 //! test, so that the process's peak is this test's; the peak is reset between models through
 //! `/proc/self/clear_refs` (Linux).
+//!
+//! With the `cuda` feature and a driver (`WICK_REQUIRE_CUDA=1` to fail without one), the same on
+//! the CUDA executor: the device memory a model takes (free memory before loading it, the
+//! context already made by an earlier load, less free memory after a whole context) against
+//! the estimate. `WICK_FIT_MODELS` there too (the 1b and 8b files on the GPU machine).
 // Native only: `wasm-pack test` builds every test target for wasm32 (the browser tests are web_*.rs).
 #![cfg(not(target_arch = "wasm32"))]
 
@@ -73,4 +78,45 @@ fn the_estimate_is_within_10_percent_of_the_peak_on_the_cpu() {
         drop(model);
     }
     assert!(worst <= 0.10, "an estimate is {:.1}% off the measured peak", worst * 100.0);
+}
+
+#[cfg(feature = "cuda")]
+#[test]
+fn the_estimate_is_within_10_percent_of_the_device_memory_on_cuda() {
+    if !support::cuda_wanted() {
+        return;
+    }
+    let n_ctx: usize = std::env::var("WICK_FIT_CTX").ok().and_then(|v| v.parse().ok()).unwrap_or(1024);
+    let load = |path: &PathBuf| {
+        block_on(async {
+            let src = wick::source::FileSource::open(path).await.expect("open");
+            let opts = LoadOptions { executor: ExecutorKind::Cuda, ..Default::default() };
+            Model::load(src, opts).await.expect("load")
+        })
+    };
+    let free = |m: &Model| m.memory_budget().and_then(|b| b.free).expect("free CUDA memory");
+    let mut worst = 0f64;
+    for path in models() {
+        // A first copy of the model makes the CUDA context; what the second one takes (its
+        // kernels, weights, KV cache and scratch over a whole context) is the measure.
+        let first = load(&path);
+        let before = free(&first);
+        let model = load(&path);
+        let mut s = model.session(SessionOptions { n_ctx, ..Default::default() }).expect("session");
+        let n_vocab = model.n_vocab() as u64;
+        let tokens: Vec<u32> = (0..n_ctx as u64 - 1).map(|i| (1 + i * 7919 % (n_vocab - 1)) as u32).collect();
+        block_on(s.eval(&tokens, Readback::Argmax)).expect("prefill");
+        block_on(s.eval(&[1], Readback::Argmax)).expect("decode");
+        let used = before.saturating_sub(free(&model));
+        let est = model.memory_estimate(n_ctx, SessionOptions::default().n_batch).unwrap();
+        let off = (est.total() as f64 - used as f64) / used as f64;
+        eprintln!(
+            "{} on CUDA: context {n_ctx}: estimate {est}; measured {:.1} MiB of device memory; estimate {:+.1}%",
+            path.file_name().unwrap().to_string_lossy(),
+            used as f64 / (1u64 << 20) as f64,
+            off * 100.0
+        );
+        worst = worst.max(off.abs());
+    }
+    assert!(worst <= 0.10, "an estimate is {:.1}% off the measured device memory", worst * 100.0);
 }

@@ -22,6 +22,9 @@ pub struct MemoryBudget {
     pub max_buffer: Option<u64>,
     /// Where the figure comes from, for messages ("MemAvailable", "free CUDA memory", ...).
     pub source: String,
+    /// The free memory measured, before the margin (`None` for budgets that are not a
+    /// measurement: the caller's, WebGPU's default).
+    pub free: Option<u64>,
 }
 
 /// WebGPU's budget for the KV cache and scratch where the caller gives none: the adapter says
@@ -44,7 +47,13 @@ pub fn after_margin(free: u64) -> u64 {
 impl MemoryBudget {
     /// A caller's budget for the KV cache and scratch, `bytes` as given (no margin).
     pub fn given(bytes: u64, max_buffer: Option<u64>) -> MemoryBudget {
-        MemoryBudget { bytes, covers_weights: false, max_buffer, source: "the caller's memory budget".into() }
+        MemoryBudget {
+            bytes,
+            covers_weights: false,
+            max_buffer,
+            source: "the caller's memory budget".into(),
+            free: None,
+        }
     }
 
     /// Free memory of `free` bytes that the weights share, less the margin.
@@ -53,6 +62,7 @@ impl MemoryBudget {
             bytes: after_margin(free),
             covers_weights: true,
             max_buffer: None,
+            free: Some(free),
             source: format!(
                 "{what}: {:.0} MiB, less a {:.0} MiB margin",
                 free as f64 / MIB,
@@ -73,7 +83,7 @@ impl MemoryBudget {
                     .to_string(),
             ),
         };
-        MemoryBudget { bytes, covers_weights: false, max_buffer: Some(max_binding), source }
+        MemoryBudget { bytes, covers_weights: false, max_buffer: Some(max_binding), source, free: None }
     }
 }
 
