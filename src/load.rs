@@ -5,9 +5,9 @@ use std::cell::{OnceCell, RefCell};
 use crate::chat::ChatTemplate;
 use crate::constrain::ConstraintCompiler;
 use crate::digest::ModelDigest;
-use crate::exec::{self, Executor, ExecutorKind, GraphId, WeightId};
+use crate::exec::{self, Executor, ExecutorKind, GraphId, MemoryBudget, WeightId};
 use crate::gguf::{GgufReader, Metadata, Progress};
-use crate::model::{self, keys, Hparams, Logits, WeightTable};
+use crate::model::{self, keys, Hparams, Logits, MemoryEstimate, WeightTable};
 use crate::source::ByteSource;
 use crate::tokenizer::Tokenizer;
 use crate::{Error, Result};
@@ -23,11 +23,20 @@ pub struct LoadOptions<'a> {
     pub chunk_size: usize,
     /// Called as bytes arrive.
     pub on_progress: Option<ProgressFn<'a>>,
+    /// Bytes the KV caches and scratch of sessions may take, in place of what the executor
+    /// reports ([`Executor::memory_budget`](crate::exec::Executor::memory_budget): free RAM or
+    /// device memory, WebGPU's 2 GiB default). The default context is the largest that fits.
+    pub memory_budget: Option<u64>,
 }
 
 impl Default for LoadOptions<'_> {
     fn default() -> Self {
-        LoadOptions { executor: ExecutorKind::Auto, chunk_size: 4 << 20, on_progress: None }
+        LoadOptions {
+            executor: ExecutorKind::Auto,
+            chunk_size: 4 << 20,
+            on_progress: None,
+            memory_budget: None,
+        }
     }
 }
 
@@ -39,6 +48,8 @@ pub struct Model {
     pub(crate) template: Option<ChatTemplate>,
     pub(crate) exec: RefCell<Box<dyn Executor>>,
     weights: WeightTable,
+    /// The weights' bytes in their block formats.
+    weight_bytes: u64,
     graphs: RefCell<GraphCache>,
     name: Option<String>,
     /// The vocabulary's trie for constrained generation, built on first use.
@@ -48,6 +59,8 @@ pub struct Model {
     kv_rope: OnceCell<Option<Vec<Option<exec::KvRope>>>>,
     /// The model's identity for saved KV caches ([`crate::digest`]).
     digest: [u8; 16],
+    /// The caller's budget for KV caches and scratch ([`LoadOptions::memory_budget`]).
+    memory_budget: Option<u64>,
 }
 
 /// Everything about a model that its header tells, without loading weights.
@@ -122,6 +135,11 @@ impl Model {
         let tensors = header.tensors.clone();
         let mut digest = ModelDigest::new(&info.hparams, &tensors);
         let mut exec = exec::create(opts.executor).await?;
+        // Before any weight is read: the weights and the smallest context must fit.
+        if let Some(budget) = budget_of(exec.as_ref(), opts.memory_budget) {
+            let kind = exec.name().parse().unwrap_or_default();
+            model::largest_context(&info.hparams, info.n_vocab, &tensors, 256, kind, &budget, false)?;
+        }
         let mut handles: Vec<WeightId> = Vec::with_capacity(tensors.len());
         for t in &tensors {
             handles.push(exec.alloc_weight(&t.name, t.dtype, &t.dims)?);
@@ -142,12 +160,43 @@ impl Model {
             template: info.template,
             exec: RefCell::new(exec),
             weights: WeightTable::with_handles(&tensors, &handles),
+            weight_bytes: tensors.iter().fold(0u64, |a, t| a.saturating_add(t.n_bytes())),
             graphs: RefCell::new(GraphCache::default()),
             name,
             constraints: OnceCell::new(),
             kv_rope: OnceCell::new(),
             digest: digest.finish(),
+            memory_budget: opts.memory_budget,
         })
+    }
+
+    /// What memory sessions of this model can take now ([`MemoryBudget`]): the caller's budget
+    /// ([`LoadOptions::memory_budget`]), else the executor's; `None` where unknown.
+    pub fn memory_budget(&self) -> Option<MemoryBudget> {
+        budget_of(self.exec.borrow().as_ref(), self.memory_budget)
+    }
+
+    /// What a session of `n_ctx` positions in prompt chunks of `n_batch` takes on this model's
+    /// executor (the one estimator, [`MemoryEstimate`]; weights included).
+    pub fn memory_estimate(&self, n_ctx: usize, n_batch: usize) -> Result<MemoryEstimate> {
+        let e = self.session_memory(n_batch)?.at(n_ctx);
+        Ok(MemoryEstimate { weights: self.weight_bytes, ..e })
+    }
+
+    /// The context a session gets when it asks for none (`SessionOptions::n_ctx` 0): the
+    /// largest whose KV cache and scratch (prompt chunks of `n_batch`) fit
+    /// [`Model::memory_budget`], at most the model's own; where the budget is unknown, the
+    /// model's own capped at 4096.
+    pub fn default_context(&self, n_batch: usize) -> Result<usize> {
+        match self.memory_budget() {
+            None => Ok(self.hparams.n_ctx_train.min(4096)),
+            Some(b) => model::fit(&self.hparams, &self.session_memory(n_batch)?, 0, &b, true),
+        }
+    }
+
+    pub(crate) fn session_memory(&self, n_batch: usize) -> Result<model::SessionMemory> {
+        let kind = self.executor_name().parse().unwrap_or_default();
+        model::SessionMemory::new(&self.hparams, self.n_vocab, &self.weights, n_batch, kind)
     }
 
     /// The model's identity for saved KV caches: a digest of its hyperparameters, tensor
@@ -264,5 +313,15 @@ impl GraphCache {
     fn insert(&mut self, key: GraphKey, id: GraphId) -> Option<GraphId> {
         self.entries.push((key, id));
         (self.entries.len() > Self::CAPACITY).then(|| self.entries.remove(0).1)
+    }
+}
+
+/// The caller's budget (`given` bytes for KV caches and scratch, a WebGPU device's binding
+/// limit still applying), else the executor's own.
+fn budget_of(exec: &dyn Executor, given: Option<u64>) -> Option<MemoryBudget> {
+    let own = exec.memory_budget();
+    match given {
+        Some(b) => Some(MemoryBudget::given(b, own.and_then(|o| o.max_buffer))),
+        None => own,
     }
 }

@@ -16,7 +16,10 @@ use crate::{Error, Result};
 /// Options of a session.
 #[derive(Debug, Clone)]
 pub struct SessionOptions {
-    /// Context size in tokens (0: the model's training context, capped at 4096).
+    /// Context size in tokens. 0: the largest that fits the executor's memory budget
+    /// ([`Model::memory_budget`]), at most the model's own (`context_length`); where the budget
+    /// is unknown, the model's own capped at 4096. A context that does not fit a known budget
+    /// is an error, before the cache is allocated.
     pub n_ctx: usize,
     /// Largest number of prompt tokens evaluated in one step.
     pub n_batch: usize,
@@ -159,14 +162,25 @@ impl Model {
 impl<'m> Session<'m> {
     fn new(model: &'m Model, opts: SessionOptions) -> Result<Session<'m>> {
         let hp = model.hparams();
-        let n_ctx = if opts.n_ctx == 0 { hp.n_ctx_train.min(4096) } else { opts.n_ctx };
-        if n_ctx > hp.n_ctx_train {
+        if opts.n_ctx > hp.n_ctx_train {
             return Err(Error::InvalidArgument(format!(
-                "a context of {n_ctx} tokens is more than the model's own ({}, {}.context_length)",
+                "a context of {} tokens is more than the model's own ({}, {}.context_length)",
+                opts.n_ctx,
                 hp.n_ctx_train,
                 hp.arch.name()
             )));
         }
+        let n_ctx = match (opts.n_ctx, model.memory_budget()) {
+            (0, None) => hp.n_ctx_train.min(4096),
+            (0, Some(budget)) => {
+                crate::model::fit(hp, &model.session_memory(opts.n_batch)?, 0, &budget, true)?
+            }
+            (n, None) => n,
+            (n, Some(budget)) => {
+                crate::model::check(&model.session_memory(opts.n_batch)?, 0, &budget, true, n)?;
+                n
+            }
+        };
         let n_blocks = blocks_for(n_ctx);
         let spec = KvSpec {
             n_blocks,

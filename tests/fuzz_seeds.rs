@@ -65,7 +65,7 @@ fn the_model_seed_loads() {
     }
     let committed = std::fs::read(SEED).expect("fuzz seed (WICK_WRITE_FUZZ_SEEDS=1 writes it)");
     assert_eq!(committed, bytes, "the committed seed differs: rewrite it with WICK_WRITE_FUZZ_SEEDS=1");
-    let opts = LoadOptions { executor: ExecutorKind::Cpu, chunk_size: 4096, on_progress: None };
+    let opts = LoadOptions { executor: ExecutorKind::Cpu, chunk_size: 4096, ..Default::default() };
     let model = pollster::block_on(Model::load(MemorySource::new(committed), opts)).unwrap();
     let ids = model.tokenizer().encode("Hello, world!", true, true).unwrap();
     assert!(ids.len() > 2, "{ids:?}");
@@ -77,7 +77,7 @@ fn the_model_seed_loads() {
 /// restores into a new session.
 #[test]
 fn the_prompt_cache_seed_restores() {
-    let opts = LoadOptions { executor: ExecutorKind::Cpu, chunk_size: 4096, on_progress: None };
+    let opts = LoadOptions { executor: ExecutorKind::Cpu, chunk_size: 4096, ..Default::default() };
     let model = pollster::block_on(Model::load(MemorySource::new(tiny_model()), opts)).unwrap();
     let ids = model.tokenizer().encode("Hello, world!", true, true).unwrap();
     let mut session = model.session(wick::SessionOptions { n_ctx: 64, ..Default::default() }).unwrap();

@@ -25,6 +25,21 @@ const keep = () => {
 };
 let model = null;
 let running = null;
+const memory = $('memory');
+const mib = (b) => `${(b / (1 << 20)).toFixed(0)} MiB`;
+
+/** Memory use (the estimator's, from the loaded model) and context fill (tokens / size). */
+function showMemory(used) {
+  const info = model?.info;
+  if (!info?.memory) {
+    memory.textContent = '';
+    return;
+  }
+  const m = info.memory;
+  const nCtx = model.lastStats?.nCtx ?? info.nCtx;
+  const fill = used ?? model.lastStats?.contextTokens ?? 0;
+  memory.textContent = `memory ${mib(m.total)} (weights ${mib(m.weights)} + KV ${mib(m.kv)} + scratch ${mib(m.scratch)}) · context ${fill} / ${nCtx} tokens`;
+}
 
 // For the browser tests: what the page saw.
 window.wickDemo = { state: null, replies: [], generating: false, get model() { return model; } };
@@ -33,10 +48,12 @@ window.wickDemo.state = setupPicker({
   onLoaded: (m) => {
     model = m;
     send.disabled = false;
+    showMemory();
   },
   onUnloaded: () => {
     model = null;
     send.disabled = true;
+    showMemory();
   },
 });
 
@@ -89,6 +106,7 @@ async function chat() {
       if (c.finish_reason && chunk.timings) {
         const t = chunk.timings;
         const restored = t.prompt_tokens_restored ? `, ${t.prompt_tokens_restored} prompt tokens restored from the cache` : '';
+        showMemory(model.lastStats?.contextTokens ?? chunk.usage.total_tokens);
         stats.textContent = `${chunk.usage.completion_tokens} tokens, prefill ${fmt(t.prefill_tokens_per_s)} tokens/s, decode ${fmt(t.decode_tokens_per_s)} tokens/s${restored} (${c.finish_reason})`;
       }
     }

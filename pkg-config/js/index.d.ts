@@ -30,6 +30,10 @@ export interface LoadOptions {
   executor?: 'auto' | 'webgpu' | 'cpu';
   /** A ReadableStream's length in bytes, for progress reports. */
   size?: number;
+  /** Bytes the KV cache and scratch may take (default: on WebGPU 2 GiB, which the adapter's
+   *  limits cannot tell; on the CPU what the 4 GiB wasm memory can still grow to, less a
+   *  margin). The default context is the largest that fits, at most the model's own. */
+  memoryBudget?: number;
   /** Where to fetch `wick_bg.wasm` from (default: next to the package's files). */
   wasmUrl?: string | URL;
   /** Where the worker script is (default: the package's `worker.js`). */
@@ -68,8 +72,9 @@ export interface SamplingOptions {
   seed?: number;
   /** Generation stops before any of these strings. */
   stop?: string | string[];
-  /** Context size in tokens (default: the model's, at most 4096). A different size than the
-   *  previous call's starts a new KV cache. */
+  /** Context size in tokens (default: the largest that fits the memory budget, at most the
+   *  model's own; `info.nCtx`). A context that does not fit is an error. A different size
+   *  than the previous call's starts a new KV cache. */
   nCtx?: number;
   /** Structured output (OpenAI's): any JSON object, or JSON valid under a schema. Enforced
    *  token by token; an invalid schema rejects the call before any token. */
@@ -279,6 +284,10 @@ export interface GenerationStats extends Timings {
   prefillMs: number;
   decodeMs: number;
   finishReason: FinishReason;
+  /** Tokens the conversation's KV cache holds after this generation (context fill). */
+  contextTokens?: number;
+  /** The context's size in tokens. */
+  nCtx?: number;
   /** Prompt tokens restored from a saved conversation (the prompt cache) before this
    *  generation, when one was: they were not evaluated. */
   promptRestored?: number;
@@ -295,7 +304,62 @@ export interface ModelInfo {
   nCtxTrain: number;
   nVocab: number;
   hasChatTemplate: boolean;
+  /** The context a generation gets by default: the largest that fits the memory budget. */
+  nCtx?: number;
+  /** The estimate at `nCtx`, in bytes. */
+  memory?: MemoryEstimate;
 }
+
+/** Bytes a model takes, by part (the Rust estimator's figures). */
+export interface MemoryEstimate {
+  weights: number;
+  kv: number;
+  scratch: number;
+  total: number;
+}
+
+export interface InspectOptions {
+  /** The context to estimate (default: the one a load would choose, the largest that fits). */
+  nCtx?: number;
+  /** The executor to fit (default `"auto"`: WebGPU on a hardware adapter, else the CPU). */
+  executor?: 'auto' | 'webgpu' | 'cpu';
+  /** As the load option: bytes the KV cache and scratch may take. */
+  memoryBudget?: number;
+  fetch?: (input: string, init: RequestInit) => Promise<Response>;
+  wasmUrl?: string | URL;
+  signal?: AbortSignal;
+}
+
+/** What `Wick.inspect` tells from a model's header. */
+export interface InspectReport {
+  architecture: string;
+  name: string | null;
+  /** Elements of all tensors. */
+  parameters: number;
+  /** The weights' bytes. */
+  size: number;
+  /** The model's own context (`context_length`). */
+  contextLength: number;
+  executor: 'webgpu' | 'cpu';
+  /** The context estimated: the one asked for, or the one a load would choose. */
+  nCtx: number;
+  memory: MemoryEstimate;
+  /** Whether `memory` fits `budget` (and a KV layer the largest buffer). */
+  fits: boolean;
+  /** Why not, with the figures; null when it fits. */
+  problem: string | null;
+  /** At the model's own context. */
+  full: { nCtx: number; memory: MemoryEstimate; fits: boolean };
+  budget: { bytes: number; source: string; coversWeights: boolean; maxBuffer: number | null };
+  /** Bytes fetched (the header), and the file's size. */
+  bytesRead: number;
+  fileSize: number;
+  headerBytes: number;
+}
+
+/** A model's memory at a context and whether it fits this browser, from its header alone
+ *  (HTTP Range requests; a few MB for big vocabularies). */
+export declare function inspect(url: string | URL, opts?: InspectOptions): Promise<InspectReport>;
 
 export declare class WickModel {
   private constructor();
@@ -368,6 +432,7 @@ export declare function hasWebGPU(): boolean;
 export declare const Wick: {
   load(source: ModelSource, opts?: LoadOptions): Promise<WickModel>;
   init(wasmUrl?: string | URL): Promise<void>;
+  inspect: typeof inspect;
   hasWebGPU: typeof hasWebGPU;
   listCachedModels: typeof listCachedModels;
   deleteCachedModel: typeof deleteCachedModel;

@@ -6,10 +6,11 @@ import { loadRemote } from './remote.js';
 import { listCachedModels, deleteCachedModel, clearCache, cacheAvailable, WickStorageError } from './cache.js';
 import { BadRequestError } from './errors.js';
 import { listPromptCaches, clearPromptCache } from './prompt-cache.js';
+import { inspect } from './inspect.js';
 
 export {
   WickModel, WickStorageError, BadRequestError, listCachedModels, deleteCachedModel, clearCache, cacheAvailable,
-  listPromptCaches, clearPromptCache,
+  listPromptCaches, clearPromptCache, inspect,
 };
 
 /** Whether this browser exposes WebGPU (an adapter may still be missing). */
@@ -27,6 +28,11 @@ export const Wick = {
     const backend = useWorker ? await loadRemote(source, opts) : await loadLocal(source, opts);
     return new WickModel(backend, source);
   },
+  /**
+   * A model's memory (weights + KV cache + scratch) at a context and whether it fits this
+   * browser, from its header alone (HTTP Range requests), before downloading it.
+   */
+  inspect,
   /** Fetch and compile the wasm module ahead of a main-thread load (optional). */
   init: (wasmUrl) => initWasm(wasmUrl).then(() => undefined),
   hasWebGPU,

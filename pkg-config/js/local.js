@@ -51,7 +51,7 @@ function isUrl(source) {
  * stream, unload }.
  */
 export async function loadLocal(source, opts = {}) {
-  const { onProgress, signal, cache = true, executor = 'auto', wasmUrl, fetch: fetchFn } = opts;
+  const { onProgress, signal, cache = true, executor = 'auto', wasmUrl, fetch: fetchFn, memoryBudget } = opts;
   const { promptCache = cache, promptCacheMaxBytes = DEFAULT_MAX_BYTES } = opts;
   if (signal?.aborted) throw abortError(signal);
   await initWasm(wasmUrl);
@@ -67,7 +67,7 @@ export async function loadLocal(source, opts = {}) {
   const progress = onProgress ? (p) => onProgress({ phase: 'load', ...p }) : undefined;
   // On abort the wasm load stops at its next chunk; reject at once all the same (and free the
   // model should it have finished meanwhile).
-  const loading = RawModel.load(src, { executor, onProgress: progress, size, signal });
+  const loading = RawModel.load(src, { executor, onProgress: progress, size, signal, memoryBudget });
   let raw;
   if (signal) {
     let onAbort;

@@ -12,6 +12,7 @@
 //! - The KV cache is a pool of blocks of [`KV_BLOCK`] positions; each sequence of a step names
 //!   its blocks, so sequences can share a prefix and blocks can be saved or moved.
 
+mod budget;
 pub mod cpu;
 // The fusion planner of the GPU executors (only CUDA plans with it so far: WebGPU's port is
 // pending, hence unused in a WebGPU-only build).
@@ -31,6 +32,7 @@ pub mod webgpu;
 use std::future::Future;
 use std::pin::Pin;
 
+pub use budget::{after_margin, margin, MemoryBudget, WEBGPU_DEFAULT_BUDGET};
 pub use graph::{ActDesc, ActId, Gate, Graph, Op, RopeConsts, RopeExt, RopeMode, Rows};
 pub use kv_io::{kv_io_bytes, kv_io_pieces, KvPiece, KV_ELEM_BYTES};
 pub use kv_shift::{rope_pair, KvRope, KvShift};
@@ -116,6 +118,12 @@ pub trait Executor {
     fn alloc_kv(&mut self, spec: &KvSpec) -> Result<KvId>;
     /// Free a KV cache.
     fn free_kv(&mut self, kv: KvId);
+    /// What memory this executor can give a model now ([`MemoryBudget`]): free device memory
+    /// or RAM less a margin, or (WebGPU) a budget for KV caches and scratch; `None` where
+    /// unknown. The default context is fitted to it.
+    fn memory_budget(&self) -> Option<MemoryBudget> {
+        None
+    }
     /// Prepare a graph for repeated execution.
     fn compile(&mut self, graph: &Graph) -> Result<GraphId>;
     /// Release a compiled graph and everything kept for it (activation buffers, recorded

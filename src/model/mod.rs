@@ -10,11 +10,14 @@ mod hparams;
 pub mod keys;
 mod llama;
 mod memory;
+mod report;
 
 use std::collections::HashMap;
 
 pub use hparams::{Arch, Hparams};
-pub use memory::MemoryEstimate;
+pub(crate) use memory::{check, fit, SessionMemory};
+pub use memory::{largest_context, MemoryEstimate, MIN_CONTEXT};
+pub use report::{ContextFit, FitReport};
 
 use crate::exec::{Graph, WeightId};
 use crate::gguf::TensorInfo;

@@ -306,5 +306,9 @@ async fn run<'m>(
     set(&o, "prefillMs", first - t0);
     set(&o, "decodeMs", t_end - first);
     set(&o, "finishReason", reason);
+    drop(gen);
+    // Context fill: the tokens the session holds now, of its context.
+    set(&o, "contextTokens", session.tokens().len() as f64);
+    set(&o, "nCtx", session.n_ctx() as f64);
     Ok(o.into())
 }

@@ -16,6 +16,7 @@
 
 mod abortable;
 mod generator;
+mod inspect;
 mod options;
 mod tools;
 
@@ -84,7 +85,13 @@ impl WickModel {
                 let _ = f.call1(&JsValue::NULL, &o);
             }
         };
-        let lo = LoadOptions { executor, on_progress: Some(Box::new(progress)), ..Default::default() };
+        let memory_budget = options::number(&opts, "memoryBudget").map_err(js_err)?.filter(|b| *b > 0.0);
+        let lo = LoadOptions {
+            executor,
+            on_progress: Some(Box::new(progress)),
+            memory_budget: memory_budget.map(|b| b as u64),
+            ..Default::default()
+        };
         let loaded = if let Some(url) = source.as_string() {
             Model::load(Abortable::new(UrlSource::open(&url).await.map_err(js_err)?, signal), lo).await
         } else if let Some(blob) = source.dyn_ref::<Blob>() {
@@ -127,7 +134,9 @@ impl WickModel {
         self.model.as_ref().and_then(|m| m.name().map(str::to_string))
     }
 
-    /// `{ name, executor, arch, nLayer, nEmbd, nCtxTrain, nVocab, hasChatTemplate }`.
+    /// `{ name, executor, arch, nLayer, nEmbd, nCtxTrain, nVocab, hasChatTemplate, nCtx,
+    /// memory: { weights, kv, scratch, total } }`: `nCtx` is the context a generation gets by
+    /// default (the largest that fits the memory budget) and `memory` the estimate there.
     pub fn info(&self) -> Result<JsValue, JsValue> {
         let m = self.get()?;
         let hp = m.hparams();
@@ -140,6 +149,15 @@ impl WickModel {
         set(&o, "nCtxTrain", hp.n_ctx_train as f64);
         set(&o, "nVocab", m.n_vocab() as f64);
         set(&o, "hasChatTemplate", m.chat_template().is_some());
+        if let Ok((n_ctx, e)) = m.default_context(256).and_then(|n| Ok((n, m.memory_estimate(n, 256)?))) {
+            set(&o, "nCtx", n_ctx as f64);
+            let mem = Object::new();
+            set(&mem, "weights", e.weights as f64);
+            set(&mem, "kv", e.kv as f64);
+            set(&mem, "scratch", e.scratch as f64);
+            set(&mem, "total", e.total() as f64);
+            set(&o, "memory", mem);
+        }
         Ok(o.into())
     }
 

@@ -50,6 +50,11 @@ try {
   const stats = await page.textContent('#stats');
   console.log(`  stats: ${stats}`);
   check(/decode [\d.]+ tokens\/s/.test(stats), 'tokens/s are shown');
+  // Memory use (the estimator's weights + KV + scratch) and context fill (tokens / size).
+  const memory = await page.textContent('#memory');
+  console.log(`  memory: ${memory}`);
+  const fill = /memory \d+ MiB \(weights \d+ MiB \+ KV \d+ MiB \+ scratch \d+ MiB\) · context (\d+) \/ (\d+) tokens/.exec(memory);
+  check(fill && +fill[1] > 0 && +fill[1] <= +fill[2], 'memory use and context fill are shown');
 
   // 3. Stop: a long generation ends early when the stop button is clicked.
   await page.fill('#max-tokens', '3000');

@@ -26,6 +26,7 @@ async fn load(a: &ModelArgs) -> Result<Model> {
     let opts = LoadOptions {
         executor,
         on_progress: bar.as_mut().map(|b| Box::new(move |p: &_| b.update(p)) as wick::ProgressFn),
+        memory_budget: a.memory_budget.map(|m| (m as u64) << 20),
         ..LoadOptions::default()
     };
     let model = Model::load(src, opts).await?;
@@ -385,25 +386,71 @@ pub async fn info(a: InfoArgs) -> Result<()> {
     match ModelInfo::from_header(&h.metadata, &h.tensors) {
         Ok(mi) => {
             let _ = writeln!(o, "wick can run this model: {:?}", mi.hparams);
-            // What a session takes at the default context (the model's own, capped at 4096) and
-            // prompt chunk (256), and at the model's whole context.
-            let default_ctx = mi.hparams.n_ctx_train.clamp(1, 4096);
-            for n_ctx in [default_ctx, mi.hparams.n_ctx_train.max(1)] {
-                if let Ok(m) =
-                    wick::model::MemoryEstimate::new(&mi.hparams, mi.n_vocab, &h.tensors, n_ctx, 256)
-                {
-                    let _ = writeln!(o, "memory at a context of {n_ctx}: {m}");
-                }
-                if n_ctx == mi.hparams.n_ctx_train {
-                    break;
-                }
-            }
+            memory_report(&mut o, &a, &mi, &h.tensors).await?;
         }
         Err(e) => {
             let _ = writeln!(o, "wick cannot run this model: {e}");
         }
     }
     emit(&o);
+    Ok(())
+}
+
+/// `info`'s memory lines: the estimate at the context a session would get (or `--ctx`) and at
+/// the model's own, and whether each fits the executor's budget (header only).
+async fn memory_report(
+    o: &mut String,
+    a: &InfoArgs,
+    mi: &ModelInfo,
+    tensors: &[wick::gguf::TensorInfo],
+) -> Result<()> {
+    use std::fmt::Write as _;
+    let kind: wick::ExecutorKind = a.executor.parse()?;
+    let (name, budget) = match wick::exec::create(kind).await {
+        Ok(e) => {
+            let own = e.memory_budget();
+            let given = a.memory_budget.map(|m| {
+                wick::exec::MemoryBudget::given((m as u64) << 20, own.as_ref().and_then(|b| b.max_buffer))
+            });
+            (e.name(), given.or(own))
+        }
+        Err(e) => {
+            let _ = writeln!(o, "memory: no {} executor here ({e}); the budget is unknown", a.executor);
+            (a.executor.as_str(), None)
+        }
+    };
+    let exec_kind = name.parse().unwrap_or_default();
+    let r = wick::model::FitReport::new(&mi.hparams, mi.n_vocab, tensors, a.n_ctx, 256, exec_kind, budget)?;
+    match &r.budget {
+        Some(b) => {
+            let _ = writeln!(o, "memory on the {name} executor, budget {b}:");
+        }
+        None => {
+            let _ = writeln!(o, "memory on the {name} executor (budget unknown):");
+        }
+    }
+    let how = if !r.default {
+        "the context asked for"
+    } else if r.budget.is_some() {
+        "the default: the largest that fits, at most the model's own"
+    } else {
+        "the default: the model's own, at most 4096"
+    };
+    let verdict = |f: &wick::model::ContextFit| match (&f.problem, &r.budget) {
+        (None, Some(_)) => "fits".to_string(),
+        (None, None) => "fit unknown".to_string(),
+        (Some(p), _) => format!("does not fit: {p}"),
+    };
+    let _ = writeln!(o, "  context {} ({how}): {}; {}", r.chosen.n_ctx, r.chosen.memory, verdict(&r.chosen));
+    if r.full.n_ctx != r.chosen.n_ctx {
+        let _ = writeln!(
+            o,
+            "  context {} (the model's own): {}; {}",
+            r.full.n_ctx,
+            r.full.memory,
+            verdict(&r.full)
+        );
+    }
     Ok(())
 }
 
@@ -466,8 +513,13 @@ pub async fn bench(a: BenchArgs) -> Result<()> {
         out.push_str("|---|---|---|---|---|---|---|\n");
     }
     for path in &a.model {
-        let margs =
-            ModelArgs { model: path.clone(), executor: a.executor.clone(), n_ctx: 0, no_progress: true };
+        let margs = ModelArgs {
+            model: path.clone(),
+            executor: a.executor.clone(),
+            n_ctx: 0,
+            memory_budget: None,
+            no_progress: true,
+        };
         let model = load(&margs).await?;
         let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
         let size = std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);

@@ -76,9 +76,14 @@ struct ModelArgs {
     /// Executor: auto, cpu, webgpu or cuda.
     #[arg(long, default_value = "auto")]
     executor: String,
-    /// Context size in tokens (0: the model's, at most 4096); at most the model's own context.
+    /// Context size in tokens (0: the largest that fits the executor's memory, at most the
+    /// model's own context; see `wick info`).
     #[arg(long = "ctx", default_value_t = 0, value_parser = count(1 << 24))]
     n_ctx: usize,
+    /// MiB that the KV cache and scratch may take, in place of the executor's budget (free
+    /// RAM or device memory less a margin; WebGPU: 2048).
+    #[arg(long = "memory-budget", value_parser = count(1 << 30))]
+    memory_budget: Option<usize>,
     /// Do not draw the loading progress bar.
     #[arg(long)]
     no_progress: bool,
@@ -246,6 +251,16 @@ struct InfoArgs {
     /// Print every array element instead of the first few.
     #[arg(long)]
     full: bool,
+    /// The context to estimate memory for (0: the one a session would choose: the largest
+    /// that fits the executor's memory, at most the model's own).
+    #[arg(long = "ctx", default_value_t = 0, value_parser = count(1 << 24))]
+    n_ctx: usize,
+    /// The executor whose memory the estimate is compared with: auto, cpu, webgpu or cuda.
+    #[arg(long, default_value = "auto")]
+    executor: String,
+    /// MiB that the KV cache and scratch may take, in place of the executor's budget.
+    #[arg(long = "memory-budget", value_parser = count(1 << 30))]
+    memory_budget: Option<usize>,
 }
 
 #[derive(Args)]

@@ -51,6 +51,27 @@ struct KvCache {
     layers: Vec<KvLayer>,
 }
 
+/// `n` zeros, from the allocator's zeroed memory: large blocks come straight from the OS as
+/// pages it zeroes when first touched, so a cache costs RAM only as its positions are written
+/// (a fill loop would commit every page of a long default context at once).
+fn zeroed_f16(n: usize) -> Result<Vec<f16>> {
+    let oom = || CpuExecutor::err(format!("out of memory for the KV cache ({n} values)"));
+    if n == 0 {
+        return Ok(Vec::new());
+    }
+    let layout = std::alloc::Layout::array::<f16>(n).map_err(|_| oom())?;
+    // SAFETY: the layout's size is not zero (n > 0 and f16 is 2 bytes); the pointer, when not
+    // null, is an allocation of exactly `layout` from the global allocator, which `Vec` frees
+    // with the same layout (capacity n of f16); all-zero bits are the f16 value 0.0.
+    unsafe {
+        let p = std::alloc::alloc_zeroed(layout) as *mut f16;
+        if p.is_null() {
+            return Err(oom());
+        }
+        Ok(Vec::from_raw_parts(p, n, n))
+    }
+}
+
 /// The CPU executor.
 #[derive(Default)]
 pub struct CpuExecutor {
@@ -278,6 +299,10 @@ impl Executor for CpuExecutor {
         Ok(())
     }
 
+    fn memory_budget(&self) -> Option<super::MemoryBudget> {
+        super::budget::host()
+    }
+
     fn measure_bandwidth(&mut self) -> LocalFuture<'_, Result<Option<f64>>> {
         Box::pin(async { Ok(Some(par::copy_bandwidth())) })
     }
@@ -295,12 +320,7 @@ impl Executor for CpuExecutor {
         for (&k_dim, &v_dim) in spec.k_dims.iter().zip(&spec.v_dims) {
             let kn = n_rows.checked_mul(k_dim).ok_or_else(|| Self::err("KV cache too large"))?;
             let vn = n_rows.checked_mul(v_dim).ok_or_else(|| Self::err("KV cache too large"))?;
-            let mut k = Vec::new();
-            let mut v = Vec::new();
-            k.try_reserve_exact(kn).map_err(|_| Self::err("out of memory for the KV cache"))?;
-            v.try_reserve_exact(vn).map_err(|_| Self::err("out of memory for the KV cache"))?;
-            k.resize(kn, f16::ZERO);
-            v.resize(vn, f16::ZERO);
+            let (k, v) = (zeroed_f16(kn)?, zeroed_f16(vn)?);
             layers.push(KvLayer { k, v, k_dim, v_dim });
         }
         self.kvs.push(Some(KvCache { n_blocks: spec.n_blocks, layers }));

@@ -140,6 +140,12 @@ pub struct CudaExecutor {
 }
 
 impl Executor for CudaExecutor {
+    fn memory_budget(&self) -> Option<crate::exec::MemoryBudget> {
+        // Free device memory (cuMemGetInfo) less the margin (the context, cuBLAS, graphs).
+        let (free, _total) = self._ctx.mem_get_info().ok()?;
+        Some(crate::exec::MemoryBudget::free_memory(free as u64, "free CUDA device memory"))
+    }
+
     fn measure_bandwidth(&mut self) -> LocalFuture<'_, Result<Option<f64>>> {
         let r = self.bandwidth().map(Some);
         Box::pin(async move { r })

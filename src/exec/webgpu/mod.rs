@@ -282,6 +282,10 @@ impl Executor for WebGpuExecutor {
         "webgpu"
     }
 
+    fn memory_budget(&self) -> Option<crate::exec::MemoryBudget> {
+        Some(crate::exec::MemoryBudget::webgpu(None, self.max_binding()))
+    }
+
     fn supports_type(&self, t: GgmlType) -> bool {
         kernels::SUPPORTED.contains(&t)
     }
