@@ -98,14 +98,30 @@ __device__ __forceinline__ void fa_cp_wait() {
 }
 
 // Keys j0 .. j0 + BK of one KV head (cache rows row0 .. row0 + BK: a tile lies in one block)
-// into a shared tile; keys past `last` (>= j0) are zeros.
+// into a shared tile; keys past `last` (>= j0) are zeros. Each thread copies 16 bytes of one
+// column in every RPP-th row: its addresses are a base and a fixed step (the per-copy index
+// arithmetic and 64-bit products had made this the kernel's largest share of instructions).
 template <int HD, int BK, int STRIDE>
 __device__ __forceinline__ void fa_load_tile(u16* tile, const u16* cache, int row_len, long long row0, int j0,
                                              int last) {
-    for (int i = threadIdx.x; i < BK * HD / 8; i += 32 * FA_WARPS) {
-        const int r = i / (HD / 8), c = i % (HD / 8), j = j0 + r;
-        const bool valid = j <= last;
-        fa_cp16(tile + r * STRIDE + c * 8, cache + (row0 + (valid ? r : last - j0)) * row_len + c * 8, valid);
+    constexpr int CPR = HD / 8;               // 16-byte copies a row
+    constexpr int RPP = 32 * FA_WARPS / CPR;  // rows a pass of the block
+    static_assert(BK % RPP == 0, "a tile is whole passes");
+    const int c = threadIdx.x % CPR, r0 = threadIdx.x / CPR;
+    const long long step = (long long)RPP * row_len;
+    const u16* src = cache + (row0 + r0) * row_len + c * 8;
+    u16* dst = tile + r0 * STRIDE + c * 8;
+    if (j0 + BK - 1 <= last) {
+#pragma unroll
+        for (int r = 0; r < BK; r += RPP, src += step) fa_cp16(dst + r * STRIDE, src, true);
+    } else {
+        // Rows past `last` are zeros, their source unread (the tile's first row stands in).
+        const u16* first = cache + row0 * row_len + c * 8;
+#pragma unroll
+        for (int r = 0; r < BK; r += RPP, src += step) {
+            const bool valid = j0 + r0 + r <= last;
+            fa_cp16(dst + r * STRIDE, valid ? src : first, valid);
+        }
     }
     fa_cp_commit();
 }
