@@ -25,7 +25,7 @@ pub struct LoadOptions<'a> {
     pub on_progress: Option<ProgressFn<'a>>,
     /// Bytes the KV caches and scratch of sessions may take, in place of what the executor
     /// reports ([`Executor::memory_budget`](crate::exec::Executor::memory_budget): free RAM or
-    /// device memory, WebGPU's 2 GiB default). The default context is the largest that fits.
+    /// device memory, WebGPU's 1 GiB default). The default context is the largest that fits.
     pub memory_budget: Option<u64>,
 }
 

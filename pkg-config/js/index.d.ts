@@ -30,7 +30,7 @@ export interface LoadOptions {
   executor?: 'auto' | 'webgpu' | 'cpu';
   /** A ReadableStream's length in bytes, for progress reports. */
   size?: number;
-  /** Bytes the KV cache and scratch may take (default: on WebGPU 2 GiB, which the adapter's
+  /** Bytes the KV cache and scratch may take (default: on WebGPU 1 GiB, which the adapter's
    *  limits cannot tell; on the CPU what the 4 GiB wasm memory can still grow to, less a
    *  margin). The default context is the largest that fits, at most the model's own. */
   memoryBudget?: number;
