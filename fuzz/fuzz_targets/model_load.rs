@@ -10,7 +10,7 @@ use wick::source::MemorySource;
 use wick::{ExecutorKind, LoadOptions, Model};
 
 fuzz_target!(|data: &[u8]| {
-    let opts = LoadOptions { executor: ExecutorKind::Cpu, chunk_size: 4096, on_progress: None };
+    let opts = LoadOptions { executor: ExecutorKind::Cpu, chunk_size: 4096, ..Default::default() };
     let Ok(model) = pollster::block_on(Model::load(MemorySource::new(data), opts)) else { return };
     let _ = model.tokenizer().encode("Hello, world! <|im_start|>", true, true);
     if let Some(t) = model.chat_template() {

@@ -14,7 +14,7 @@ const SEED_MODEL: &[u8] = include_bytes!("../corpus/model_load/tiny_llama.gguf")
 
 thread_local! {
     static MODEL: &'static Model = {
-        let opts = LoadOptions { executor: ExecutorKind::Cpu, chunk_size: 4096, on_progress: None };
+        let opts = LoadOptions { executor: ExecutorKind::Cpu, chunk_size: 4096, ..Default::default() };
         Box::leak(Box::new(pollster::block_on(Model::load(MemorySource::new(SEED_MODEL), opts)).expect("seed model")))
     };
 }
