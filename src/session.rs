@@ -170,16 +170,13 @@ impl<'m> Session<'m> {
                 hp.arch.name()
             )));
         }
-        let n_ctx = match (opts.n_ctx, model.memory_budget()) {
-            (0, None) => hp.n_ctx_train.min(4096),
-            (0, Some(budget)) => {
-                crate::model::fit(hp, &model.session_memory(opts.n_batch)?, 0, &budget, true)?
+        let n_ctx = if opts.n_ctx == 0 {
+            model.default_context(opts.n_batch)?
+        } else {
+            if let Some(budget) = model.memory_budget() {
+                crate::model::check(&model.session_memory(opts.n_batch)?, 0, &budget, true, opts.n_ctx)?;
             }
-            (n, None) => n,
-            (n, Some(budget)) => {
-                crate::model::check(&model.session_memory(opts.n_batch)?, 0, &budget, true, n)?;
-                n
-            }
+            opts.n_ctx
         };
         let n_blocks = blocks_for(n_ctx);
         let spec = KvSpec {
