@@ -534,8 +534,16 @@ fn options(arch: (i32, i32)) -> Vec<String> {
 
 /// Stages of the tensor-core decode attention's rings (3; `WICK_CUDA_DECODE_STAGES`, 2 to 4,
 /// an experiment knob): the tiles a warp has in flight, plus the one it computes.
+/// Read once per process: launches ask for it too (`Kernel::dynamic_smem`).
 pub(crate) fn decode_stages() -> usize {
-    std::env::var("WICK_CUDA_DECODE_STAGES").ok().and_then(|n| n.parse().ok()).unwrap_or(3usize).clamp(2, 4)
+    static STAGES: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *STAGES.get_or_init(|| {
+        std::env::var("WICK_CUDA_DECODE_STAGES")
+            .ok()
+            .and_then(|n| n.parse().ok())
+            .unwrap_or(3usize)
+            .clamp(2, 4)
+    })
 }
 
 /// The CUDA C source of `module`, as NVRTC compiles it: common.cuh, the generated parameter
