@@ -21,23 +21,6 @@
 // different banks.
 #define MMQ_STRIDE 272
 
-__device__ __forceinline__ void mma_k32(int* c, const u32* a, const u32* b) {
-#if __CUDA_ARCH__ >= 800
-    asm volatile("mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-                 "{%0,%1,%2,%3};"
-                 : "+r"(c[0]), "+r"(c[1]), "+r"(c[2]), "+r"(c[3])
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
-#endif
-}
-__device__ __forceinline__ void mma_k16(int* c, const u32* a, u32 b) {
-#if __CUDA_ARCH__ >= 800
-    asm volatile("mma.sync.aligned.m16n8k16.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, {%4,%5}, {%6}, "
-                 "{%0,%1,%2,%3};"
-                 : "+r"(c[0]), "+r"(c[1]), "+r"(c[2]), "+r"(c[3])
-                 : "r"(a[0]), "r"(a[1]), "r"(b));
-#endif
-}
-
 // Each byte of v (every byte below 128) minus c, as signed bytes.
 __device__ __forceinline__ u32 sub_bytes(u32 v, u32 c) { return ((v | 0x80808080u) - c * 0x01010101u) ^ 0x80808080u; }
 __device__ __forceinline__ void put4(u32* v, uint4 a) {
@@ -47,18 +30,21 @@ __device__ __forceinline__ void put4(u32* v, uint4 a) {
     v[3] = a.w;
 }
 
-// Unpack 32 values (chunk c of block b) into v[8] as signed bytes; ws[0] (Q6_K: ws[0], ws[1])
-// and *wm as described above. hoff: byte offset of the header array.
-typedef void (*mmq_unpack)(const u8* W, long long hoff, long long b, int c, u32* v, float* ws, float* wm);
+// Unpack 32 values (chunk c of block b) into v[8] as signed bytes, with the chunk's scales:
+//   legacy types: ws[0] = d, *wm = m (Q4_1/Q5_1);
+//   K-quants: ws[0] = the block's d, isc[0] the chunk's integer scale (Q6_K: isc[0], isc[1]
+//   for its two halves of 16), *wm = −dmin·mn (Q4_K/Q5_K).
+// hoff: byte offset of the header array.
+typedef void (*mmq_unpack)(const u8* W, long long hoff, long long b, int c, u32* v, float* ws, float* wm, int* isc);
 
-__device__ void unpack_q4_0(const u8* W, long long hoff, long long b, int c, u32* v, float* ws, float* wm) {
+__device__ void unpack_q4_0(const u8* W, long long hoff, long long b, int c, u32* v, float* ws, float* wm, int* isc) {
     uint4 w = ld16(W + b * Q_q4_0);
     put4(v, nib_lo16(w));
     put4(v + 4, nib_hi16(w));
     for (int i = 0; i < 8; i++) v[i] = sub_bytes(v[i], 8);
     ws[0] = ld_f16(W + hoff + b * H_q4_0);
 }
-__device__ void unpack_q4_1(const u8* W, long long hoff, long long b, int c, u32* v, float* ws, float* wm) {
+__device__ void unpack_q4_1(const u8* W, long long hoff, long long b, int c, u32* v, float* ws, float* wm, int* isc) {
     uint4 w = ld16(W + b * Q_q4_1);
     put4(v, nib_lo16(w));
     put4(v + 4, nib_hi16(w));
@@ -80,20 +66,20 @@ __device__ __forceinline__ void unpack_q5(const u8* W, long long hoff, long long
     ws[0] = ld_f16(h);
     if (ONE) *wm = ld_f16(h + 2);
 }
-__device__ void unpack_q5_0(const u8* W, long long hoff, long long b, int c, u32* v, float* ws, float* wm) {
+__device__ void unpack_q5_0(const u8* W, long long hoff, long long b, int c, u32* v, float* ws, float* wm, int* isc) {
     unpack_q5<false>(W, hoff, b, v, ws, wm);
 }
-__device__ void unpack_q5_1(const u8* W, long long hoff, long long b, int c, u32* v, float* ws, float* wm) {
+__device__ void unpack_q5_1(const u8* W, long long hoff, long long b, int c, u32* v, float* ws, float* wm, int* isc) {
     unpack_q5<true>(W, hoff, b, v, ws, wm);
 }
-__device__ void unpack_q8_0(const u8* W, long long hoff, long long b, int c, u32* v, float* ws, float* wm) {
+__device__ void unpack_q8_0(const u8* W, long long hoff, long long b, int c, u32* v, float* ws, float* wm, int* isc) {
     put4(v, ld16(W + b * Q_q8_0));
     put4(v + 4, ld16(W + b * Q_q8_0 + 16));
     ws[0] = ld_f16(W + hoff + b * H_q8_0);
 }
 template <bool Q5>
 __device__ __forceinline__ void unpack_q45_k(const u8* W, long long hoff, long long b, int c, u32* v, float* ws,
-                                             float* wm) {
+                                             float* wm, int* isc) {
     const u8* q = W + b * (Q5 ? Q_q5_k : Q_q4_k);
     const u8* qs = q + (Q5 ? 32 : 0) + 32 * (c / 2);
     uint4 w0 = ld16(qs), w1 = ld16(qs + 16);
@@ -112,17 +98,18 @@ __device__ __forceinline__ void unpack_q45_k(const u8* W, long long hoff, long l
     const u8* h = W + hoff + b * H_q4_k;
     int sc, mn;
     k4_scale_min(c, h + 4, &sc, &mn);
-    ws[0] = ld_f16(h) * (float)sc;
+    ws[0] = ld_f16(h);
+    isc[0] = sc;
     *wm = -(ld_f16(h + 2) * (float)mn);
 }
-__device__ void unpack_q4_k(const u8* W, long long hoff, long long b, int c, u32* v, float* ws, float* wm) {
-    unpack_q45_k<false>(W, hoff, b, c, v, ws, wm);
+__device__ void unpack_q4_k(const u8* W, long long hoff, long long b, int c, u32* v, float* ws, float* wm, int* isc) {
+    unpack_q45_k<false>(W, hoff, b, c, v, ws, wm, isc);
 }
-__device__ void unpack_q5_k(const u8* W, long long hoff, long long b, int c, u32* v, float* ws, float* wm) {
-    unpack_q45_k<true>(W, hoff, b, c, v, ws, wm);
+__device__ void unpack_q5_k(const u8* W, long long hoff, long long b, int c, u32* v, float* ws, float* wm, int* isc) {
+    unpack_q45_k<true>(W, hoff, b, c, v, ws, wm, isc);
 }
 // Q6_K chunk c (0..8): half hh = c / 4, chunk cc = c % 4 of it (see matmul_k.cu).
-__device__ void unpack_q6_k(const u8* W, long long hoff, long long b, int c, u32* v, float* ws, float* wm) {
+__device__ void unpack_q6_k(const u8* W, long long hoff, long long b, int c, u32* v, float* ws, float* wm, int* isc) {
     const u8* q = W + b * Q_q6_k;
     int hh = c / 4, cc = c % 4;
     const u8* ql = q + 64 * hh + 32 * (cc % 2);
@@ -138,15 +125,53 @@ __device__ void unpack_q6_k(const u8* W, long long hoff, long long b, int c, u32
         v[i] = sub_bytes(x, 32);
     }
     const u8* h = W + hoff + b * H_q6_k;
-    float d = ld_f16(h + 16);
-    ws[0] = d * (float)(i8)h[2 * c];
-    ws[1] = d * (float)(i8)h[2 * c + 1];
+    ws[0] = ld_f16(h + 16);
+    isc[0] = (i8)h[2 * c];
+    isc[1] = (i8)h[2 * c + 1];
+}
+
+// Four 8×8 matrices of 16-bit elements (here: 8 rows × 16 bytes each) from shared memory, a
+// row address from each lane: lanes 8i..8i+7 give matrix i's rows, whose words land in reg i.
+__device__ __forceinline__ void ldsm4(u32* r, const u8* p) {
+#if __CUDA_ARCH__ >= 750
+    u32 a = (u32)__cvta_generic_to_shared(p);
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(a));
+#endif
+}
+// c = a·b (no accumulator in): the exact integer sums of one 32- (k32) or 16-value (k16) chunk.
+__device__ __forceinline__ void mma_k32_0(int* c, const u32* a, const u32* b) {
+#if __CUDA_ARCH__ >= 800
+    asm volatile("mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+                 "{%10,%10,%10,%10};"
+                 : "=r"(c[0]), "=r"(c[1]), "=r"(c[2]), "=r"(c[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]), "r"(0));
+#endif
+}
+__device__ __forceinline__ void mma_k16_0(int* c, u32 a0, u32 a1, u32 b) {
+#if __CUDA_ARCH__ >= 800
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, {%4,%5}, {%6}, "
+                 "{%7,%7,%7,%7};"
+                 : "=r"(c[0]), "=r"(c[1]), "=r"(c[2]), "=r"(c[3])
+                 : "r"(a0), "r"(a1), "r"(b), "r"(0));
+#endif
 }
 
 // KSUB: values per scale (32, or 16 for Q6_K); MIN: the type has a min term; KACT: q8_K
-// activations (one d per 256 values) instead of q8_0/q8_1 (d, s per 32).
+// activations (one d per 256 values) and a K-quant's integer sub-block scales.
 // BN: tokens a block, 64 (four warps of 32 rows × 32 tokens) or 32 (four warps of 16 rows × 32
 // tokens: twice the blocks, for products too small to fill the device otherwise).
+//
+// The fold of the tensor cores' integer sums is most of the kernel's instructions, so it is
+// kept short:
+//   K-quants: a stage of MMQ_KS = 256 values is one weight block and one activation scale, so
+//     each sub-block's sums are multiplied by its integer scale and added as integers; the
+//     floats come in once a stage: acc += d·d_act·Σ sc·isum (as the CPU's dot products do),
+//     plus, for Q4_K/Q5_K, the min terms (−dmin·mn)·(d_act·Σq) per sub-block;
+//   legacy types: acc += (d·d_act)·isum per 32 values (+ m·s_act for Q4_1/Q5_1).
+// Fragments come from shared memory by ldmatrix (four 8 × 16-byte matrices at once).
+//
 // Split-K: with gridDim.z > 1, block z takes the z-th of gridDim.z equal runs of MMQ_KS
 // chunks of k and writes its partial sums, without the bias, to part[z][token][row];
 // `mmq_reduce` then adds the runs in order (products of few tokens have too few tiles to
@@ -156,13 +181,16 @@ __device__ __forceinline__ void mmq_tile(const u8* W, const i8* aq, const float*
                                          int btype, int k, int n, int rows, float* part) {
     constexpr int NSUB = MMQ_KS / KSUB;
     constexpr int CPB = QB / 32;
-    __shared__ __align__(16) u8 sw[MMQ_BM * MMQ_STRIDE];
     constexpr int MT = BN == 64 ? 2 : 1;  // 16-row tiles a warp
+    __shared__ __align__(16) u8 sw[MMQ_BM * MMQ_STRIDE];
     __shared__ __align__(16) u8 sa[BN * MMQ_STRIDE];
-    __shared__ float sws[MMQ_BM][NSUB + 1];
-    __shared__ float swm[MIN ? MMQ_BM : 1][NSUB + 1];
-    __shared__ float sad[BN][NSUB + 1];
-    __shared__ float sas[MIN ? BN : 1][NSUB + 1];
+    // Weight scales: per chunk (legacy), or the block's d in [r][0] (K-quants).
+    __shared__ float sws[MMQ_BM][KACT ? 1 : 9];
+    __shared__ int ssc[KACT ? MMQ_BM : 1][NSUB + 1];
+    __shared__ float swm[MIN ? MMQ_BM : 1][9];
+    // Activation scales: per chunk (legacy), or the stage's one d in [t][0] (K-quants).
+    __shared__ float sad[BN][KACT ? 1 : 9];
+    __shared__ float sas[MIN ? BN : 1][9];
     int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, g = lane / 4, t4 = lane % 4;
     int r0 = blockIdx.x * MMQ_BM, c0 = blockIdx.y * BN;
     int wr = BN == 64 ? (warp % 2) * 32 : warp * 16, wc = BN == 64 ? (warp / 2) * 32 : 0;
@@ -175,6 +203,12 @@ __device__ __forceinline__ void mmq_tile(const u8* W, const i8* aq, const float*
         for (int j = 0; j < 4; j++)
 #pragma unroll
             for (int e = 0; e < 4; e++) acc[i][j][e] = 0.0f;
+    // This lane's ldmatrix row addresses (byte offsets in sw / sa; a chunk adds 32·c).
+    int arow[MT], brow[2];
+#pragma unroll
+    for (int i = 0; i < MT; i++) arow[i] = (wr + 16 * i + (lane & 7) + 8 * ((lane >> 3) & 1)) * MMQ_STRIDE + 16 * (lane >> 4);
+#pragma unroll
+    for (int jj = 0; jj < 2; jj++) brow[jj] = (wc + 16 * jj + (lane & 7) + 8 * (lane >> 4)) * MMQ_STRIDE + 16 * ((lane >> 3) & 1);
 
     int nks = (k + MMQ_KS - 1) / MMQ_KS, per = (nks + gridDim.z - 1) / gridDim.z;
     int k_begin = blockIdx.z * per * MMQ_KS, k_end = min(k, (blockIdx.z + 1) * per * MMQ_KS);
@@ -188,10 +222,11 @@ __device__ __forceinline__ void mmq_tile(const u8* W, const i8* aq, const float*
         for (int i = tid; i < MMQ_BM * 8; i += MMQ_THREADS) {
             int r = i / 8, c = i % 8;
             u32 v[8];
-            float ws[2] = {0.0f, 0.0f}, wm = 0.0f;
+            float ws[1] = {0.0f}, wm = 0.0f;
+            int isc[2] = {0, 0};
             if (c < nch && r0 + r < n) {
                 int kc = k0 / 32 + c;
-                UNPACK(W, hoff, (long long)(r0 + r) * nb + kc / CPB, kc % CPB, v, ws, &wm);
+                UNPACK(W, hoff, (long long)(r0 + r) * nb + kc / CPB, kc % CPB, v, ws, &wm, isc);
             } else {
 #pragma unroll
                 for (int e = 0; e < 8; e++) v[e] = 0;
@@ -199,11 +234,16 @@ __device__ __forceinline__ void mmq_tile(const u8* W, const i8* aq, const float*
             uint4* dst = (uint4*)(sw + r * MMQ_STRIDE + 32 * c);
             dst[0] = make_uint4(v[0], v[1], v[2], v[3]);
             dst[1] = make_uint4(v[4], v[5], v[6], v[7]);
-            if (KSUB == 32) {
-                sws[r][c] = ws[0];
+            if (KACT) {
+                if (c == 0) sws[r][0] = ws[0];
+                if (KSUB == 32) {
+                    ssc[r][c] = isc[0];
+                } else {
+                    ssc[r][2 * c] = isc[0];
+                    ssc[r][2 * c + 1] = isc[1];
+                }
             } else {
-                sws[r][2 * c] = ws[0];
-                sws[r][2 * c + 1] = ws[1];
+                sws[r][c] = ws[0];
             }
             if (MIN) swm[r][c] = wm;
         }
@@ -228,81 +268,107 @@ __device__ __forceinline__ void mmq_tile(const u8* W, const i8* aq, const float*
             uint4* dst = (uint4*)(sa + r * MMQ_STRIDE + 32 * c);
             dst[0] = x0;
             dst[1] = x1;
-            if (KSUB == 32) {
-                sad[r][c] = d;
+            if (KACT) {
+                if (c == 0) sad[r][0] = d;
             } else {
-                sad[r][2 * c] = d;
-                sad[r][2 * c + 1] = d;
+                sad[r][c] = d;
             }
             if (MIN) sas[r][c] = s;
         }
         __syncthreads();
-        int nsub = nch * (32 / KSUB);
-        for (int s = 0; s < nsub; s++) {
-            int ci[MT][4][4];
+        int isum[MT][4][4];
+        if (KACT) {
 #pragma unroll
             for (int i = 0; i < MT; i++)
 #pragma unroll
                 for (int j = 0; j < 4; j++)
 #pragma unroll
-                    for (int e = 0; e < 4; e++) ci[i][j][e] = 0;
-            if (KSUB == 32) {
-                u32 a[MT][4], b[4][2];
+                    for (int e = 0; e < 4; e++) isum[i][j][e] = 0;
+        }
+        for (int c = 0; c < nch; c++) {
+            u32 a[MT][4], b[4][2];
 #pragma unroll
-                for (int i = 0; i < MT; i++) {
-                    const u8* p = sw + (wr + 16 * i + g) * MMQ_STRIDE + 32 * s + 4 * t4;
-                    a[i][0] = *(const u32*)p;
-                    a[i][1] = *(const u32*)(p + 8 * MMQ_STRIDE);
-                    a[i][2] = *(const u32*)(p + 16);
-                    a[i][3] = *(const u32*)(p + 8 * MMQ_STRIDE + 16);
-                }
+            for (int i = 0; i < MT; i++) ldsm4(a[i], sw + arow[i] + 32 * c);
 #pragma unroll
-                for (int j = 0; j < 4; j++) {
-                    const u8* p = sa + (wc + 8 * j + g) * MMQ_STRIDE + 32 * s + 4 * t4;
-                    b[j][0] = *(const u32*)p;
-                    b[j][1] = *(const u32*)(p + 16);
-                }
-#pragma unroll
-                for (int i = 0; i < MT; i++)
-#pragma unroll
-                    for (int j = 0; j < 4; j++) mma_k32(ci[i][j], a[i], b[j]);
-            } else {
-                u32 a[MT][2], b[4];
-#pragma unroll
-                for (int i = 0; i < MT; i++) {
-                    const u8* p = sw + (wr + 16 * i + g) * MMQ_STRIDE + 16 * s + 4 * t4;
-                    a[i][0] = *(const u32*)p;
-                    a[i][1] = *(const u32*)(p + 8 * MMQ_STRIDE);
-                }
-#pragma unroll
-                for (int j = 0; j < 4; j++) b[j] = *(const u32*)(sa + (wc + 8 * j + g) * MMQ_STRIDE + 16 * s + 4 * t4);
-#pragma unroll
-                for (int i = 0; i < MT; i++)
-#pragma unroll
-                    for (int j = 0; j < 4; j++) mma_k16(ci[i][j], a[i], b[j]);
+            for (int jj = 0; jj < 2; jj++) {
+                u32 r4[4];
+                ldsm4(r4, sa + brow[jj] + 32 * c);
+                b[2 * jj][0] = r4[0];
+                b[2 * jj][1] = r4[1];
+                b[2 * jj + 1][0] = r4[2];
+                b[2 * jj + 1][1] = r4[3];
             }
-            // Fold: c0, c1 are rows g, tokens 2·t4, 2·t4 + 1; c2, c3 the same tokens of row g + 8.
-            int cs = KSUB == 32 ? s : s / 2;
+            // c[0], c[1]: row g, tokens 2·t4, 2·t4 + 1; c[2], c[3]: the same tokens of row g + 8.
 #pragma unroll
             for (int i = 0; i < MT; i++) {
                 int ra = wr + 16 * i + g;
-                float w0 = sws[ra][s], w1 = sws[ra + 8][s];
-                float m0 = MIN ? swm[ra][cs] : 0.0f, m1 = MIN ? swm[ra + 8][cs] : 0.0f;
+                if (KACT) {
+                    if (KSUB == 32) {
+                        int s0 = ssc[ra][c], s1 = ssc[ra + 8][c];
+#pragma unroll
+                        for (int j = 0; j < 4; j++) {
+                            int ci[4];
+                            mma_k32_0(ci, a[i], b[j]);
+                            isum[i][j][0] += s0 * ci[0];
+                            isum[i][j][1] += s0 * ci[1];
+                            isum[i][j][2] += s1 * ci[2];
+                            isum[i][j][3] += s1 * ci[3];
+                        }
+                    } else {
+                        int s0 = ssc[ra][2 * c], s1 = ssc[ra + 8][2 * c];
+                        int u0 = ssc[ra][2 * c + 1], u1 = ssc[ra + 8][2 * c + 1];
+#pragma unroll
+                        for (int j = 0; j < 4; j++) {
+                            int ci[4], cu[4];
+                            mma_k16_0(ci, a[i][0], a[i][1], b[j][0]);
+                            mma_k16_0(cu, a[i][2], a[i][3], b[j][1]);
+                            isum[i][j][0] += s0 * ci[0] + u0 * cu[0];
+                            isum[i][j][1] += s0 * ci[1] + u0 * cu[1];
+                            isum[i][j][2] += s1 * ci[2] + u1 * cu[2];
+                            isum[i][j][3] += s1 * ci[3] + u1 * cu[3];
+                        }
+                    }
+                } else {
+                    float w0 = sws[ra][c], w1 = sws[ra + 8][c];
+#pragma unroll
+                    for (int j = 0; j < 4; j++) {
+                        int ci[4];
+                        mma_k32_0(ci, a[i], b[j]);
+                        int ta = wc + 8 * j + 2 * t4;
+                        float d0 = sad[ta][c], d1 = sad[ta + 1][c];
+                        acc[i][j][0] = __fmaf_rn(w0 * d0, (float)ci[0], acc[i][j][0]);
+                        acc[i][j][1] = __fmaf_rn(w0 * d1, (float)ci[1], acc[i][j][1]);
+                        acc[i][j][2] = __fmaf_rn(w1 * d0, (float)ci[2], acc[i][j][2]);
+                        acc[i][j][3] = __fmaf_rn(w1 * d1, (float)ci[3], acc[i][j][3]);
+                    }
+                }
+                if (MIN) {
+                    float m0 = swm[ra][c], m1 = swm[ra + 8][c];
+#pragma unroll
+                    for (int j = 0; j < 4; j++) {
+                        int ta = wc + 8 * j + 2 * t4;
+                        float s0 = sas[ta][c], s1 = sas[ta + 1][c];
+                        acc[i][j][0] = __fmaf_rn(m0, s0, acc[i][j][0]);
+                        acc[i][j][1] = __fmaf_rn(m0, s1, acc[i][j][1]);
+                        acc[i][j][2] = __fmaf_rn(m1, s0, acc[i][j][2]);
+                        acc[i][j][3] = __fmaf_rn(m1, s1, acc[i][j][3]);
+                    }
+                }
+            }
+        }
+        if (KACT) {
+#pragma unroll
+            for (int i = 0; i < MT; i++) {
+                int ra = wr + 16 * i + g;
+                float w0 = sws[ra][0], w1 = sws[ra + 8][0];
 #pragma unroll
                 for (int j = 0; j < 4; j++) {
                     int ta = wc + 8 * j + 2 * t4;
-                    float d0 = sad[ta][s], d1 = sad[ta + 1][s];
-                    acc[i][j][0] += w0 * d0 * (float)ci[i][j][0];
-                    acc[i][j][1] += w0 * d1 * (float)ci[i][j][1];
-                    acc[i][j][2] += w1 * d0 * (float)ci[i][j][2];
-                    acc[i][j][3] += w1 * d1 * (float)ci[i][j][3];
-                    if (MIN) {
-                        float s0 = sas[ta][cs], s1 = sas[ta + 1][cs];
-                        acc[i][j][0] += m0 * s0;
-                        acc[i][j][1] += m0 * s1;
-                        acc[i][j][2] += m1 * s0;
-                        acc[i][j][3] += m1 * s1;
-                    }
+                    float d0 = sad[ta][0], d1 = sad[ta + 1][0];
+                    acc[i][j][0] = __fmaf_rn(w0 * d0, (float)isum[i][j][0], acc[i][j][0]);
+                    acc[i][j][1] = __fmaf_rn(w0 * d1, (float)isum[i][j][1], acc[i][j][1]);
+                    acc[i][j][2] = __fmaf_rn(w1 * d0, (float)isum[i][j][2], acc[i][j][2]);
+                    acc[i][j][3] = __fmaf_rn(w1 * d1, (float)isum[i][j][3], acc[i][j][3]);
                 }
             }
         }
