@@ -522,6 +522,7 @@ fn options(arch: (i32, i32)) -> Vec<String> {
         ("WICK_CUDA_MMVN_ROWS", "MMVN_ROWS"),
         ("WICK_CUDA_MMVN_UNROLL", "MMVN_UNROLL"),
         ("WICK_CUDA_MMVN_MIN_BLOCKS", "MMVN_MIN_BLOCKS"),
+        ("WICK_CUDA_MMQ_MIN_BLOCKS", "MMQ_MIN_BLOCKS"),
     ] {
         if let Some(n) = std::env::var(var).ok().and_then(|n| n.parse::<u32>().ok()) {
             o.push(format!("-D{define}={n}"));

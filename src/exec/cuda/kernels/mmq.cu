@@ -16,7 +16,14 @@
 
 #define MMQ_BM 64
 #define MMQ_KS 256
-#define MMQ_THREADS 128
+// Warps a block (8 was slower on an H200: 0.81-0.93x), and the register cap's blocks a
+// multiprocessor: 5 (122 registers a thread → 102) made 8b pp512 on an H200 1.30x (Q4_K_M),
+// 1.08x (Q8_0) and 1.04x (Q4_0) faster than no cap; `WICK_CUDA_MMQ_MIN_BLOCKS` overrides it.
+#define MMQ_WARPS 4
+#define MMQ_THREADS (32 * MMQ_WARPS)
+#ifndef MMQ_MIN_BLOCKS
+#define MMQ_MIN_BLOCKS 5
+#endif
 // Bytes per row of a shared tile: 256 + 16, so the eight rows of a fragment load fall in
 // different banks.
 #define MMQ_STRIDE 272
@@ -181,7 +188,9 @@ __device__ __forceinline__ void mmq_tile(const u8* W, const i8* aq, const float*
                                          int btype, int k, int n, int rows, float* part) {
     constexpr int NSUB = MMQ_KS / KSUB;
     constexpr int CPB = QB / 32;
-    constexpr int MT = BN == 64 ? 2 : 1;  // 16-row tiles a warp
+    // Warps along the rows (WM) and the tokens (WN); a warp's 16-row (MT) and 8-token (NT) tiles.
+    constexpr int WM = BN == 64 ? 2 : 4, WN = MMQ_WARPS / WM;
+    constexpr int MT = MMQ_BM / WM / 16, NT = BN / WN / 8;
     __shared__ __align__(16) u8 sw[MMQ_BM * MMQ_STRIDE];
     __shared__ __align__(16) u8 sa[BN * MMQ_STRIDE];
     // Weight scales: per chunk (legacy), or the block's d in [r][0] (K-quants).
@@ -193,22 +202,22 @@ __device__ __forceinline__ void mmq_tile(const u8* W, const i8* aq, const float*
     __shared__ float sas[MIN ? BN : 1][9];
     int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, g = lane / 4, t4 = lane % 4;
     int r0 = blockIdx.x * MMQ_BM, c0 = blockIdx.y * BN;
-    int wr = BN == 64 ? (warp % 2) * 32 : warp * 16, wc = BN == 64 ? (warp / 2) * 32 : 0;
+    int wr = (warp % WM) * (MMQ_BM / WM), wc = (warp / WM) * (BN / WN);
     int nb = k / QB, nbk = k / 32;
     long long hoff = header_offset((long long)n * nb, Q);
-    float acc[MT][4][4];
+    float acc[MT][NT][4];
 #pragma unroll
     for (int i = 0; i < MT; i++)
 #pragma unroll
-        for (int j = 0; j < 4; j++)
+        for (int j = 0; j < NT; j++)
 #pragma unroll
             for (int e = 0; e < 4; e++) acc[i][j][e] = 0.0f;
     // This lane's ldmatrix row addresses (byte offsets in sw / sa; a chunk adds 32·c).
-    int arow[MT], brow[2];
+    int arow[MT], brow[NT / 2];
 #pragma unroll
     for (int i = 0; i < MT; i++) arow[i] = (wr + 16 * i + (lane & 7) + 8 * ((lane >> 3) & 1)) * MMQ_STRIDE + 16 * (lane >> 4);
 #pragma unroll
-    for (int jj = 0; jj < 2; jj++) brow[jj] = (wc + 16 * jj + (lane & 7) + 8 * (lane >> 4)) * MMQ_STRIDE + 16 * ((lane >> 3) & 1);
+    for (int jj = 0; jj < NT / 2; jj++) brow[jj] = (wc + 16 * jj + (lane & 7) + 8 * (lane >> 4)) * MMQ_STRIDE + 16 * ((lane >> 3) & 1);
 
     int nks = (k + MMQ_KS - 1) / MMQ_KS, per = (nks + gridDim.z - 1) / gridDim.z;
     int k_begin = blockIdx.z * per * MMQ_KS, k_end = min(k, (blockIdx.z + 1) * per * MMQ_KS);
@@ -276,21 +285,21 @@ __device__ __forceinline__ void mmq_tile(const u8* W, const i8* aq, const float*
             if (MIN) sas[r][c] = s;
         }
         __syncthreads();
-        int isum[MT][4][4];
+        int isum[MT][NT][4];
         if (KACT) {
 #pragma unroll
             for (int i = 0; i < MT; i++)
 #pragma unroll
-                for (int j = 0; j < 4; j++)
+                for (int j = 0; j < NT; j++)
 #pragma unroll
                     for (int e = 0; e < 4; e++) isum[i][j][e] = 0;
         }
         for (int c = 0; c < nch; c++) {
-            u32 a[MT][4], b[4][2];
+            u32 a[MT][4], b[NT][2];
 #pragma unroll
             for (int i = 0; i < MT; i++) ldsm4(a[i], sw + arow[i] + 32 * c);
 #pragma unroll
-            for (int jj = 0; jj < 2; jj++) {
+            for (int jj = 0; jj < NT / 2; jj++) {
                 u32 r4[4];
                 ldsm4(r4, sa + brow[jj] + 32 * c);
                 b[2 * jj][0] = r4[0];
@@ -306,7 +315,7 @@ __device__ __forceinline__ void mmq_tile(const u8* W, const i8* aq, const float*
                     if (KSUB == 32) {
                         int s0 = ssc[ra][c], s1 = ssc[ra + 8][c];
 #pragma unroll
-                        for (int j = 0; j < 4; j++) {
+                        for (int j = 0; j < NT; j++) {
                             int ci[4];
                             mma_k32_0(ci, a[i], b[j]);
                             isum[i][j][0] += s0 * ci[0];
@@ -318,7 +327,7 @@ __device__ __forceinline__ void mmq_tile(const u8* W, const i8* aq, const float*
                         int s0 = ssc[ra][2 * c], s1 = ssc[ra + 8][2 * c];
                         int u0 = ssc[ra][2 * c + 1], u1 = ssc[ra + 8][2 * c + 1];
 #pragma unroll
-                        for (int j = 0; j < 4; j++) {
+                        for (int j = 0; j < NT; j++) {
                             int ci[4], cu[4];
                             mma_k16_0(ci, a[i][0], a[i][1], b[j][0]);
                             mma_k16_0(cu, a[i][2], a[i][3], b[j][1]);
@@ -331,7 +340,7 @@ __device__ __forceinline__ void mmq_tile(const u8* W, const i8* aq, const float*
                 } else {
                     float w0 = sws[ra][c], w1 = sws[ra + 8][c];
 #pragma unroll
-                    for (int j = 0; j < 4; j++) {
+                    for (int j = 0; j < NT; j++) {
                         int ci[4];
                         mma_k32_0(ci, a[i], b[j]);
                         int ta = wc + 8 * j + 2 * t4;
@@ -345,7 +354,7 @@ __device__ __forceinline__ void mmq_tile(const u8* W, const i8* aq, const float*
                 if (MIN) {
                     float m0 = swm[ra][c], m1 = swm[ra + 8][c];
 #pragma unroll
-                    for (int j = 0; j < 4; j++) {
+                    for (int j = 0; j < NT; j++) {
                         int ta = wc + 8 * j + 2 * t4;
                         float s0 = sas[ta][c], s1 = sas[ta + 1][c];
                         acc[i][j][0] = __fmaf_rn(m0, s0, acc[i][j][0]);
@@ -362,7 +371,7 @@ __device__ __forceinline__ void mmq_tile(const u8* W, const i8* aq, const float*
                 int ra = wr + 16 * i + g;
                 float w0 = sws[ra][0], w1 = sws[ra + 8][0];
 #pragma unroll
-                for (int j = 0; j < 4; j++) {
+                for (int j = 0; j < NT; j++) {
                     int ta = wc + 8 * j + 2 * t4;
                     float d0 = sad[ta][0], d1 = sad[ta + 1][0];
                     acc[i][j][0] = __fmaf_rn(w0 * d0, (float)isum[i][j][0], acc[i][j][0]);
@@ -382,7 +391,7 @@ __device__ __forceinline__ void mmq_tile(const u8* W, const i8* aq, const float*
             if (row >= n) continue;
             float bv = bias ? deq(btype, bias, n, row) : 0.0f;
 #pragma unroll
-            for (int j = 0; j < 4; j++) {
+            for (int j = 0; j < NT; j++) {
 #pragma unroll
                 for (int e = 0; e < 2; e++) {
                     int tok = c0 + wc + 8 * j + 2 * t4 + e;
@@ -396,11 +405,11 @@ __device__ __forceinline__ void mmq_tile(const u8* W, const i8* aq, const float*
 // Two entry points per type: `mmq_T`, a grid of (⌈n / MMQ_BM⌉, ⌈rows / 64⌉) blocks of
 // MMQ_THREADS, and `mmq_T_n32`, the same for (⌈n / MMQ_BM⌉, ⌈rows / 32⌉).
 #define MMQ(T, KSUB, MIN, KACT)                                                                                \
-    extern "C" __global__ void __launch_bounds__(MMQ_THREADS) mmq_##T(const MmqParams p) {                     \
+    extern "C" __global__ void __launch_bounds__(MMQ_THREADS, MMQ_MIN_BLOCKS) mmq_##T(const MmqParams p) {                     \
         mmq_tile<QB_##T, Q_##T, KSUB, MIN, KACT, unpack_##T, 64>(p.w, p.aq, p.ad, p.out, p.bias, p.btype, p.k,  \
                                                                   p.n, p.rows, p.part);                        \
     }                                                                                                          \
-    extern "C" __global__ void __launch_bounds__(MMQ_THREADS) mmq_##T##_n32(const MmqParams p) {               \
+    extern "C" __global__ void __launch_bounds__(MMQ_THREADS, MMQ_MIN_BLOCKS) mmq_##T##_n32(const MmqParams p) {               \
         mmq_tile<QB_##T, Q_##T, KSUB, MIN, KACT, unpack_##T, 32>(p.w, p.aq, p.ad, p.out, p.bias, p.btype, p.k,  \
                                                                   p.n, p.rows, p.part);                        \
     }
