@@ -166,6 +166,25 @@ impl Gpu {
         }
     }
 
+    /// Whether the device was lost.
+    #[cfg(target_arch = "wasm32")]
+    pub fn is_lost(&self) -> bool {
+        self.lost.lock().unwrap_or_else(|p| p.into_inner()).is_some()
+    }
+
+    /// Read `size` bytes of a MAP_READ buffer ([`super::buffers::read`]). Where the map fails
+    /// because the device was lost (or wgpu reported an error first), that is the error: a
+    /// failed map says only that it failed.
+    pub async fn read(&self, buf: &wgpu::Buffer, size: u64) -> Result<Vec<u8>> {
+        match super::buffers::read(&self.device, buf, size).await {
+            Ok(v) => Ok(v),
+            Err(e) => {
+                self.take_error()?;
+                Err(e)
+            }
+        }
+    }
+
     /// Wait for submitted work (natively; the browser has no blocking wait).
     pub fn wait(&self) -> Result<()> {
         #[cfg(not(target_arch = "wasm32"))]
@@ -240,13 +259,17 @@ pub fn check_size(limits: &wgpu::Limits, what: &str, size: u64, storage: bool) -
 
 /// Run `f` (creating buffers, shaders, pipelines) inside validation, out-of-memory and internal
 /// error scopes and return what they caught as an error naming `what`. Natively wgpu resolves
-/// the scopes at once; in the browser they resolve later, so there `f` runs unscoped and its
-/// errors reach the uncaptured-error handler, which [`Gpu::take_error`] reports.
+/// the scopes at once; in the browser they resolve later, so there `f`'s value is returned and
+/// what its scopes catch is reported by the device's next asynchronous call ([`Gpu::settle`]:
+/// finishing an upload, a step, a KV read).
 pub fn scoped<T>(device: &wgpu::Device, what: &str, f: impl FnOnce() -> T) -> Result<T> {
     #[cfg(target_arch = "wasm32")]
     {
-        let _ = (device, what);
-        Ok(f())
+        let scopes = Scopes::push(device);
+        let value = f();
+        let caught = Box::pin(scopes.pop(what.to_string()));
+        DEFERRED.with(|d| d.borrow_mut().push((device.clone(), caught)));
+        Ok(value)
     }
     #[cfg(not(target_arch = "wasm32"))]
     {
@@ -258,8 +281,104 @@ pub fn scoped<T>(device: &wgpu::Device, what: &str, f: impl FnOnce() -> T) -> Re
         let errors = [ready(validation.pop()), ready(oom.pop()), ready(internal.pop())];
         match errors.into_iter().flatten().next() {
             None => Ok(value),
-            Some(wgpu::Error::OutOfMemory { .. }) => Err(err(format!("{what}: out of device memory"))),
-            Some(e) => Err(err(format!("{what} failed: {e}"))),
+            Some(e) => Err(scope_error(what, e)),
+        }
+    }
+}
+
+/// An error an error scope caught, as a wick error naming `what`.
+fn scope_error(what: &str, e: wgpu::Error) -> crate::Error {
+    match e {
+        wgpu::Error::OutOfMemory { .. } => err(format!("{what}: out of device memory")),
+        e => err(format!("{what} failed: {e}")),
+    }
+}
+
+/// Validation, out-of-memory and internal error scopes held open across several calls, in the
+/// browser, where a scope's errors are known only asynchronously: the weight upload and each
+/// step run inside them, and [`Scopes::pop`] awaits what they caught, so that a buffer the
+/// browser refused (out of memory, beyond a limit) fails the load itself rather than the first
+/// generation, and a failed step fails that step rather than the next one.
+#[cfg(target_arch = "wasm32")]
+pub struct Scopes(Vec<wgpu::ErrorScopeGuard>);
+
+#[cfg(target_arch = "wasm32")]
+impl Scopes {
+    /// Open the scopes on `device`.
+    pub fn push(device: &wgpu::Device) -> Scopes {
+        Scopes(vec![
+            device.push_error_scope(wgpu::ErrorFilter::Internal),
+            device.push_error_scope(wgpu::ErrorFilter::OutOfMemory),
+            device.push_error_scope(wgpu::ErrorFilter::Validation),
+        ])
+    }
+
+    /// Close the scopes now; the future resolves to the first error they caught, naming `what`.
+    pub fn pop(mut self, what: impl Into<String>) -> impl std::future::Future<Output = Result<()>> {
+        let what = what.into();
+        let mut guards = std::mem::take(&mut self.0);
+        // Innermost first: wgpu insists on the reverse order of the pushes.
+        let mut pops = Vec::with_capacity(guards.len());
+        while let Some(g) = guards.pop() {
+            pops.push(g.pop());
+        }
+        async move {
+            let mut first = None;
+            for p in pops {
+                if let (None, Some(e)) = (&first, p.await) {
+                    first = Some(scope_error(&what, e));
+                }
+            }
+            first.map_or(Ok(()), Err)
+        }
+    }
+}
+
+/// What the scopes of a [`scoped`] call will say, once resolved.
+#[cfg(target_arch = "wasm32")]
+type Caught = std::pin::Pin<Box<dyn std::future::Future<Output = Result<()>>>>;
+
+#[cfg(target_arch = "wasm32")]
+thread_local! {
+    /// The scopes of [`scoped`] calls not yet reported, with their device (a page may hold
+    /// several); [`Gpu::settle`] takes its device's.
+    static DEFERRED: std::cell::RefCell<Vec<(wgpu::Device, Caught)>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+#[cfg(target_arch = "wasm32")]
+impl Gpu {
+    /// What the scopes of this device's [`scoped`] calls caught since the last settle: the
+    /// calls are taken now, the future resolves to the first error (in the browser).
+    pub fn settle(&self) -> impl std::future::Future<Output = Result<()>> {
+        let mine = self.forget_deferred();
+        async move {
+            let mut first = None;
+            for c in mine {
+                if let (None, Err(e)) = (&first, c.await) {
+                    first = Some(e);
+                }
+            }
+            first.map_or(Ok(()), Err)
+        }
+    }
+
+    /// Take this device's unreported [`scoped`] calls (an executor being dropped forgets them).
+    pub fn forget_deferred(&self) -> Vec<Caught> {
+        DEFERRED.with(|d| {
+            let mut d = d.borrow_mut();
+            let (mine, rest): (Vec<_>, Vec<_>) = d.drain(..).partition(|(dev, _)| *dev == self.device);
+            *d = rest;
+            mine.into_iter().map(|(_, c)| c).collect()
+        })
+    }
+}
+
+#[cfg(target_arch = "wasm32")]
+impl Drop for Scopes {
+    fn drop(&mut self) {
+        // Dropping a guard pops its scope; innermost first (a load that failed midway).
+        while let Some(g) = self.0.pop() {
+            drop(g);
         }
     }
 }

@@ -3,7 +3,7 @@
 
 use std::ops::Range;
 
-use super::buffers::{self, err};
+use super::buffers::err;
 use super::{device, WebGpuExecutor};
 use crate::exec::{kv_io_pieces, KvId, KvPiece};
 use crate::Result;
@@ -71,9 +71,11 @@ impl WebGpuExecutor {
                 at += p.len as u64;
             }
             self.gpu.queue.submit([enc.finish()]);
-            out.extend_from_slice(&buffers::read(device, &stage, size as u64).await?);
+            out.extend_from_slice(&self.gpu.read(&stage, size as u64).await?);
             rest = &rest[n..];
         }
+        #[cfg(target_arch = "wasm32")]
+        self.gpu.settle().await?;
         self.gpu.take_error()?;
         Ok(out)
     }

@@ -157,6 +157,10 @@ pub struct WebGpuExecutor {
     ahead: bool,
     /// Profiling (`WICK_WEBGPU_PROFILE=1`, natively): per-plan times.
     profile: Option<Vec<profile::PlanStats>>,
+    /// In the browser, the error scopes the weight upload runs in, from the first
+    /// `alloc_weight` to `finish_upload` (natively each allocation has its own, resolved at once).
+    #[cfg(target_arch = "wasm32")]
+    upload: Option<device::Scopes>,
 }
 
 impl WebGpuExecutor {
@@ -195,6 +199,8 @@ impl WebGpuExecutor {
             ahead: !env_is("WICK_WEBGPU_AHEAD", "0"),
             fuse: fuse::enabled(),
             profile: gpu.profiling.then(Vec::new),
+            #[cfg(target_arch = "wasm32")]
+            upload: None,
             gpu,
         })
     }
@@ -295,6 +301,10 @@ impl Executor for WebGpuExecutor {
             return Err(Error::unsupported_type(name, dtype));
         }
         self.gpu.take_error()?;
+        #[cfg(target_arch = "wasm32")]
+        if self.upload.is_none() {
+            self.upload = Some(device::Scopes::push(&self.gpu.device));
+        }
         if dims.is_empty() || dims.len() > 4 {
             return Err(err(format!("tensor '{name}' has {} dimensions", dims.len())));
         }
@@ -320,10 +330,26 @@ impl Executor for WebGpuExecutor {
         self.gpu.queue.submit(std::iter::empty());
         self.unflushed = 0;
         let r = self.gpu.wait().and_then(|_| self.gpu.take_error());
-        Box::pin(async move { r })
+        // In the browser, what the upload's scopes caught: a weight's buffer refused (reported
+        // by its own scope, naming it), then anything else (writes to it).
+        #[cfg(target_arch = "wasm32")]
+        let (settled, caught) =
+            (self.gpu.settle(), self.upload.take().map(|s| s.pop("uploading the weights")));
+        Box::pin(async move {
+            #[cfg(target_arch = "wasm32")]
+            {
+                settled.await?;
+                if let Some(c) = caught {
+                    c.await?;
+                }
+            }
+            r
+        })
     }
 
     fn alloc_kv(&mut self, spec: &KvSpec) -> Result<KvId> {
+        // A lost device fails here, before anything is made on it.
+        self.gpu.take_error()?;
         if spec.k_dims.len() != spec.v_dims.len() {
             return Err(err("KV spec: key and value layer counts differ"));
         }
@@ -375,24 +401,7 @@ impl Executor for WebGpuExecutor {
     }
 
     fn compile(&mut self, graph: &Graph) -> Result<GraphId> {
-        let mode = self.matvec_mode();
-        let plan = ops::compile(
-            &self.gpu.device,
-            &self.gpu.queue,
-            &mut self.pipes,
-            &self.weights,
-            &self.dummy,
-            &self.gpu.limits,
-            mode,
-            self.gpu.timestamps,
-            self.fuse,
-            graph,
-        )?;
-        if let Err(e) = self.gpu.take_error() {
-            // In the browser a failed pipeline is only reported here: build them all again.
-            self.pipes = Pipelines::new(self.gpu.f16);
-            return Err(e);
-        }
+        let plan = self.build_plan(graph)?;
         if let Some(stats) = &mut self.profile {
             stats.push(profile::PlanStats { tokens: graph.n_tokens, ..Default::default() });
         }
@@ -433,55 +442,139 @@ impl Executor for WebGpuExecutor {
         readback: Readback,
     ) -> LocalFuture<'a, Result<StepOutput>> {
         let t0 = self.profile.as_ref().map(|_| std::time::Instant::now());
+        // In the browser the step runs inside error scopes that are awaited with its results,
+        // after those of the allocations before it (a KV cache, a graph's buffers): what they
+        // cause fails this call, not the next one.
+        #[cfg(target_arch = "wasm32")]
+        let scopes = device::Scopes::push(&self.gpu.device);
         let submitted = self.submit(graph, kv, seqs, readback);
+        #[cfg(target_arch = "wasm32")]
+        let (caught, settled) = (scopes.pop("a step"), self.gpu.settle());
         let t1 = t0.map(|_| std::time::Instant::now());
         Box::pin(async move {
-            let gi = submitted?;
-            let plan = self.plans[gi].as_ref().ok_or_else(|| err("unknown graph"))?;
-            let out = match readback {
-                Readback::Argmax => {
-                    // One id per sequence of the graph (argmax.wgsl); those of the step's.
-                    let b = buffers::read(&self.gpu.device, &plan.argmax_read, 4 * seqs.len() as u64).await?;
-                    let tokens =
-                        b.chunks_exact(4).map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect();
-                    StepOutput { tokens, logits: Vec::new() }
-                }
-                Readback::LastLogits | Readback::AllLogits => {
-                    let b = buffers::read(&self.gpu.device, &plan.logits_read, plan.logits_bytes).await?;
-                    let mut logits: Vec<f32> =
-                        b.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect();
-                    if readback == Readback::LastLogits {
-                        // A row per sequence of the step: its last token's row where the logits
-                        // have a row per token, else its own row (Rows::Last).
-                        let g = &plan.graph;
-                        let n_vocab = g.cols(g.logits);
-                        logits = if g.acts[g.logits.0 as usize].rows == Rows::All {
-                            let mut end = 0;
-                            let mut rows = Vec::with_capacity(seqs.len() * n_vocab);
-                            for s in seqs {
-                                end += s.tokens.len();
-                                rows.extend_from_slice(&logits[(end - 1) * n_vocab..end * n_vocab]);
-                            }
-                            rows
-                        } else {
-                            logits.truncate(seqs.len() * n_vocab);
-                            logits
-                        };
+            let out = self.finish_step(submitted, seqs, readback, t0, t1).await;
+            #[cfg(target_arch = "wasm32")]
+            {
+                let (settled, caught) = (settled.await, caught.await);
+                // A lost device first; else the first cause: an allocation's, one reported out
+                // of band, the step's own. (Each is taken, so none is left for the next call.)
+                let reported = self.gpu.take_error();
+                let lost = self.gpu.is_lost();
+                if let Err(e) = if lost { reported } else { settled.and(reported).and(caught) } {
+                    if !lost {
+                        self.rebuild_plan(graph.0 as usize);
                     }
-                    StepOutput { tokens: Vec::new(), logits }
+                    return Err(e);
                 }
-            };
-            if let (Some(t0), Some(t1)) = (t0, t1) {
-                self.record_profile(gi, t0, t1);
             }
-            self.gpu.take_error()?;
-            Ok(out)
+            out
         })
+    }
+}
+
+impl WebGpuExecutor {
+    /// Compile `graph` into a plan: its pipelines (cached across plans) and buffers.
+    fn build_plan(&mut self, graph: &Graph) -> Result<Plan> {
+        let mode = self.matvec_mode();
+        // Scoped as a whole too: in the browser a failed pipeline's bind groups are errors as
+        // well, which must not reach the uncaptured-error handler after the step reported the
+        // pipeline (the pipeline's own scope, inside this one, is reported first).
+        let device = self.gpu.device.clone();
+        let plan = device::scoped(&device, "compiling a graph", || {
+            ops::compile(
+                &self.gpu.device,
+                &self.gpu.queue,
+                &mut self.pipes,
+                &self.weights,
+                &self.dummy,
+                &self.gpu.limits,
+                mode,
+                self.gpu.timestamps,
+                self.fuse,
+                graph,
+            )
+        })
+        .and_then(|plan| plan)
+        .and_then(|plan| self.gpu.take_error().map(|_| plan));
+        if plan.is_err() {
+            // A failed pipeline reported now (natively; in the browser by the next step):
+            // build them all again.
+            self.pipes = Pipelines::new(self.gpu.f16);
+        }
+        plan
+    }
+
+    /// In the browser, after a step that failed for what its scopes or allocations caught (a
+    /// pipeline or buffer the browser refused, known only now): the pipelines are made again
+    /// and the step's plan recompiled, so that the next step does not fail for the same
+    /// invalid objects (and reports the cause again if it persists).
+    #[cfg(target_arch = "wasm32")]
+    fn rebuild_plan(&mut self, gi: usize) {
+        self.pipes = Pipelines::new(self.gpu.f16);
+        let Some(graph) = self.plans.get(gi).and_then(Option::as_ref).map(|p| p.graph.clone()) else {
+            return;
+        };
+        if let Ok(plan) = self.build_plan(&graph) {
+            self.plans[gi] = Some(plan);
+        }
+    }
+
+    /// The second half of [`Executor::run`]: read the step's results back.
+    async fn finish_step(
+        &mut self,
+        submitted: Result<usize>,
+        seqs: &[SeqStep<'_>],
+        readback: Readback,
+        t0: Option<std::time::Instant>,
+        t1: Option<std::time::Instant>,
+    ) -> Result<StepOutput> {
+        let gi = submitted?;
+        let plan = self.plans[gi].as_ref().ok_or_else(|| err("unknown graph"))?;
+        let out = match readback {
+            Readback::Argmax => {
+                // One id per sequence of the graph (argmax.wgsl); those of the step's.
+                let b = self.gpu.read(&plan.argmax_read, 4 * seqs.len() as u64).await?;
+                let tokens =
+                    b.chunks_exact(4).map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect();
+                StepOutput { tokens, logits: Vec::new() }
+            }
+            Readback::LastLogits | Readback::AllLogits => {
+                let b = self.gpu.read(&plan.logits_read, plan.logits_bytes).await?;
+                let mut logits: Vec<f32> =
+                    b.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect();
+                if readback == Readback::LastLogits {
+                    // A row per sequence of the step: its last token's row where the logits
+                    // have a row per token, else its own row (Rows::Last).
+                    let g = &plan.graph;
+                    let n_vocab = g.cols(g.logits);
+                    logits = if g.acts[g.logits.0 as usize].rows == Rows::All {
+                        let mut end = 0;
+                        let mut rows = Vec::with_capacity(seqs.len() * n_vocab);
+                        for s in seqs {
+                            end += s.tokens.len();
+                            rows.extend_from_slice(&logits[(end - 1) * n_vocab..end * n_vocab]);
+                        }
+                        rows
+                    } else {
+                        logits.truncate(seqs.len() * n_vocab);
+                        logits
+                    };
+                }
+                StepOutput { tokens: Vec::new(), logits }
+            }
+        };
+        if let (Some(t0), Some(t1)) = (t0, t1) {
+            self.record_profile(gi, t0, t1);
+        }
+        self.gpu.take_error()?;
+        Ok(out)
     }
 }
 
 impl Drop for WebGpuExecutor {
     fn drop(&mut self) {
+        #[cfg(target_arch = "wasm32")]
+        drop(self.gpu.forget_deferred());
         if let Some(stats) = &self.profile {
             for (i, s) in stats.iter().enumerate() {
                 eprint!("{}", s.summary(&format!("graph {i}")));
@@ -493,6 +586,8 @@ impl Drop for WebGpuExecutor {
 impl WebGpuExecutor {
     /// Check the step, write its inputs, record and submit it; returns the plan index.
     fn submit(&mut self, graph: GraphId, kv: KvId, seqs: &[SeqStep], readback: Readback) -> Result<usize> {
+        // An error reported since the last call (a lost device) fails the step before it runs.
+        self.gpu.take_error()?;
         let gi = graph.0 as usize;
         let plan = self.plans.get_mut(gi).and_then(Option::as_mut).ok_or_else(|| err("unknown graph"))?;
         let cache =
