@@ -176,15 +176,22 @@ impl Model {
         budget_of(self.exec.borrow().as_ref(), self.memory_budget)
     }
 
-    /// What a session of `n_ctx` positions in prompt chunks of `n_batch` takes on this model's
-    /// executor (the one estimator, [`MemoryEstimate`]; weights included).
+    /// Prompt tokens a session evaluates in one step unless told otherwise: the executor's
+    /// chunk ([`crate::exec::ExecutorKind::prompt_chunk`]).
+    pub fn prompt_chunk(&self) -> usize {
+        self.executor_name().parse::<crate::exec::ExecutorKind>().unwrap_or_default().prompt_chunk()
+    }
+
+    /// What a session of `n_ctx` positions in prompt chunks of `n_batch` (0: the executor's,
+    /// [`Model::prompt_chunk`]) takes on this model's executor (the one estimator,
+    /// [`MemoryEstimate`]; weights included).
     pub fn memory_estimate(&self, n_ctx: usize, n_batch: usize) -> Result<MemoryEstimate> {
         let e = self.session_memory(n_batch)?.at(n_ctx);
         Ok(MemoryEstimate { weights: self.weight_bytes, ..e })
     }
 
     /// The context a session gets when it asks for none (`SessionOptions::n_ctx` 0): the
-    /// largest whose KV cache and scratch (prompt chunks of `n_batch`) fit
+    /// largest whose KV cache and scratch (prompt chunks of `n_batch`; 0: the executor's) fit
     /// [`Model::memory_budget`], at most the model's own; where the budget is unknown, the
     /// model's own capped at 4096.
     pub fn default_context(&self, n_batch: usize) -> Result<usize> {
@@ -195,7 +202,8 @@ impl Model {
     }
 
     pub(crate) fn session_memory(&self, n_batch: usize) -> Result<model::SessionMemory> {
-        let kind = self.executor_name().parse().unwrap_or_default();
+        let kind: crate::exec::ExecutorKind = self.executor_name().parse().unwrap_or_default();
+        let n_batch = if n_batch == 0 { kind.prompt_chunk() } else { n_batch };
         model::SessionMemory::new(&self.hparams, self.n_vocab, &self.weights, n_batch, kind)
     }
 

@@ -13,22 +13,17 @@ use crate::stop::StopMatcher;
 use crate::tokenizer::StreamDecoder;
 use crate::{Error, Result};
 
-/// Options of a session.
-#[derive(Debug, Clone)]
+/// Options of a session (default: every field 0, the model's and executor's own choices).
+#[derive(Debug, Clone, Default)]
 pub struct SessionOptions {
     /// Context size in tokens. 0: the largest that fits the executor's memory budget
     /// ([`Model::memory_budget`]), at most the model's own (`context_length`); where the budget
     /// is unknown, the model's own capped at 4096. A context that does not fit a known budget
     /// is an error, before the cache is allocated.
     pub n_ctx: usize,
-    /// Largest number of prompt tokens evaluated in one step.
+    /// Largest number of prompt tokens evaluated in one step. 0: the executor's own
+    /// ([`crate::exec::ExecutorKind::prompt_chunk`], [`Model::prompt_chunk`]).
     pub n_batch: usize,
-}
-
-impl Default for SessionOptions {
-    fn default() -> Self {
-        SessionOptions { n_ctx: 0, n_batch: 256 }
-    }
 }
 
 /// How a context shift ([`GenerateOptions::context_shift`], [`Session::shift_context`]) makes
@@ -170,11 +165,12 @@ impl<'m> Session<'m> {
                 hp.arch.name()
             )));
         }
+        let n_batch = if opts.n_batch == 0 { model.prompt_chunk() } else { opts.n_batch };
         let n_ctx = if opts.n_ctx == 0 {
-            model.default_context(opts.n_batch)?
+            model.default_context(n_batch)?
         } else {
             if let Some(budget) = model.memory_budget() {
-                crate::model::check(&model.session_memory(opts.n_batch)?, 0, &budget, true, opts.n_ctx)?;
+                crate::model::check(&model.session_memory(n_batch)?, 0, &budget, true, opts.n_ctx)?;
             }
             opts.n_ctx
         };
@@ -192,7 +188,7 @@ impl<'m> Session<'m> {
             pool: BlockPool::new(n_blocks),
             blocks: SeqBlocks::default(),
             n_ctx,
-            n_batch: opts.n_batch.max(1),
+            n_batch,
             tokens: Vec::new(),
             shift_mode: ShiftMode::default(),
             n_shift_reevaluated: 0,

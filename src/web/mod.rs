@@ -149,7 +149,7 @@ impl WickModel {
         set(&o, "nCtxTrain", hp.n_ctx_train as f64);
         set(&o, "nVocab", m.n_vocab() as f64);
         set(&o, "hasChatTemplate", m.chat_template().is_some());
-        if let Ok((n_ctx, e)) = m.default_context(256).and_then(|n| Ok((n, m.memory_estimate(n, 256)?))) {
+        if let Ok((n_ctx, e)) = m.default_context(0).and_then(|n| Ok((n, m.memory_estimate(n, 0)?))) {
             set(&o, "nCtx", n_ctx as f64);
             let mem = Object::new();
             set(&mem, "weights", e.weights as f64);

@@ -1,6 +1,7 @@
 //! `wick bench`: prefill and decode speed, measured the way llama-bench measures them.
 //!
-//! pp N: a fresh context evaluates N tokens as one batch. tg N: a fresh context (after one
+//! pp N: a fresh context evaluates N tokens in prompt chunks of the executor's size, as
+//! `generate` does (CUDA 1024, the others 256; as llama-bench's ubatch; `--ubatch` sets it). tg N: a fresh context (after one
 //! token) generates N tokens one step at a time. Each test runs once to warm up, then
 //! `repetitions` times; the mean and standard deviation of tokens/s are reported. With a
 //! depth D, D tokens fill the context first (not timed). Lists of prompt sizes, generation
@@ -56,8 +57,8 @@ fn tokens(model: &Model, n: usize) -> Vec<u32> {
     (0..n as u64).map(|i| ((i * 7919 + 13) % nv) as u32).collect()
 }
 
-async fn prefill(model: &Model, n: usize, depth: usize) -> Result<f64> {
-    let mut s = model.session(SessionOptions { n_ctx: depth + n + 1, n_batch: n.max(1) })?;
+async fn prefill(model: &Model, n: usize, depth: usize, ubatch: usize) -> Result<f64> {
+    let mut s = model.session(SessionOptions { n_ctx: depth + n + 1, n_batch: ubatch })?;
     if depth > 0 {
         s.eval(&tokens(model, depth), Readback::Argmax).await?;
     }
@@ -119,7 +120,7 @@ async fn batch_decode(model: &Model, n_seqs: usize, n: usize, depth: usize) -> R
 }
 
 /// Run the pp and tg tests for every depth (llama-bench's order: depth, then the pp sizes,
-/// then the tg lengths; 0 skips a test).
+/// then the tg lengths; 0 skips a test). `ubatch`: prompt tokens a step (0: the executor's).
 pub async fn run(
     model: &Model,
     pps: &[usize],
@@ -127,6 +128,7 @@ pub async fn run(
     depths: &[usize],
     parallel: &[usize],
     reps: usize,
+    ubatch: usize,
 ) -> Result<Vec<Row>> {
     let mut rows = Vec::new();
     for &par in parallel {
@@ -141,7 +143,7 @@ pub async fn run(
                     let s = if par > 1 {
                         batch_prefill(model, par, pp, depth).await?
                     } else {
-                        prefill(model, pp, depth).await?
+                        prefill(model, pp, depth, ubatch).await?
                     };
                     // The first run warms up.
                     if i > 0 {

@@ -419,8 +419,16 @@ async fn memory_report(
             (a.executor.as_str(), None)
         }
     };
-    let exec_kind = name.parse().unwrap_or_default();
-    let r = wick::model::FitReport::new(&mi.hparams, mi.n_vocab, tensors, a.n_ctx, 256, exec_kind, budget)?;
+    let exec_kind: wick::exec::ExecutorKind = name.parse().unwrap_or_default();
+    let r = wick::model::FitReport::new(
+        &mi.hparams,
+        mi.n_vocab,
+        tensors,
+        a.n_ctx,
+        exec_kind.prompt_chunk(),
+        exec_kind,
+        budget,
+    )?;
     match &r.budget {
         Some(b) => {
             let _ = writeln!(o, "memory on the {name} executor, budget {b}:");
@@ -536,9 +544,16 @@ pub async fn bench(a: BenchArgs) -> Result<()> {
                 size as f64 / b * 1e3
             );
         }
-        let rows =
-            super::bench::run(&model, &a.n_prompt, &a.n_gen, &a.depth, &a.parallel, a.repetitions.max(1))
-                .await?;
+        let rows = super::bench::run(
+            &model,
+            &a.n_prompt,
+            &a.n_gen,
+            &a.depth,
+            &a.parallel,
+            a.repetitions.max(1),
+            a.ubatch,
+        )
+        .await?;
         for r in rows {
             let ms = 1e3 / r.mean();
             // Decode rows: the weights and the KV cache at the mean context of the generated

@@ -286,6 +286,10 @@ struct BenchArgs {
     /// a comma list runs every test at each count.
     #[arg(long, default_value = "1", value_delimiter = ',', num_args = 1.., value_parser = clap::value_parser!(u64).range(1..=4096).map(|v| v as usize))]
     parallel: Vec<usize>,
+    /// Prompt tokens evaluated a step in the pp tests (0: the executor's chunk, as `generate`
+    /// uses: CUDA 1024, the others 256), as llama-bench's `-ub`.
+    #[arg(long, default_value_t = 0, value_parser = count(1 << 24))]
+    ubatch: usize,
     /// Repetitions of each test (1 to 1000).
     #[arg(short = 'r', long, default_value_t = 5, value_parser = clap::value_parser!(u64).range(1..=1000).map(|v| v as usize))]
     repetitions: usize,
