@@ -32,6 +32,7 @@ export async function inspect(url, opts = {}) {
   await initWasm(wasmUrl);
   const href = new URL(String(url), globalThis.location?.href).href;
   const pick = await pickExecutor(opts.executor ?? 'auto');
+  const parse = (bytes) => inspectHeader(bytes, { executor: pick.executor, maxBinding: pick.maxBinding, nCtx, memoryBudget });
   let want = FIRST_RANGE;
   let bytes = new Uint8Array(0);
   let total = null;
@@ -39,24 +40,58 @@ export async function inspect(url, opts = {}) {
     // Only the bytes not read yet.
     const res = await fetchFn(href, { headers: { Range: `bytes=${bytes.length}-${want - 1}` }, signal });
     if (!res.ok) throw new Error(`inspecting ${href}: HTTP ${res.status}`);
+    if (res.status === 200) return readWhole(href, res, parse);
     const chunk = new Uint8Array(await res.arrayBuffer());
-    if (res.status === 200) {
-      bytes = chunk; // the server ignored the Range: the whole file came
-    } else {
-      const joined = new Uint8Array(bytes.length + chunk.length);
-      joined.set(bytes);
-      joined.set(chunk, bytes.length);
-      bytes = joined;
-      const m = /\/(\d+)$/.exec(res.headers.get('Content-Range') ?? '');
-      if (m) total = Number(m[1]);
-    }
-    const r = await inspectHeader(bytes, { executor: pick.executor, maxBinding: pick.maxBinding, nCtx, memoryBudget });
+    const joined = new Uint8Array(bytes.length + chunk.length);
+    joined.set(bytes);
+    joined.set(chunk, bytes.length);
+    bytes = joined;
+    const m = /\/(\d+)$/.exec(res.headers.get('Content-Range') ?? '');
+    if (m) total = Number(m[1]);
+    const r = await parse(bytes);
     if (!r.needMore) return { ...r, bytesRead: bytes.length, fileSize: total ?? bytes.length };
     const end = total ?? Infinity;
-    if (res.status === 200 || bytes.length >= end || chunk.length === 0) {
+    if (bytes.length >= end || chunk.length === 0) {
       throw new Error(`inspecting ${href}: the file ends inside its GGUF header`);
     }
     if (want >= MOST_HEADER) throw new Error(`inspecting ${href}: a GGUF header larger than ${MOST_HEADER} bytes`);
     want *= 4;
+  }
+}
+
+/**
+ * A server that ignores Range sends the whole file (status 200): read its body only until the
+ * header parses, trying at 1, 4, 16... MiB, then cancel the rest of the download.
+ */
+async function readWhole(href, res, parse) {
+  const length = Number(res.headers.get('Content-Length')) || null;
+  const reader = res.body.getReader();
+  const parts = [];
+  let have = 0;
+  let next = FIRST_RANGE;
+  try {
+    for (;;) {
+      const { done, value } = await reader.read();
+      if (value) {
+        parts.push(value);
+        have += value.length;
+      }
+      if (!done && have < next) continue;
+      const bytes = new Uint8Array(have);
+      let at = 0;
+      for (const p of parts) {
+        bytes.set(p, at);
+        at += p.length;
+      }
+      parts.length = 0;
+      parts.push(bytes);
+      const r = await parse(bytes);
+      if (!r.needMore) return { ...r, bytesRead: have, fileSize: length ?? have };
+      if (done) throw new Error(`inspecting ${href}: the file ends inside its GGUF header`);
+      if (next >= MOST_HEADER) throw new Error(`inspecting ${href}: a GGUF header larger than ${MOST_HEADER} bytes`);
+      next *= 4;
+    }
+  } finally {
+    reader.cancel().catch(() => {});
   }
 }

@@ -54,6 +54,35 @@ try {
     check(a.bytesRead <= Math.max(4 * a.headerBytes, 1 << 20), `${path}: read at most 4x the header (${a.headerBytes} bytes)`);
     check(r.byDefault.nCtx === a.contextLength && r.byDefault.fits, `${path}: the default context is the model's own where it fits`);
     check(r.small.nCtx === 1024 && r.small.fits, `${path}: a budget of the KV and scratch at 1024 makes 1024 the default context (${r.small.nCtx})`);
+    // A server that ignores Range sends the whole file: the download stops once the header parses.
+    const w = await page.evaluate(async (url) => {
+      const { Wick } = await import('/pkg/index.js');
+      let pulled = 0;
+      let cancelled = false;
+      const noRange = async (u, init) => {
+        const res = await fetch(u, { signal: init?.signal });
+        const reader = res.body.getReader();
+        const body = new ReadableStream({
+          async pull(c) {
+            const { done, value } = await reader.read();
+            if (done) return c.close();
+            pulled += value.length;
+            c.enqueue(value);
+          },
+          cancel(why) {
+            cancelled = true;
+            return reader.cancel(why);
+          },
+        }, { highWaterMark: 0 });
+        return new Response(body, { status: 200, headers: res.headers });
+      };
+      const r = await Wick.inspect(url, { executor: 'cpu', nCtx: 1024, fetch: noRange });
+      return { memory: r.memory, bytesRead: r.bytesRead, fileSize: r.fileSize, pulled, cancelled };
+    }, path);
+    check(JSON.stringify(w.memory) === JSON.stringify(a.memory), `${path}: without Range, the same figures`);
+    check(w.fileSize === size, `${path}: without Range, the file's size from Content-Length (${w.fileSize})`);
+    check(w.cancelled && w.pulled < size && w.pulled <= 4 * a.headerBytes + (1 << 20),
+      `${path}: without Range, the download stopped after ${w.pulled} of ${size} bytes (header ${a.headerBytes})`);
   }
   // A URL that is not a GGUF file is an error, not a hang.
   const bad = await page.evaluate(async () => {
