@@ -79,6 +79,10 @@ fn kernels_compile_with_nvrtc() {
         );
         assert!(ptx.contains(f16_mma), "sm_{}{}: no f16 mma", arch.0, arch.1);
     }
+    // The device's own machine code, as a load makes it (one small module: ptxas is slow).
+    let bin =
+        wick::exec::cuda::compile_cubin(wick::exec::cuda::Module::Norm, (9, 0)).expect("NVRTC makes a cubin");
+    assert!(bin.len() > 1000 && bin.starts_with(b"\x7fELF"), "not an ELF cubin: {} bytes", bin.len());
 }
 
 /// Diagnostic: prints the reference, CPU and CUDA outputs side by side for small quantized

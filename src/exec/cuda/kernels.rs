@@ -1,9 +1,13 @@
 //! The kernels: every entry point named by [`Kernel`], each living in one NVRTC [`Module`] (one
 //! op family). A module's source is common.cuh, the generated parameter header of its family
-//! (params.rs) and its own files from `kernels/`, compiled by NVRTC for the device's own
-//! architecture at first use and the PTX cached on disk keyed by a hash of that source, the
-//! options and the architecture (`$WICK_CACHE_DIR`, else `$XDG_CACHE_HOME/wick`, else
-//! `~/.cache/wick`). Changing one family's kernels recompiles only its module.
+//! (params.rs) and its own files from `kernels/`, compiled by NVRTC at first use to the device's
+//! own machine code (a cubin for sm_XY, so the driver has nothing to compile at load), all
+//! modules at once on as many threads, and cached on disk keyed by a hash of that source, the
+//! options, the architecture and NVRTC's version (`$WICK_CACHE_DIR`, else
+//! `$XDG_CACHE_HOME/wick`, else `~/.cache/wick`). Changing one family's kernels recompiles only
+//! its module. Where the driver refuses the cubin (older than the NVRTC that made it), the
+//! module is compiled to PTX instead and the driver compiles that (`WICK_CUDA_CUBIN=0` always
+//! does).
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -601,24 +605,84 @@ pub fn compile(arch: (i32, i32)) -> Result<String> {
     Ok(all)
 }
 
-/// PTX of `module` for `arch`, from the disk cache or freshly compiled (then cached; a cache
-/// that cannot be written is not an error).
-fn ptx(module: Module, arch: (i32, i32)) -> Result<String> {
-    let key = fnv1a(format!("{}\n{:?}", source(module), options(arch)).as_bytes());
-    let file = format!("kernels-{}-sm{}{}-{key:016x}.ptx", module.name(), arch.0, arch.1);
+/// Compile `module` for `arch` with NVRTC to the GPU's own machine code (a cubin ELF for
+/// sm_XY; no GPU needed).
+pub fn compile_cubin(module: Module, arch: (i32, i32)) -> Result<Vec<u8>> {
+    use cudarc::nvrtc::{result, sys};
+    let what = || format!("NVRTC could not compile the {} kernels", module.name());
+    let src = std::ffi::CString::new(source(module)).map_err(|e| err(format!("{}: {e}", what())))?;
+    let prog = result::create_program(&src, None).map_err(|e| err(format!("{}: {e}", what())))?;
+    let mut opts = options(arch);
+    opts[0] = format!("--gpu-architecture=sm_{}{}", arch.0, arch.1);
+    // SAFETY: `prog` was created above and is destroyed once, below.
+    let out = unsafe {
+        match result::compile_program(prog, &opts) {
+            Err(e) => {
+                let log = result::get_program_log(prog).unwrap_or_default();
+                let log: Vec<u8> = log.iter().map(|&c| c as u8).take_while(|&c| c != 0).collect();
+                Err(err(format!("{}: {e}\n{}", what(), String::from_utf8_lossy(&log))))
+            }
+            Ok(()) => {
+                let mut size = 0usize;
+                let got = sys::nvrtcGetCUBINSize(prog, &mut size).result().and_then(|()| {
+                    let mut buf = vec![0u8; size];
+                    sys::nvrtcGetCUBIN(prog, buf.as_mut_ptr().cast()).result().map(|()| buf)
+                });
+                got.map_err(|e| err(format!("{}: no cubin: {e}", what())))
+            }
+        }
+    };
+    // SAFETY: as above.
+    let _ = unsafe { result::destroy_program(prog) };
+    out
+}
+
+/// NVRTC's version, part of the cache key (another NVRTC makes other code).
+fn nvrtc_version() -> (i32, i32) {
+    let (mut major, mut minor) = (0, 0);
+    // SAFETY: two out-parameters.
+    let _ = unsafe { cudarc::nvrtc::sys::nvrtcVersion(&mut major, &mut minor) };
+    (major, minor)
+}
+
+/// `module`'s code for `arch` (a cubin, or PTX when `cubin` is false), from the disk cache or
+/// freshly compiled (then cached; a cache that cannot be written is not an error).
+fn code(module: Module, arch: (i32, i32), cubin: bool) -> Result<Vec<u8>> {
+    let (v0, v1) = nvrtc_version();
+    let key = fnv1a(format!("{}\n{:?}\nnvrtc {v0}.{v1}", source(module), options(arch)).as_bytes());
+    let ext = if cubin { "cubin" } else { "ptx" };
+    let file = format!("kernels-{}-sm{}{}-{key:016x}.{ext}", module.name(), arch.0, arch.1);
     let path = cache_dir().map(|d| d.join(file));
-    if let Some(text) = path.as_ref().and_then(|p| std::fs::read_to_string(p).ok()) {
-        return Ok(text);
+    if let Some(bytes) = path.as_ref().and_then(|p| std::fs::read(p).ok()).filter(|b| !b.is_empty()) {
+        return Ok(bytes);
     }
-    let text = compile_module(module, arch)?;
+    let bytes = if cubin { compile_cubin(module, arch)? } else { compile_module(module, arch)?.into_bytes() };
     if let Some(p) = &path {
         let _ = p.parent().map(std::fs::create_dir_all);
         let tmp = p.with_extension(format!("tmp{}", std::process::id()));
-        if std::fs::write(&tmp, &text).is_ok() {
+        if std::fs::write(&tmp, &bytes).is_ok() {
             let _ = std::fs::rename(&tmp, p);
         }
     }
-    Ok(text)
+    Ok(bytes)
+}
+
+/// Load `module` into `ctx` from its cubin (made beforehand, `cubin`), or from PTX where there
+/// is none or the driver refuses it.
+fn load_module(
+    ctx: &Arc<CudaContext>,
+    module: Module,
+    arch: (i32, i32),
+    cubin: Option<Vec<u8>>,
+) -> Result<Arc<cudarc::driver::CudaModule>> {
+    if let Some(bin) = cubin {
+        if let Ok(m) = ctx.load_module(Ptx::from_binary(bin)) {
+            return Ok(m);
+        }
+    }
+    let ptx = String::from_utf8(code(module, arch, false)?).map_err(|e| err(format!("cached PTX: {e}")))?;
+    ctx.load_module(Ptx::from_src(ptx))
+        .map_err(|e| err(format!("loading the {} kernels for sm_{}{}: {e}", module.name(), arch.0, arch.1)))
 }
 
 /// Load every module into `ctx` and look up every entry point.
@@ -626,10 +690,18 @@ pub(crate) fn load(ctx: &Arc<CudaContext>) -> Result<HashMap<Kernel, CudaFunctio
     let arch = ctx.compute_capability().map_err(|e| err(format!("compute capability: {e}")))?;
     let all = Kernel::all();
     let mut fns = HashMap::with_capacity(all.len());
-    for module in Module::ALL {
-        let loaded = ctx.load_module(Ptx::from_src(ptx(module, arch)?)).map_err(|e| {
-            err(format!("loading the {} kernels for sm_{}{}: {e}", module.name(), arch.0, arch.1))
-        })?;
+    // Every module's cubin, compiled (or read from the cache) on a thread each: the largest
+    // module bounds a cold start instead of the sum of them.
+    let cubins: Vec<Option<Vec<u8>>> = if std::env::var("WICK_CUDA_CUBIN").as_deref() == Ok("0") {
+        Module::ALL.iter().map(|_| None).collect()
+    } else {
+        std::thread::scope(|s| {
+            let jobs: Vec<_> = Module::ALL.iter().map(|&m| s.spawn(move || code(m, arch, true))).collect();
+            jobs.into_iter().map(|j| j.join().ok().and_then(|r| r.ok())).collect()
+        })
+    };
+    for (module, cubin) in Module::ALL.into_iter().zip(cubins) {
+        let loaded = load_module(ctx, module, arch, cubin)?;
         for &k in all.iter().filter(|k| k.module() == module) {
             let f =
                 loaded.load_function(&k.name()).map_err(|e| err(format!("kernel '{}': {e}", k.name())))?;

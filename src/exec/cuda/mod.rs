@@ -62,7 +62,9 @@ use device::{Buf, Kv, Staging, Weight};
 use kernels::Kernel;
 use record::Compiled;
 
-pub use kernels::{compile as compile_kernels, compile_module, source as kernel_source, Module};
+pub use kernels::{
+    compile as compile_kernels, compile_cubin, compile_module, source as kernel_source, Module,
+};
 
 /// An error of this executor.
 pub(crate) fn err(message: impl Into<String>) -> Error {
