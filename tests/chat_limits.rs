@@ -209,6 +209,46 @@ fn reading_a_large_value_over_and_over_runs_out_of_fuel() {
     );
 }
 
+/// Reading a list costs fuel by its items, not only by its bytes: an item takes far longer to
+/// read (and measure) than a byte of a string, and at 16 items a unit of fuel a template that
+/// read a list of 500,000 empty lists in a loop ran for 1.5 s on its default fuel (found while
+/// profiling the chat_template fuzz target); now two items a unit.
+#[test]
+fn reading_a_long_list_over_and_over_runs_out_of_fuel() {
+    for source in [
+        "{% set l = [[]] * 500000 %}{% for i in range(100) %}{{ l|length }}{% endfor %}",
+        "{% set l = [0] * 500000 %}{% for i in range(100) %}{{ 1 in l }}{% endfor %}",
+        "{% set l = [0] * 500000 %}{% for i in range(100) %}{{ l == l }}{% endfor %}",
+    ] {
+        assert_stopped(source, FUEL);
+    }
+    // What one read of a list of 1000 numbers costs: about half a unit an item (it was 93 in all).
+    let tmpl = ChatTemplate::new("{% set l = [0] * 1000 %}{{ l|length }}", "", "").unwrap();
+    let msgs = [ChatMessage::new("user", "hi")];
+    let fuel = least(&tmpl, &msgs, true);
+    assert!(fuel >= 500, "one read of 1000 items took {fuel} units of fuel");
+}
+
+/// A message's fields are read without copying them: a template testing a 1 MiB message a
+/// million times (its fuel grows with the message) copied the message at every read and ran
+/// for 20 s; now a fifth of a second.
+#[test]
+fn reading_a_long_message_over_and_over_is_cheap() {
+    let msgs = [ChatMessage::new("user", "x".repeat(1 << 20))];
+    for source in [
+        "{% for i in range(10000) %}{% for j in range(100) %}{% if messages[0].content %}{% endif %}{% endfor %}{% endfor %}",
+        "{% set m = messages[0] %}{% for i in range(10000) %}{% for j in range(100) %}{% if m['role'] and m.content %}{% endif %}{% endfor %}{% endfor %}",
+    ] {
+        let tmpl = ChatTemplate::new(source, "<s>", "</s>").expect("compiles");
+        let t0 = Instant::now();
+        let res = tmpl.render(&msgs, true);
+        let took = t0.elapsed();
+        eprintln!("{took:?}: {source}: {:?}", res.as_ref().map(String::len));
+        assert!(matches!(&res, Ok(_) | Err(Error::Template(_))), "{res:?}");
+        assert!(took < Duration::from_secs(5), "{source} took {took:?}");
+    }
+}
+
 #[test]
 fn the_limits_are_per_render_and_the_template_stays_usable() {
     let tmpl = ChatTemplate::new(

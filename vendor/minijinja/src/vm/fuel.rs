@@ -48,7 +48,7 @@ impl FuelTracker {
         let mut seen = 0;
         for v in values {
             // values too deep to measure were refused when they were built
-            let _ = approx_size(v, limit, &mut seen, 0);
+            let _ = approx_size(v, limit, &mut seen, 0, WORK_ITEM_SIZE);
         }
         let units = (seen / BYTES_PER_FUEL).min(isize::MAX as usize) as isize;
         if units != 0 {
@@ -73,6 +73,12 @@ impl FuelTracker {
 
 /// Bytes of input a unit of fuel pays for in [`FuelTracker::track_work`].
 pub const BYTES_PER_FUEL: usize = 256;
+
+/// What an item of a list or map counts in [`FuelTracker::track_work`], on top of its own
+/// size: two items a unit of fuel.  Reading (and measuring) an item costs far more time than
+/// an instruction or a byte of a string, so at [`MIN_ITEM_SIZE`] a render could spend most
+/// of a second reading a big list over and over on its fuel.
+const WORK_ITEM_SIZE: usize = BYTES_PER_FUEL / 2;
 
 /// How much fuel does an instruction consume?
 fn fuel_for_instruction(instruction: &Instruction) -> isize {
@@ -150,7 +156,7 @@ impl SizeTracker {
         }
         let left = self.remaining.load(Ordering::Relaxed).max(0) as usize;
         let mut seen = 0;
-        ok!(approx_size(value, left.saturating_add(1), &mut seen, 0));
+        ok!(approx_size(value, left.saturating_add(1), &mut seen, 0, MIN_ITEM_SIZE));
         Ok(seen)
     }
 
@@ -201,10 +207,16 @@ const MIN_ITEM_SIZE: usize = 16;
 pub const MAX_VALUE_DEPTH: usize = 128;
 
 /// Adds about the length of `value`'s string form to `seen`, stopping once `seen`
-/// reaches `limit`.  Each item counts at least one byte, so this visits at most
-/// `limit` items however deeply shared lists are nested.  Fails for values nested
+/// reaches `limit`.  Each item counts at least `item` bytes, so this visits at most
+/// `limit / item` items however deeply shared lists are nested.  Fails for values nested
 /// deeper than [`MAX_VALUE_DEPTH`].
-fn approx_size(value: &Value, limit: usize, seen: &mut usize, depth: usize) -> Result<(), Error> {
+fn approx_size(
+    value: &Value,
+    limit: usize,
+    seen: &mut usize,
+    depth: usize,
+    item: usize,
+) -> Result<(), Error> {
     if *seen >= limit {
         return Ok(());
     }
@@ -217,7 +229,10 @@ fn approx_size(value: &Value, limit: usize, seen: &mut usize, depth: usize) -> R
             // every item counts at least MIN_ITEM_SIZE: a long list is over the
             // limit without walking it
             if let Some(n) = obj.enumerator_len() {
-                if n.saturating_mul(MIN_ITEM_SIZE) >= limit - *seen {
+                if n == 0 {
+                    return Ok(());
+                }
+                if n.saturating_mul(item) >= limit - *seen {
                     *seen = limit;
                     return Ok(());
                 }
@@ -241,8 +256,8 @@ fn approx_size(value: &Value, limit: usize, seen: &mut usize, depth: usize) -> R
                         format!("the template built values nested deeper than {MAX_VALUE_DEPTH} levels"),
                     ));
                 }
-                *seen = seen.saturating_add(MIN_ITEM_SIZE);
-                ok!(approx_size(&v, limit, seen, depth + 1));
+                *seen = seen.saturating_add(item);
+                ok!(approx_size(&v, limit, seen, depth + 1, item));
                 if *seen >= limit {
                     break;
                 }
