@@ -179,7 +179,11 @@ impl Model {
     /// Prompt tokens a session evaluates in one step unless told otherwise: the executor's
     /// chunk ([`crate::exec::ExecutorKind::prompt_chunk`]).
     pub fn prompt_chunk(&self) -> usize {
-        self.executor_name().parse::<crate::exec::ExecutorKind>().unwrap_or_default().prompt_chunk()
+        self.executor_kind().prompt_chunk()
+    }
+
+    fn executor_kind(&self) -> crate::exec::ExecutorKind {
+        self.executor_name().parse().unwrap_or_default()
     }
 
     /// What a session of `n_ctx` positions in prompt chunks of `n_batch` (0: the executor's,
@@ -202,9 +206,7 @@ impl Model {
     }
 
     pub(crate) fn session_memory(&self, n_batch: usize) -> Result<model::SessionMemory> {
-        let kind: crate::exec::ExecutorKind = self.executor_name().parse().unwrap_or_default();
-        let n_batch = if n_batch == 0 { kind.prompt_chunk() } else { n_batch };
-        model::SessionMemory::new(&self.hparams, self.n_vocab, &self.weights, n_batch, kind)
+        model::SessionMemory::new(&self.hparams, self.n_vocab, &self.weights, n_batch, self.executor_kind())
     }
 
     /// The model's identity for saved KV caches: a digest of its hyperparameters, tensor

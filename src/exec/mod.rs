@@ -206,10 +206,11 @@ impl ExecutorKind {
     /// 2048 would double the ~0.2 GB of scratch that 1024 takes); the CPU: 256 (its prefill
     /// runs at the same speed per token from 64 to 512); WebGPU: 256 (the 8b through Vulkan on
     /// an H200 ran pp512 / pp2048 at 710 / 654 tok/s in chunks of 256, 512 and 1024 alike), for
-    /// its small default memory budget.
+    /// its small default memory budget. `Auto` (an estimate made before the executor is
+    /// known): the largest.
     pub fn prompt_chunk(self) -> usize {
         match self {
-            ExecutorKind::Cuda => 1024,
+            ExecutorKind::Cuda | ExecutorKind::Auto => 1024,
             _ => 256,
         }
     }

@@ -41,8 +41,9 @@ impl MemoryEstimate {
     }
 
     /// From a model's header: hyperparameters, vocabulary size and tensor infos, for one session
-    /// of `n_ctx` positions evaluated in prompt chunks of at most `n_batch` tokens on an
-    /// executor of `kind` (`Auto`: the most any executor takes).
+    /// of `n_ctx` positions evaluated in prompt chunks of at most `n_batch` tokens (0: the
+    /// executor's, [`ExecutorKind::prompt_chunk`]) on an executor of `kind` (`Auto`: the most
+    /// any executor takes).
     pub fn new(
         hp: &Hparams,
         n_vocab: usize,
@@ -87,6 +88,8 @@ impl SessionMemory {
     ) -> Result<SessionMemory> {
         let kv_row = (hp.n_head_kv * (hp.head_dim + hp.v_head_dim)) as u64 * 2;
         let kv_layer_row = (hp.n_head_kv * hp.head_dim.max(hp.v_head_dim)) as u64 * 2;
+        // 0: the executor's own chunk, as a session takes it.
+        let n_batch = if n_batch == 0 { kind.prompt_chunk() } else { n_batch };
         let n_batch = n_batch.clamp(1, hp.n_ctx_train.max(1));
         let g = build_graph(hp, n_vocab, table, n_batch, 1, Logits::Last)?;
         let mut acts = 0u64;

@@ -44,8 +44,8 @@ pub struct FitReport {
 
 impl FitReport {
     /// The report for a session of `n_ctx` positions (0: the default) in prompt chunks of
-    /// `n_batch`, on an executor of `kind` with `budget`, before loading (the weights still to
-    /// come out of a budget that covers them).
+    /// `n_batch` (0: the executor's), on an executor of `kind` with `budget`, before loading
+    /// (the weights still to come out of a budget that covers them).
     pub fn new(
         hp: &Hparams,
         n_vocab: usize,

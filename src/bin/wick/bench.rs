@@ -1,8 +1,8 @@
 //! `wick bench`: prefill and decode speed, measured the way llama-bench measures them.
 //!
 //! pp N: a fresh context evaluates N tokens in prompt chunks of the executor's size, as
-//! `generate` does (CUDA 1024, the others 256; as llama-bench's ubatch; `--ubatch` sets it). tg N: a fresh context (after one
-//! token) generates N tokens one step at a time. Each test runs once to warm up, then
+//! `generate` does (CUDA 1024, the others 256; as llama-bench's ubatch; `--ubatch` sets it).
+//! tg N: a fresh context (after one token) generates N tokens one step at a time. Each test runs once to warm up, then
 //! `repetitions` times; the mean and standard deviation of tokens/s are reported. With a
 //! depth D, D tokens fill the context first (not timed). Lists of prompt sizes, generation
 //! lengths and depths give one row per combination, in llama-bench's order: for each depth,

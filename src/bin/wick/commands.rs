@@ -419,16 +419,9 @@ async fn memory_report(
             (a.executor.as_str(), None)
         }
     };
-    let exec_kind: wick::exec::ExecutorKind = name.parse().unwrap_or_default();
-    let r = wick::model::FitReport::new(
-        &mi.hparams,
-        mi.n_vocab,
-        tensors,
-        a.n_ctx,
-        exec_kind.prompt_chunk(),
-        exec_kind,
-        budget,
-    )?;
+    let exec_kind = name.parse().unwrap_or_default();
+    // Prompt chunks of 0: the executor's own, as a session takes them.
+    let r = wick::model::FitReport::new(&mi.hparams, mi.n_vocab, tensors, a.n_ctx, 0, exec_kind, budget)?;
     match &r.budget {
         Some(b) => {
             let _ = writeln!(o, "memory on the {name} executor, budget {b}:");
