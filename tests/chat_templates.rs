@@ -335,3 +335,18 @@ fn a_tag_closing_inside_its_opening_is_not_a_panic() {
     let t = ChatTemplate::new("a{%- generation -%} b {%- endgeneration %}c", "", "").unwrap();
     assert_eq!(t.render(&[], false).unwrap(), "abc");
 }
+
+/// Found by the long fuzz run (`fuzz/corpus/chat_template/regression-format-key-multibyte`):
+/// a `%(key)s` in the printf-style `format` filter whose key holds a multi-byte character
+/// panicked in minijinja's format parser, which stepped through the key a byte at a time and
+/// sliced the string inside the character. Now the key is read a character at a time.
+#[test]
+fn a_format_key_with_multibyte_characters_is_not_a_panic() {
+    let t = ChatTemplate::new("{{ '%(é)s-%(日本)s'|format({'é': 1, '日本': 'x'}) }}", "", "").unwrap();
+    assert_eq!(t.render(&[], false).unwrap(), "1-x");
+    // Unclosed, and a replacement character from bytes that were not UTF-8: an error, not a panic.
+    for src in ["{{ '%(é'|format(1) }}", "{{ '%(\u{fffd}\u{fffd})s'|format(1) }}"] {
+        let t = ChatTemplate::new(src, "", "").unwrap();
+        let _ = t.render(&[], false);
+    }
+}

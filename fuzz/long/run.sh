@@ -22,7 +22,9 @@ secs="${1:-540}"
 ncpu="$(nproc)"
 workers="${2:-$ncpu}"
 root="${FZ_ROOT:-/root/fz}"
-targets=(tokenizer chat_template model_load)
+# $FZ_TARGETS: the targets to run (default all three), e.g. a second run of the two that
+# have not reached their count.
+read -r -a targets <<<"${FZ_TARGETS:-tokenizer chat_template model_load}"
 flags=(-timeout=10 -rss_limit_mb=2048 -malloc_limit_mb=2048 -print_final_stats=1)
 # $FZ_EXTRA: more libFuzzer flags, after these (the last of a flag wins), e.g. to test the
 # script's handling of findings with -rss_limit_mb=300.
@@ -42,11 +44,15 @@ for t in "${targets[@]}"; do
     { echo "fz: $t does not run here:" >&2; tail -5 "$root/$t/logs/check.log" >&2; exit 1; }
 done
 
-# Workers per target: an even share, at least one each; the remainder to chat_template.
-per=$((workers / 3))
+# Workers per target: an even share, at least one each; the remainder to the last.
+nt=${#targets[@]}
+per=$((workers / nt))
 [ "$per" -lt 1 ] && per=1
-declare -A share=([tokenizer]=$per [model_load]=$per [chat_template]=$((workers - 2 * per > 0 ? workers - 2 * per : 1)))
-echo "fz: $ncpu cores, $workers workers (tokenizer ${share[tokenizer]}, chat_template ${share[chat_template]}, model_load ${share[model_load]}), $secs s, in $root"
+declare -A share=()
+for t in "${targets[@]}"; do share[$t]=$per; done
+last="${targets[nt - 1]}"
+share[$last]=$((workers - (nt - 1) * per > 0 ? workers - (nt - 1) * per : 1))
+echo "fz: $ncpu cores, $workers workers ($(for t in "${targets[@]}"; do printf '%s %s, ' "$t" "${share[$t]}"; done)$secs s), in $root"
 [ -f "$here/BUILD" ] && sed 's/^/fz: /' "$here/BUILD"
 
 # One worker: libFuzzer on the target's shared corpus until the deadline, started again

@@ -1052,7 +1052,10 @@ fn parse_till<'s>(cursor: &mut Cursor<'s>, end_delim: u8) -> Result<&'s str, Err
                 ),
             ));
         } else {
-            cursor.advance(1);
+            // a whole character: a key may hold any text (one byte of a multi-byte character
+            // would split it, and slicing panics)
+            let len = cursor.rest().chars().next().map_or(1, char::len_utf8);
+            cursor.advance(len);
         }
     }
     // don't include the closing delimiter
