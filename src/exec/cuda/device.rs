@@ -156,6 +156,7 @@ impl CudaExecutor {
             profile,
             mmq,
             mmq_split: std::env::var("WICK_CUDA_MMQ_SPLIT").as_deref() != Ok("0"),
+            mmq_fill: env_usize("WICK_CUDA_MMQ_FILL").unwrap_or(2).clamp(1, 16),
             flash,
             flash_split: std::env::var("WICK_CUDA_FLASH_SPLIT").ok().and_then(|v| v.parse().ok()),
             split_per_sm: std::env::var("WICK_CUDA_SPLIT_PER_SM")

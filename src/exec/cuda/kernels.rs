@@ -527,6 +527,7 @@ fn options(arch: (i32, i32)) -> Vec<String> {
         ("WICK_CUDA_MMVN_UNROLL", "MMVN_UNROLL"),
         ("WICK_CUDA_MMVN_MIN_BLOCKS", "MMVN_MIN_BLOCKS"),
         ("WICK_CUDA_MMQ_MIN_BLOCKS", "MMQ_MIN_BLOCKS"),
+        ("WICK_CUDA_MMQ_LOADS", "MMQ_LOADS"),
     ] {
         if let Some(n) = std::env::var(var).ok().and_then(|n| n.parse::<u32>().ok()) {
             o.push(format!("-D{define}={n}"));

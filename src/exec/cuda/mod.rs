@@ -123,6 +123,9 @@ pub struct CudaExecutor {
     mmq: bool,
     /// Split small tensor-core products along k (unless `WICK_CUDA_MMQ_SPLIT=0`).
     mmq_split: bool,
+    /// Blocks a multiprocessor that a split tensor-core product aims for (2, twice that for
+    /// a few rows: `ops/matmul_mmq.rs`; `WICK_CUDA_MMQ_FILL`, a tuning knob).
+    mmq_fill: usize,
     /// Prefill attention on the tensor cores (`ops/attention.rs`): sm_80 and later, unless
     /// `WICK_CUDA_FLASH=0`.
     flash: bool,

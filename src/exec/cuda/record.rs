@@ -250,7 +250,7 @@ impl CudaExecutor {
         let mut qbytes = 0;
         for op in &graph.ops {
             if let Op::MatMul { w, x, .. } = op {
-                qbytes = qbytes.max(ops::qact_bytes(self.weight(*w)?, graph.rows(*x), self.mmq_sms())?);
+                qbytes = qbytes.max(ops::qact_bytes(self.weight(*w)?, graph.rows(*x), self.mmq_fill())?);
             }
         }
         let qact = Buf::zeros(&self.stream, qbytes)?;

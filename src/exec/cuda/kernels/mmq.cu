@@ -24,6 +24,15 @@
 #ifndef MMQ_MIN_BLOCKS
 #define MMQ_MIN_BLOCKS 5
 #endif
+// Weight items (32 values each, of MMQ_BM·8 / MMQ_THREADS = 4 a stage) a thread loads before
+// it stores any (`WICK_CUDA_MMQ_LOADS`: 1, 2 or 4). On an H100, 8b Q4_K_M, tok/s of decode
+// of 16 / 32 / 64 sequences, and pp512 (split-K fill: blocks a multiprocessor, ops/matmul_mmq.rs):
+//   1 (as before), fill 2: 1,490 / 2,836 / 4,609, pp512 8,152
+//   4, fill 2: 1,463 / 2,803 / 4,542, pp512 7,983;  fill 4: 1,575 / 2,983 / 4,691;  fill 6: 1,552 / 2,914 / 4,542
+//   2, fill 4: 1,608 / 3,047 / 4,778, pp512 8,270 (fill 2)
+#ifndef MMQ_LOADS
+#define MMQ_LOADS 2
+#endif
 // Bytes per row of a shared tile: 256 + 16, so the eight rows of a fragment load fall in
 // different banks.
 #define MMQ_STRIDE 272
@@ -102,12 +111,17 @@ __device__ __forceinline__ void unpack_q45_k(const u8* W, long long hoff, long l
         v[0] |= h0.x; v[1] |= h0.y; v[2] |= h0.z; v[3] |= h0.w;
         v[4] |= h1.x; v[5] |= h1.y; v[6] |= h1.z; v[7] |= h1.w;
     }
-    const u8* h = W + hoff + b * H_q4_k;
-    int sc, mn;
-    k4_scale_min(c, h + 4, &sc, &mn);
-    ws[0] = ld_f16(h);
+    // The 16-byte header in one load (d, dmin, then the 12 bytes of scales and mins), and
+    // the chunk's 6-bit scale and min taken from its words as k4_scale_min takes them from
+    // bytes (byte j of the scales is byte j % 4 of word 1 + j / 4).
+    uint4 hd = ld16(W + hoff + b * H_q4_k);
+    int sh = 8 * (c & 3);
+    u32 b1 = (hd.y >> sh) & 0xff, b2 = (hd.z >> sh) & 0xff, b3 = (hd.w >> sh) & 0xff;
+    int sc = c < 4 ? b1 & 63 : (b3 & 0xf) | ((b1 >> 6) << 4);
+    int mn = c < 4 ? b2 & 63 : (b3 >> 4) | ((b2 >> 6) << 4);
+    ws[0] = h2f((u16)(hd.x & 0xffff));
     isc[0] = sc;
-    *wm = -(ld_f16(h + 2) * (float)mn);
+    *wm = -(h2f((u16)(hd.x >> 16)) * (float)mn);
 }
 __device__ void unpack_q4_k(const u8* W, long long hoff, long long b, int c, u32* v, float* ws, float* wm, int* isc) {
     unpack_q45_k<false>(W, hoff, b, c, v, ws, wm, isc);
@@ -227,62 +241,87 @@ __device__ __forceinline__ void mmq_tile(const u8* W, const i8* aq, const float*
     }
     for (int k0 = k_begin; k0 < k_end; k0 += MMQ_KS) {
         int nch = min(MMQ_KS / 32, (k - k0) / 32);
-        // Weights: thread i takes (row i / 8, chunk i % 8): a row's chunks are neighbours.
-        for (int i = tid; i < MMQ_BM * 8; i += MMQ_THREADS) {
-            int r = i / 8, c = i % 8;
-            u32 v[8];
-            float ws[1] = {0.0f}, wm = 0.0f;
-            int isc[2] = {0, 0};
-            if (c < nch && r0 + r < n) {
-                int kc = k0 / 32 + c;
-                UNPACK(W, hoff, (long long)(r0 + r) * nb + kc / CPB, kc % CPB, v, ws, &wm, isc);
-            } else {
+        // Weights: item i is (row i / 8, chunk i % 8), a row's chunks neighbours; thread tid
+        // takes items tid + MMQ_THREADS·j, MMQ_LOADS of them at once: all their loads are
+        // issued before the first store to shared memory (a generic load may alias it, so
+        // the compiler keeps loads behind earlier stores), so a few tokens' products, whose
+        // blocks are few, keep more bytes in flight.
 #pragma unroll
-                for (int e = 0; e < 8; e++) v[e] = 0;
-            }
-            uint4* dst = (uint4*)(sw + r * MMQ_STRIDE + 32 * c);
-            dst[0] = make_uint4(v[0], v[1], v[2], v[3]);
-            dst[1] = make_uint4(v[4], v[5], v[6], v[7]);
-            if (KACT) {
-                if (c == 0) sws[r][0] = ws[0];
-                if (KSUB == 32) {
-                    ssc[r][c] = isc[0];
+        for (int j0 = 0; j0 < MMQ_BM * 8 / MMQ_THREADS; j0 += MMQ_LOADS) {
+            u32 v[MMQ_LOADS][8];
+            float ws[MMQ_LOADS], wm[MMQ_LOADS];
+            int isc[MMQ_LOADS][2];
+#pragma unroll
+            for (int j = 0; j < MMQ_LOADS; j++) {
+                int i = tid + MMQ_THREADS * (j0 + j), r = i / 8, c = i % 8;
+                ws[j] = 0.0f;
+                wm[j] = 0.0f;
+                isc[j][0] = isc[j][1] = 0;
+                if (c < nch && r0 + r < n) {
+                    int kc = k0 / 32 + c;
+                    UNPACK(W, hoff, (long long)(r0 + r) * nb + kc / CPB, kc % CPB, v[j], ws + j, wm + j, isc[j]);
                 } else {
-                    ssc[r][2 * c] = isc[0];
-                    ssc[r][2 * c + 1] = isc[1];
+#pragma unroll
+                    for (int e = 0; e < 8; e++) v[j][e] = 0;
                 }
-            } else {
-                sws[r][c] = ws[0];
             }
-            if (MIN) swm[r][c] = wm;
-        }
-        // Activations: thread i takes (token i / 8, chunk i % 8).
-        for (int i = tid; i < BN * 8; i += MMQ_THREADS) {
-            int r = i / 8, c = i % 8, tok = c0 + r;
-            uint4 x0 = make_uint4(0, 0, 0, 0), x1 = x0;
-            float d = 0.0f, s = 0.0f;
-            if (c < nch && tok < rows) {
-                const i8* p = aq + (long long)tok * k + k0 + 32 * c;
-                x0 = ld16(p);
-                x1 = ld16(p + 16);
+#pragma unroll
+            for (int j = 0; j < MMQ_LOADS; j++) {
+                int i = tid + MMQ_THREADS * (j0 + j), r = i / 8, c = i % 8;
+                uint4* dst = (uint4*)(sw + r * MMQ_STRIDE + 32 * c);
+                dst[0] = make_uint4(v[j][0], v[j][1], v[j][2], v[j][3]);
+                dst[1] = make_uint4(v[j][4], v[j][5], v[j][6], v[j][7]);
                 if (KACT) {
-                    d = ad[(long long)tok * (k / 256) + k0 / 256];
-                    if (MIN) s = d * (float)sum16(x1, sum16(x0, 0));
+                    if (c == 0) sws[r][0] = ws[j];
+                    if (KSUB == 32) {
+                        ssc[r][c] = isc[j][0];
+                    } else {
+                        ssc[r][2 * c] = isc[j][0];
+                        ssc[r][2 * c + 1] = isc[j][1];
+                    }
                 } else {
-                    long long bi = (long long)tok * nbk + k0 / 32 + c;
-                    d = ad[2 * bi];
-                    if (MIN) s = ad[2 * bi + 1];
+                    sws[r][c] = ws[j];
+                }
+                if (MIN) swm[r][c] = wm[j];
+            }
+        }
+        // Activations: item i is (token i / 8, chunk i % 8); all of a thread's loads first.
+        {
+            constexpr int NA = BN * 8 / MMQ_THREADS;
+            uint4 x0[NA], x1[NA];
+            float d[NA], s[NA];
+#pragma unroll
+            for (int j = 0; j < NA; j++) {
+                int i = tid + MMQ_THREADS * j, r = i / 8, c = i % 8, tok = c0 + r;
+                x0[j] = x1[j] = make_uint4(0, 0, 0, 0);
+                d[j] = s[j] = 0.0f;
+                if (c < nch && tok < rows) {
+                    const i8* p = aq + (long long)tok * k + k0 + 32 * c;
+                    x0[j] = ld16(p);
+                    x1[j] = ld16(p + 16);
+                    if (KACT) {
+                        d[j] = ad[(long long)tok * (k / 256) + k0 / 256];
+                    } else {
+                        long long bi = (long long)tok * nbk + k0 / 32 + c;
+                        d[j] = ad[2 * bi];
+                        if (MIN) s[j] = ad[2 * bi + 1];
+                    }
                 }
             }
-            uint4* dst = (uint4*)(sa + r * MMQ_STRIDE + 32 * c);
-            dst[0] = x0;
-            dst[1] = x1;
-            if (KACT) {
-                if (c == 0) sad[r][0] = d;
-            } else {
-                sad[r][c] = d;
+#pragma unroll
+            for (int j = 0; j < NA; j++) {
+                int i = tid + MMQ_THREADS * j, r = i / 8, c = i % 8;
+                if (KACT && MIN) s[j] = d[j] * (float)sum16(x1[j], sum16(x0[j], 0));
+                uint4* dst = (uint4*)(sa + r * MMQ_STRIDE + 32 * c);
+                dst[0] = x0[j];
+                dst[1] = x1[j];
+                if (KACT) {
+                    if (c == 0) sad[r][0] = d[j];
+                } else {
+                    sad[r][c] = d[j];
+                }
+                if (MIN) sas[r][c] = s[j];
             }
-            if (MIN) sas[r][c] = s;
         }
         __syncthreads();
         int isum[MT][NT][4];

@@ -20,7 +20,7 @@ use crate::Result;
 const MMV_WARPS: usize = 4;
 
 /// Bytes the matmul of `w` needs for its converted activations, `rows` rows.
-pub(in super::super) fn qact_bytes(w: &Weight, rows: usize, n_sm: usize) -> Result<usize> {
+pub(in super::super) fn qact_bytes(w: &Weight, rows: usize, mmq_fill: usize) -> Result<usize> {
     let vt = quant::vec_dot_type(w.dtype);
     let per_row = match vt {
         GgmlType::F16 | GgmlType::F32 => 4 * w.k() as u64,
@@ -29,7 +29,12 @@ pub(in super::super) fn qact_bytes(w: &Weight, rows: usize, n_sm: usize) -> Resu
     // The decode kernels' split layout of all the rows: k bytes a row, then up to two floats
     // per 32 values.
     let split = (rows.max(1) * w.k()).div_ceil(16) * 16 + rows.max(1) * w.k() / 4;
-    Ok((per_row as usize * rows).max(split).max(super::matmul_mmq::qact_bytes(w.k(), w.n_rows(), rows, n_sm)))
+    Ok((per_row as usize * rows).max(split).max(super::matmul_mmq::qact_bytes(
+        w.k(),
+        w.n_rows(),
+        rows,
+        mmq_fill,
+    )))
 }
 
 /// The q8 format of the decode kernels (`mmv_*`) for weights of type `t`, None for float

@@ -46,18 +46,24 @@ fn act_bytes(k: usize, rows: usize) -> usize {
     (rows * k + rows * (k / 32) * 8).div_ceil(256) * 256
 }
 
-/// The grid of the product of `n` weight rows of `k` values and `rows` token rows on a
-/// device of `n_sm` multiprocessors: (the 32-token tiles, blocks along n, along the tokens,
-/// runs along k). A product with fewer tiles than two a multiprocessor is split along k into
+/// The grid of the product of `n` weight rows of `k` values and `rows` token rows, for a
+/// device that `fill` blocks fill (two a multiprocessor by default, [`CudaExecutor::mmq_fill`]):
+/// (the 32-token tiles, blocks along n, along the tokens, runs along k). A product with fewer
+/// tiles than `fill` is split along k into
 /// up to [`MMQ_MAX_SPLIT`] runs of whole `MMQ_KS` chunks, so that the device fills (the tiles
 /// of a few tokens' products, e.g. the decode steps of several sequences, walk all of k
 /// otherwise: a 4096 × 4096 product had 64 blocks for 132 multiprocessors).
-fn grid(n: usize, k: usize, rows: usize, n_sm: usize) -> (bool, usize, usize, usize) {
+fn grid(n: usize, k: usize, rows: usize, fill: usize) -> (bool, usize, usize, usize) {
+    // A decode step of several sequences (a tile's worth of tokens at most) is bound by its
+    // weight loads' latency, so it aims for twice the blocks: on an H100 and an H200, decode of
+    // 16 / 32 / 64 sequences of the 8b Q4_K_M ran 4-8% faster (kernels/mmq.cu, MMQ_LOADS), while
+    // pp512 ran 1.7-1.9% slower with its 4096 × 4096 products split too.
+    let fill = if rows <= MMQ_BN { 2 * fill } else { fill };
     let tiles64 = n.div_ceil(MMQ_BM) * rows.div_ceil(MMQ_BN);
     let n32 = tiles64 < MMQ_SMALL_GRID;
     let (gx, gy) = (n.div_ceil(MMQ_BM), rows.div_ceil(if n32 { MMQ_BN / 2 } else { MMQ_BN }));
     let chunks = k.div_ceil(MMQ_KS).max(1);
-    let want = (2 * n_sm).div_ceil(gx * gy).clamp(1, MMQ_MAX_SPLIT.min(chunks));
+    let want = fill.div_ceil(gx * gy).clamp(1, MMQ_MAX_SPLIT.min(chunks));
     // Equal runs of whole chunks, none empty.
     let splits = chunks.div_ceil(chunks.div_ceil(want));
     (n32, gx, gy, splits)
@@ -65,17 +71,17 @@ fn grid(n: usize, k: usize, rows: usize, n_sm: usize) -> (bool, usize, usize, us
 
 /// Bytes of scratch the tensor-core path needs for `rows` rows of `k` values and `n` outputs:
 /// the activations, then the split-K partial sums when the product is split.
-pub(super) fn qact_bytes(k: usize, n: usize, rows: usize, n_sm: usize) -> usize {
-    let (_, _, _, splits) = grid(n, k, rows, n_sm);
+pub(super) fn qact_bytes(k: usize, n: usize, rows: usize, fill: usize) -> usize {
+    let (_, _, _, splits) = grid(n, k, rows, fill);
     act_bytes(k, rows) + if splits > 1 { 4 * splits * rows * n } else { 0 }
 }
 
 impl CudaExecutor {
-    /// The multiprocessors the split-K choice fills ([`grid`]); 0 (no split) with
-    /// `WICK_CUDA_MMQ_SPLIT=0`.
-    pub(in super::super) fn mmq_sms(&self) -> usize {
+    /// The blocks the split-K choice fills the device with ([`grid`]): `mmq_fill` a
+    /// multiprocessor; 0 (no split) with `WICK_CUDA_MMQ_SPLIT=0`.
+    pub(in super::super) fn mmq_fill(&self) -> usize {
         if self.mmq_split {
-            self.n_sm
+            self.n_sm * self.mmq_fill
         } else {
             0
         }
@@ -123,7 +129,7 @@ impl CudaExecutor {
         let (bias, btype) = self.bias_param(bias)?;
         // Products too small to give the device a few blocks per SM take 32-token tiles, and
         // are split along k.
-        let (n32, gx, gy, splits) = grid(n, k, rows, self.mmq_sms());
+        let (n32, gx, gy, splits) = grid(n, k, rows, self.mmq_fill());
         let p = MmqParams {
             w: wt.buf.ptr,
             aq: qs,
@@ -158,22 +164,24 @@ mod tests {
     #[test]
     fn split_k_grids() {
         // A decode step of 4 sequences through a 4096 × 4096 product on 132 multiprocessors:
-        // 64 blocks, 16 chunks of k: 4 runs of 4 chunks.
-        assert_eq!(grid(4096, 4096, 4, 132), (true, 64, 1, 4));
+        // 64 blocks, 16 chunks of k: 8 runs of 2 chunks (a few rows aim for twice the blocks).
+        assert_eq!(grid(4096, 4096, 4, 264), (true, 64, 1, 8));
+        // A prefill chunk of 512 tokens through the Q product: 512 blocks, no split.
+        assert_eq!(grid(4096, 4096, 512, 264), (false, 64, 8, 1));
         // The K product (1,024 rows): 16 blocks, 8 runs of 2 chunks.
-        assert_eq!(grid(1024, 4096, 16, 132), (true, 16, 1, 8));
+        assert_eq!(grid(1024, 4096, 16, 264), (true, 16, 1, 8));
         // A prefill chunk of 512 tokens through 14336 rows: 1,792 tiles, no split.
-        assert_eq!(grid(14336, 4096, 512, 132), (false, 224, 8, 1));
+        assert_eq!(grid(14336, 4096, 512, 264), (false, 224, 8, 1));
         // No split asked (WICK_CUDA_MMQ_SPLIT=0), or a single chunk of k.
         assert_eq!(grid(4096, 4096, 4, 0).3, 1);
-        assert_eq!(grid(64, 256, 4, 132).3, 1);
+        assert_eq!(grid(64, 256, 4, 264).3, 1);
         for (n, k, rows) in [(4096, 14336, 16), (14336, 4096, 64), (576, 1536, 20), (300, 2048, 20)] {
-            let (_, gx, gy, splits) = grid(n, k, rows, 132);
+            let (_, gx, gy, splits) = grid(n, k, rows, 264);
             let chunks = k.div_ceil(MMQ_KS);
             let per = chunks.div_ceil(splits);
             assert!(splits <= MMQ_MAX_SPLIT && (splits - 1) * per < chunks, "{n} {k} {rows}: {splits}");
             assert!(gx * gy * splits >= 264 || splits == MMQ_MAX_SPLIT.min(chunks), "{n} {k} {rows}");
         }
-        assert!(qact_bytes(4096, 4096, 4, 132) >= 4 * 4 * 4096 * 4 + 4 * 4096);
+        assert!(qact_bytes(4096, 4096, 4, 264) >= 4 * 4 * 4096 * 4 + 4 * 4096);
     }
 }
