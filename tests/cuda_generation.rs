@@ -175,3 +175,44 @@ fn smollm2_3000_tokens_part_only_at_a_near_tie() {
         assert!(m < 1.0, "parted at token {} where the CPU's margin is {m}", p.agreed);
     }
 }
+
+/// Out of device memory is an error, not a crash, and the process stays usable (issue 16).
+/// With all but half a model's weights of the device's free memory held by another allocation,
+/// loading that model fails with the CUDA allocation's error (the fit check is bypassed by a
+/// caller's budget, as a caller who knows better may), a model already loaded still generates
+/// its own tokens, and once the memory is released the same load works and generates them too.
+#[test]
+fn out_of_device_memory_is_an_error_and_the_next_load_works() {
+    if !have_cuda() {
+        return;
+    }
+    let donor = donor().expect("tokenizer donor (models/SmolLM2 or WICK_DONOR)");
+    let spec = SynthSpec::shape("small", Arch::Llama, wick::synth::FileType::Q8_0, 3).unwrap();
+    let bytes = wick::synth::write(Vec::new(), &spec, &donor).unwrap();
+    let load = || {
+        let opts =
+            LoadOptions { executor: ExecutorKind::Cuda, memory_budget: Some(1 << 50), ..Default::default() };
+        block_on(Model::load(MemorySource::new(bytes.clone()), opts))
+    };
+    let first = load().expect("the first load");
+    let prompt = [1u32, 42, 7, 99, 3];
+    let want = greedy(&first, &prompt).0;
+    let weights = first.memory_estimate(256, 0).unwrap().weights;
+
+    let ctx = cudarc::driver::CudaContext::new(0).expect("CUDA context");
+    let (free, _) = ctx.mem_get_info().expect("free device memory");
+    let hold_bytes = free.saturating_sub(weights as usize / 2);
+    // SAFETY: the allocation is never read or written; it only takes the memory.
+    let hold = unsafe { ctx.default_stream().alloc::<u8>(hold_bytes) }.expect("holding the free memory");
+    let msg = match load() {
+        Ok(_) => panic!("a model of {weights} bytes loaded into {} bytes", free - hold_bytes),
+        Err(e) => e.to_string(),
+    };
+    assert!(msg.contains("allocat") || msg.contains("memory"), "not an allocation error: {msg}");
+    eprintln!("held {hold_bytes} of {free} free bytes; the load failed with: {msg}");
+    assert_eq!(greedy(&first, &prompt).0, want, "the loaded model still generates");
+
+    drop(hold);
+    let again = load().expect("the load after the memory is released");
+    assert_eq!(greedy(&again, &prompt).0, want);
+}
