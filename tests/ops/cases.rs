@@ -94,6 +94,11 @@ pub fn matmul_tiles() -> Vec<Row> {
             (64, 1024, 130, false),
             (130, 512, 72, false),
             (200, 256, 3264, true),
+            // 16-32 tokens (the decode steps of several sequences): mmqs_T for Q4_K and Q6_K,
+            // split along k, a partial last block of rows, with and without a bias.
+            (24, 2048, 200, true),
+            (32, 1024, 96, false),
+            (17, 512, 130, true),
         ];
         if t.block_size() == 32 {
             shapes.extend([(40, 800, 96, true), (19, 96, 33, false)]);

@@ -155,6 +155,7 @@ impl CudaExecutor {
             use_fusion: std::env::var("WICK_CUDA_FUSE").as_deref() != Ok("0") && !profile,
             profile,
             mmq,
+            mmq_small: std::env::var("WICK_CUDA_MMQS").as_deref() != Ok("0"),
             mmq_split: std::env::var("WICK_CUDA_MMQ_SPLIT").as_deref() != Ok("0"),
             mmq_fill: env_usize("WICK_CUDA_MMQ_FILL").unwrap_or(2).clamp(1, 16),
             flash,

@@ -95,7 +95,11 @@ impl Module {
                 ("matmul_float.cu", include_str!("kernels/matmul_float.cu")),
             ],
             // The 16-byte load and bit helpers of matmul.cuh.
-            Module::Mmq => &[MATMUL, ("mmq.cu", include_str!("kernels/mmq.cu"))],
+            Module::Mmq => &[
+                MATMUL,
+                ("mmq.cu", include_str!("kernels/mmq.cu")),
+                ("mmq_small.cu", include_str!("kernels/mmq_small.cu")),
+            ],
         }
     }
 }
@@ -288,7 +292,15 @@ pub(crate) enum Kernel {
     },
     /// `MmqParams`: the sum of a split-K product's partial results.
     MmqReduce,
+    /// `MmqParams`: the tensor-core product of 16-32 tokens, weight fragments loaded from
+    /// global memory (mmq_small.cu; Q4_K and Q6_K).
+    MmqSmall {
+        t: Block,
+    },
 }
+
+/// The weight types with a `mmqs_T` kernel (mmq_small.cu).
+pub(crate) const MMQ_SMALL_TYPES: [Block; 2] = [Block::Q4K, Block::Q6K];
 
 impl Kernel {
     /// Every entry point.
@@ -340,6 +352,7 @@ impl Kernel {
             v.extend([MmvForm::One, MmvForm::Gated, MmvForm::Three].map(|form| MmvRows { t, form }));
         }
         v.push(MmqReduce);
+        v.extend(MMQ_SMALL_TYPES.map(|t| MmqSmall { t }));
         v
     }
 
@@ -395,6 +408,7 @@ impl Kernel {
                 return format!("{prefix}_{}", t.suffix());
             }
             Kernel::Mmq { t, n32 } => return format!("mmq_{}{}", t.suffix(), if n32 { "_n32" } else { "" }),
+            Kernel::MmqSmall { t } => return format!("mmqs_{}", t.suffix()),
         };
         fixed.to_string()
     }
@@ -429,7 +443,7 @@ impl Kernel {
             Kernel::Mmv { form: MmvForm::Three, .. }
             | Kernel::MmvRows { form: MmvForm::Three, .. }
             | Kernel::Mmv3Kmix { .. } => "Mmv3Params",
-            Kernel::Mmq { .. } | Kernel::MmqReduce => "MmqParams",
+            Kernel::Mmq { .. } | Kernel::MmqReduce | Kernel::MmqSmall { .. } => "MmqParams",
         }
     }
 
@@ -454,7 +468,7 @@ impl Kernel {
             | Kernel::MmvRows { .. }
             | Kernel::Mmv { .. }
             | Kernel::Mmv3Kmix { .. } => Module::Matmul,
-            Kernel::Mmq { .. } | Kernel::MmqReduce => Module::Mmq,
+            Kernel::Mmq { .. } | Kernel::MmqReduce | Kernel::MmqSmall { .. } => Module::Mmq,
         }
     }
 
@@ -726,12 +740,12 @@ pub(crate) fn load(ctx: &Arc<CudaContext>) -> Result<HashMap<Kernel, CudaFunctio
 mod tests {
     use super::*;
 
-    /// The 145 entry points, each named once (that each is in its module's PTX is checked by
+    /// The 155 entry points, each named once (that each is in its module's PTX is checked by
     /// `compile`, run in CI with NVRTC).
     #[test]
     fn every_kernel_named_once() {
         let all = Kernel::all();
-        assert_eq!(all.len(), 153);
+        assert_eq!(all.len(), 155);
         let names: std::collections::HashSet<String> = all.iter().map(|k| k.name()).collect();
         assert_eq!(names.len(), all.len());
     }

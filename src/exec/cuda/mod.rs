@@ -121,6 +121,9 @@ pub struct CudaExecutor {
     use_fusion: bool,
     /// Prefill products on the tensor cores (`ops/matmul_mmq.rs`).
     mmq: bool,
+    /// Products of 16-32 tokens through the `mmqs_T` kernels where the type has one (unless
+    /// `WICK_CUDA_MMQS=0`).
+    mmq_small: bool,
     /// Split small tensor-core products along k (unless `WICK_CUDA_MMQ_SPLIT=0`).
     mmq_split: bool,
     /// Blocks a multiprocessor that a split tensor-core product aims for (2, twice that for

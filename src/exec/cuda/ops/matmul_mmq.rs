@@ -2,9 +2,11 @@
 //! kernels/mmq.cu. The activations are converted to the split q8 layout of the decode kernels
 //! (all rows at once), then one launch computes the product in tiles of 64 weight rows × 64
 //! tokens. Used on sm_80 and later for at least [`MMQ_MIN_ROWS`] token rows of the covered
-//! types; `WICK_CUDA_MMQ=0` turns it off (the dp4a kernels of matmul.cuh then run).
+//! types; `WICK_CUDA_MMQ=0` turns it off (the dp4a kernels of matmul.cuh then run). Products of
+//! up to [`MMQS_TOK`] tokens of Q4_K and Q6_K weights take the `mmqs_*` kernels of
+//! kernels/mmq_small.cu instead (weight fragments from global memory; `WICK_CUDA_MMQS=0` off).
 
-use super::super::kernels::{Block, Kernel};
+use super::super::kernels::{Block, Kernel, MMQ_SMALL_TYPES};
 use super::super::params::{MmqParams, QuantizeSplitParams};
 use super::super::record::Compiled;
 use super::super::{drv, err, CudaExecutor};
@@ -25,6 +27,8 @@ const MMQ_KS: usize = 256;
 const MMQ_SMALL_GRID: usize = 200;
 /// Threads a block (`MMQ_THREADS`).
 const MMQ_THREADS: u32 = 128;
+/// Most token rows of the `mmqs_T` kernels (`MMQS_TOK` in mmq_small.cu).
+const MMQS_TOK: usize = 32;
 
 /// The tensor-core kernels' block type for weights of type `t`, if they cover it.
 fn kernel(t: GgmlType) -> Option<Block> {
@@ -130,6 +134,10 @@ impl CudaExecutor {
         // Products too small to give the device a few blocks per SM take 32-token tiles, and
         // are split along k.
         let (n32, gx, gy, splits) = grid(n, k, rows, self.mmq_fill());
+        // A few tokens of a type with a `mmqs_T` kernel: weight fragments straight from global
+        // memory (mmq_small.cu), on the same grid along n and k.
+        let small = self.mmq_small && rows <= MMQS_TOK && k % 256 == 0 && MMQ_SMALL_TYPES.contains(&t);
+        let (kernel, gy) = if small { (Kernel::MmqSmall { t }, 1) } else { (Kernel::Mmq { t, n32 }, gy) };
         let p = MmqParams {
             w: wt.buf.ptr,
             aq: qs,
@@ -144,7 +152,7 @@ impl CudaExecutor {
             splits: splits as i32,
         };
         let block = |v: usize| u32::try_from(v).map_err(|_| err("product too large"));
-        self.launch3(Kernel::Mmq { t, n32 }, (block(gx)?, block(gy)?, splits as u32), MMQ_THREADS, &p)?;
+        self.launch3(kernel, (block(gx)?, block(gy)?, splits as u32), MMQ_THREADS, &p)?;
         if splits > 1 {
             self.launch(Kernel::MmqReduce, (block((rows * n).div_ceil(256))?, 1), 256, &p)?;
         }
