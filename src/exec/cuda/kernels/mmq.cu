@@ -93,6 +93,15 @@ __device__ void unpack_q8_0(const u8* W, long long hoff, long long b, int c, u32
     put4(v + 4, ld16(W + b * Q_q8_0 + 16));
     ws[0] = ld_f16(W + hoff + b * H_q8_0);
 }
+// Chunk c's 6-bit scale and min from a Q4_K/Q5_K header held as words (d, dmin, then the 12
+// bytes of scales and mins), as k4_scale_min takes them from bytes: byte j of the scales is
+// byte j % 4 of word 1 + j / 4.
+__device__ __forceinline__ void k4_header_scale_min(uint4 hd, int c, int* sc, int* mn) {
+    int sh = 8 * (c & 3);
+    u32 b1 = (hd.y >> sh) & 0xff, b2 = (hd.z >> sh) & 0xff, b3 = (hd.w >> sh) & 0xff;
+    *sc = c < 4 ? b1 & 63 : (b3 & 0xf) | ((b1 >> 6) << 4);
+    *mn = c < 4 ? b2 & 63 : (b3 >> 4) | ((b2 >> 6) << 4);
+}
 template <bool Q5>
 __device__ __forceinline__ void unpack_q45_k(const u8* W, long long hoff, long long b, int c, u32* v, float* ws,
                                              float* wm, int* isc) {
@@ -111,14 +120,10 @@ __device__ __forceinline__ void unpack_q45_k(const u8* W, long long hoff, long l
         v[0] |= h0.x; v[1] |= h0.y; v[2] |= h0.z; v[3] |= h0.w;
         v[4] |= h1.x; v[5] |= h1.y; v[6] |= h1.z; v[7] |= h1.w;
     }
-    // The 16-byte header in one load (d, dmin, then the 12 bytes of scales and mins), and
-    // the chunk's 6-bit scale and min taken from its words as k4_scale_min takes them from
-    // bytes (byte j of the scales is byte j % 4 of word 1 + j / 4).
+    // The 16-byte header in one load.
     uint4 hd = ld16(W + hoff + b * H_q4_k);
-    int sh = 8 * (c & 3);
-    u32 b1 = (hd.y >> sh) & 0xff, b2 = (hd.z >> sh) & 0xff, b3 = (hd.w >> sh) & 0xff;
-    int sc = c < 4 ? b1 & 63 : (b3 & 0xf) | ((b1 >> 6) << 4);
-    int mn = c < 4 ? b2 & 63 : (b3 >> 4) | ((b2 >> 6) << 4);
+    int sc, mn;
+    k4_header_scale_min(hd, c, &sc, &mn);
     ws[0] = h2f((u16)(hd.x & 0xffff));
     isc[0] = sc;
     *wm = -(h2f((u16)(hd.x >> 16)) * (float)mn);

@@ -150,14 +150,10 @@ __device__ __forceinline__ void mmqs_tile(const MmqParams& p) {
                 }
             }
             if (!Q6) {
-                // The chunk's 6-bit scale and min of rows ra and rb (as unpack_q45_k).
-                const int sh = 8 * (c & 3);
-                u32 a1 = (hda.y >> sh) & 0xff, a2 = (hda.z >> sh) & 0xff, a3 = (hda.w >> sh) & 0xff;
-                u32 b1 = (hdb.y >> sh) & 0xff, b2 = (hdb.z >> sh) & 0xff, b3 = (hdb.w >> sh) & 0xff;
-                int sa0 = c < 4 ? a1 & 63 : (a3 & 0xf) | ((a1 >> 6) << 4);
-                int ma0 = c < 4 ? a2 & 63 : (a3 >> 4) | ((a2 >> 6) << 4);
-                int sb0 = c < 4 ? b1 & 63 : (b3 & 0xf) | ((b1 >> 6) << 4);
-                int mb0 = c < 4 ? b2 & 63 : (b3 >> 4) | ((b2 >> 6) << 4);
+                // The chunk's 6-bit scale and min of rows ra and rb.
+                int sa0, ma0, sb0, mb0;
+                k4_header_scale_min(hda, c, &sa0, &ma0);
+                k4_header_scale_min(hdb, c, &sb0, &mb0);
 #pragma unroll
                 for (int j = 0; j < 4; j++) {
                     if (j < nt) {

@@ -53,10 +53,10 @@ fn act_bytes(k: usize, rows: usize) -> usize {
 /// The grid of the product of `n` weight rows of `k` values and `rows` token rows, for a
 /// device that `fill` blocks fill (two a multiprocessor by default, [`CudaExecutor::mmq_fill`]):
 /// (the 32-token tiles, blocks along n, along the tokens, runs along k). A product with fewer
-/// tiles than `fill` is split along k into
-/// up to [`MMQ_MAX_SPLIT`] runs of whole `MMQ_KS` chunks, so that the device fills (the tiles
-/// of a few tokens' products, e.g. the decode steps of several sequences, walk all of k
-/// otherwise: a 4096 × 4096 product had 64 blocks for 132 multiprocessors).
+/// tiles than `fill` is split along k into up to [`MMQ_MAX_SPLIT`] runs of whole `MMQ_KS`
+/// chunks, so that the device fills (the tiles of a few tokens' products, e.g. the decode
+/// steps of several sequences, walk all of k otherwise: a 4096 × 4096 product had 64 blocks
+/// for 132 multiprocessors).
 fn grid(n: usize, k: usize, rows: usize, fill: usize) -> (bool, usize, usize, usize) {
     // A decode step of several sequences (a tile's worth of tokens at most) is bound by its
     // weight loads' latency, so it aims for twice the blocks: on an H100 and an H200, decode of
@@ -136,7 +136,7 @@ impl CudaExecutor {
         let (n32, gx, gy, splits) = grid(n, k, rows, self.mmq_fill());
         // A few tokens of a type with a `mmqs_T` kernel: weight fragments straight from global
         // memory (mmq_small.cu), on the same grid along n and k.
-        let small = self.mmq_small && rows <= MMQS_TOK && k % 256 == 0 && MMQ_SMALL_TYPES.contains(&t);
+        let small = self.mmq_small && rows <= MMQS_TOK && MMQ_SMALL_TYPES.contains(&t);
         let (kernel, gy) = if small { (Kernel::MmqSmall { t }, 1) } else { (Kernel::Mmq { t, n32 }, gy) };
         let p = MmqParams {
             w: wt.buf.ptr,
