@@ -73,9 +73,9 @@ pub fn matmul_model() -> Vec<Row> {
     .collect()
 }
 
-/// Prefill tiles (CUDA's tensor-core products from 16 rows: 32- and 64-token tiles, token and
-/// weight rows no multiple of a tile, k of one to several 256-value stages and, for the
-/// 32-value types, a partial stage), with and without bias.
+/// Prefill tiles (CUDA's tensor-core products from 16 rows, from 7 for Q4_K and Q6_K: 32- and
+/// 64-token tiles, token and weight rows no multiple of a tile, k of one to several 256-value
+/// stages and, for the 32-value types, a partial stage), with and without bias.
 pub fn matmul_tiles() -> Vec<Row> {
     let mut rows = Vec::new();
     for t in [
@@ -99,6 +99,11 @@ pub fn matmul_tiles() -> Vec<Row> {
             (24, 2048, 200, true),
             (32, 1024, 96, false),
             (17, 512, 130, true),
+            // 7-15 tokens: mmqs_T rather than mmvn_T for Q4_K and Q6_K (a partial token
+            // tile), mmvn_T for the other types.
+            (12, 2048, 136, true),
+            (9, 512, 64, false),
+            (7, 1024, 80, true),
         ];
         if t.block_size() == 32 {
             shapes.extend([(40, 800, 96, true), (19, 96, 33, false)]);

@@ -156,6 +156,7 @@ impl CudaExecutor {
             profile,
             mmq,
             mmq_small: std::env::var("WICK_CUDA_MMQS").as_deref() != Ok("0"),
+            mmqs_from: env_usize("WICK_CUDA_MMQS_FROM").unwrap_or(7).max(2),
             mmq_split: std::env::var("WICK_CUDA_MMQ_SPLIT").as_deref() != Ok("0"),
             mmq_fill: env_usize("WICK_CUDA_MMQ_FILL").unwrap_or(2).clamp(1, 16),
             flash,

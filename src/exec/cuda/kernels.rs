@@ -292,7 +292,7 @@ pub(crate) enum Kernel {
     },
     /// `MmqParams`: the sum of a split-K product's partial results.
     MmqReduce,
-    /// `MmqParams`: the tensor-core product of 16-32 tokens, weight fragments loaded from
+    /// `MmqParams`: the tensor-core product of 7-32 tokens, weight fragments loaded from
     /// global memory (mmq_small.cu; Q4_K and Q6_K).
     MmqSmall {
         t: Block,

@@ -111,8 +111,9 @@ pub struct CudaExecutor {
     /// chunks are launched op by op: their launches are few against their work.
     graph_max_tokens: usize,
     /// The most rows a product takes through the `mmvn_T` kernels (15; from 16 the tensor-core
-    /// kernels take them; `WICK_CUDA_MMVN_MAX_ROWS`, 0 or 1: never). Steps of up to this many
-    /// tokens get a decode plan.
+    /// kernels take them; `WICK_CUDA_MMVN_MAX_ROWS`, 0 or 1: never), fewer for the types with
+    /// a `mmqs_T` kernel (`mmqs_from`, [`CudaExecutor::mmvn_limit`]). Steps of up to the limit
+    /// of all their products' types get a decode plan.
     mmvn_max_rows: usize,
     /// Activation rows of one `mmvn_T` launch (8, at most 8: `MMVN_ROWS` in
     /// kernels/matmul.cuh; both follow `WICK_CUDA_MMVN_ROWS`, a tuning knob).
@@ -121,9 +122,14 @@ pub struct CudaExecutor {
     use_fusion: bool,
     /// Prefill products on the tensor cores (`ops/matmul_mmq.rs`).
     mmq: bool,
-    /// Products of 16-32 tokens through the `mmqs_T` kernels where the type has one (unless
+    /// Products of up to 32 tokens through the `mmqs_T` kernels where the type has one (unless
     /// `WICK_CUDA_MMQS=0`).
     mmq_small: bool,
+    /// The fewest rows a product of a type with a `mmqs_T` kernel takes through it rather
+    /// than `mmvn_T` (7; `WICK_CUDA_MMQS_FROM`, a tuning knob). Decode of the 8b Q4_K_M on an
+    /// H100, tok/s, `mmvn` against `mmqs`: x6 1,071 / 957, x7 1,090 / 1,114, x8 1,142 / 1,273;
+    /// from 9 rows `mmvn` reads the weights twice (x12 1,118 / 1,747).
+    mmqs_from: usize,
     /// Split small tensor-core products along k (unless `WICK_CUDA_MMQ_SPLIT=0`).
     mmq_split: bool,
     /// Blocks a multiprocessor that a split tensor-core product aims for (2, twice that for

@@ -268,16 +268,19 @@ impl CudaExecutor {
         unsafe { best_host_ptr.write(0) };
         let best = self.stream.alloc_zeros::<u64>(1).map_err(drv("device allocation"))?;
         let best_ptr = best.device_ptr(&self.stream).0;
-        // Decode plans for one-token steps and for the steps of a few sequences (up to
-        // `mmvn_max_rows`, in `mmvn` launches of up to `mmvn_rows` rows; their split q8 layout
-        // wants rows of whole 32-value blocks).
-        let few = (2..=self.mmvn_max_rows).contains(&graph.n_tokens)
-            && graph
-                .ops
-                .iter()
-                .all(|op| !matches!(op, Op::MatMul { x, .. } if !graph.cols(*x).is_multiple_of(32)));
+        // Decode plans for one-token steps and for the steps of a few sequences (up to the
+        // `mmvn_limit` of every product's type, in `mmvn` launches of up to `mmvn_rows` rows;
+        // their split q8 layout wants rows of whole 32-value blocks).
+        let dtype = |w: WeightId| self.weights.get(w.0 as usize).map(|w| w.dtype);
+        let few = graph.n_tokens >= 2
+            && graph.ops.iter().all(|op| match op {
+                Op::MatMul { x, w, .. } => {
+                    graph.cols(*x).is_multiple_of(32)
+                        && dtype(*w).is_some_and(|t| graph.n_tokens <= self.mmvn_limit(t))
+                }
+                _ => true,
+            });
         let plan = if (graph.n_tokens == 1 || few) && self.use_fusion {
-            let dtype = |w: WeightId| self.weights.get(w.0 as usize).map(|w| w.dtype);
             fuse::plan(graph, &ops::fusions(|w| self.act_quant(w), dtype, graph.n_tokens))
         } else {
             Vec::new()

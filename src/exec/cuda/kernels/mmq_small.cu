@@ -1,4 +1,4 @@
-// Products of a few tokens (16 to 32: the decode steps of several sequences) on the int8 tensor
+// Products of a few tokens (7 to 32: the decode steps of several sequences) on the int8 tensor
 // cores, for Q4_K and Q6_K weights (`mmqs_q4_k`, `mmqs_q6_k`): out[t][r] = W[r] · x[t].
 //
 // mmq_T_n32 stages a tile of unpacked weights in shared memory and reads it back with

@@ -143,8 +143,8 @@ impl CudaExecutor {
         }
     }
 
-    /// Enqueue `dst = x · wᵀ (+ bias)` for 2 to `mmvn_max_rows` rows (the tokens of a decode
-    /// step of several sequences; `WICK_CUDA_MMVN_MAX_ROWS`, 15 by default: from 16 rows the
+    /// Enqueue `dst = x · wᵀ (+ bias)` for 2 to `mmvn_limit` rows (the tokens of a decode
+    /// step of several sequences; 8 for types with a `mmqs_T` kernel, else 15: from there the
     /// tensor-core kernels take over) with the `mmvn_T` kernels, `mmvn_rows` rows a launch: the rows are
     /// converted to the split q8 layout, and each launch reads the weights once. Ok(false),
     /// with nothing enqueued, when this path does not apply.
@@ -161,7 +161,7 @@ impl CudaExecutor {
         let Some(t) = Block::of(wt.dtype) else { return Ok(false) };
         let vt = quant::vec_dot_type(wt.dtype);
         let qb = if vt == GgmlType::Q8_K { 256 } else { 32 };
-        if !(2..=self.mmvn_max_rows).contains(&rows) || k % qb != 0 {
+        if !(2..=self.mmvn_limit(wt.dtype)).contains(&rows) || k % qb != 0 {
             return Ok(false);
         }
         let (bias, btype) = self.bias_param(bias)?;

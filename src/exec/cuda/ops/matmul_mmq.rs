@@ -4,7 +4,8 @@
 //! tokens. Used on sm_80 and later for at least [`MMQ_MIN_ROWS`] token rows of the covered
 //! types; `WICK_CUDA_MMQ=0` turns it off (the dp4a kernels of matmul.cuh then run). Products of
 //! up to [`MMQS_TOK`] tokens of Q4_K and Q6_K weights take the `mmqs_*` kernels of
-//! kernels/mmq_small.cu instead (weight fragments from global memory; `WICK_CUDA_MMQS=0` off).
+//! kernels/mmq_small.cu instead (weight fragments from global memory; `WICK_CUDA_MMQS=0` off),
+//! from the rows the `mmvn` kernels leave (7, [`CudaExecutor::mmvn_limit`]).
 
 use super::super::kernels::{Block, Kernel, MMQ_SMALL_TYPES};
 use super::super::params::{MmqParams, QuantizeSplitParams};
@@ -81,6 +82,18 @@ pub(super) fn qact_bytes(k: usize, n: usize, rows: usize, fill: usize) -> usize 
 }
 
 impl CudaExecutor {
+    /// The most rows a product of `t` weights takes through the `mmvn_T` kernels: types with a
+    /// `mmqs_T` kernel take that from `mmqs_from` rows (7: there the tensor cores overtake
+    /// `mmvn`, whose launches of 8 rows also read the weights twice from 9).
+    pub(in super::super) fn mmvn_limit(&self, t: GgmlType) -> usize {
+        let small = self.mmq && self.mmq_small && kernel(t).is_some_and(|b| MMQ_SMALL_TYPES.contains(&b));
+        if small {
+            self.mmvn_max_rows.min(self.mmqs_from - 1)
+        } else {
+            self.mmvn_max_rows
+        }
+    }
+
     /// The blocks the split-K choice fills the device with ([`grid`]): `mmq_fill` a
     /// multiprocessor; 0 (no split) with `WICK_CUDA_MMQ_SPLIT=0`.
     pub(in super::super) fn mmq_fill(&self) -> usize {
@@ -105,7 +118,10 @@ impl CudaExecutor {
         let wt = self.weight(w)?;
         let (k, n, rows) = (wt.k(), wt.n_rows(), c.g.rows(x));
         let Some(t) = kernel(wt.dtype) else { return Ok(false) };
-        if !self.mmq || rows < MMQ_MIN_ROWS || k % 32 != 0 {
+        // A type with a `mmqs_T` kernel takes any rows `mmvn` leaves (`mmvn_limit`).
+        let small_type = self.mmq_small && MMQ_SMALL_TYPES.contains(&t);
+        let min_rows = if small_type { 2 } else { MMQ_MIN_ROWS };
+        if !self.mmq || rows < min_rows || k % 32 != 0 {
             return Ok(false);
         }
         let qs = c.qact.ptr;
@@ -136,7 +152,7 @@ impl CudaExecutor {
         let (n32, gx, gy, splits) = grid(n, k, rows, self.mmq_fill());
         // A few tokens of a type with a `mmqs_T` kernel: weight fragments straight from global
         // memory (mmq_small.cu), on the same grid along n and k.
-        let small = self.mmq_small && rows <= MMQS_TOK && MMQ_SMALL_TYPES.contains(&t);
+        let small = small_type && rows <= MMQS_TOK;
         let (kernel, gy) = if small { (Kernel::MmqSmall { t }, 1) } else { (Kernel::Mmq { t, n32 }, gy) };
         let p = MmqParams {
             w: wt.buf.ptr,
