@@ -110,6 +110,13 @@ pub fn matmul_tiles() -> Vec<Row> {
         }
         rows.extend(shapes.into_iter().map(|(r, k, n, b)| matmul_row(t, r, k, n, b)));
     }
+    // f16 and bf16 weights in prefill steps (CUDA: cuBLAS's GEMM where the library is
+    // there, over 64 rows), with and without a bias.
+    for t in [GgmlType::F16, GgmlType::BF16] {
+        rows.extend(
+            [(77, 768, 200, true), (130, 544, 72, false)].map(|(r, k, n, b)| matmul_row(t, r, k, n, b)),
+        );
+    }
     rows
 }
 

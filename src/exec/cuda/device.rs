@@ -135,6 +135,7 @@ impl CudaExecutor {
             && std::env::var("WICK_CUDA_PDL").as_deref() != Ok("0");
         Ok(CudaExecutor {
             _ctx: ctx,
+            blas: ops::open_blas(&stream),
             stream,
             fns,
             weights: Vec::new(),

@@ -93,6 +93,7 @@ impl Module {
                 ("matmul_legacy.cu", include_str!("kernels/matmul_legacy.cu")),
                 ("matmul_k.cu", include_str!("kernels/matmul_k.cu")),
                 ("matmul_float.cu", include_str!("kernels/matmul_float.cu")),
+                ("matmul_blas.cu", include_str!("kernels/matmul_blas.cu")),
             ],
             // The 16-byte load and bit helpers of matmul.cuh.
             Module::Mmq => &[
@@ -260,6 +261,10 @@ pub(crate) enum Kernel {
     QuantizeQ8_0,
     QuantizeQ8K,
     RoundF16,
+    /// `HalvesParams`: activations to f16 or bf16 for cuBLAS (matmul_blas.cu).
+    ToHalves,
+    /// `BiasRowsParams`: a bias added to the rows of cuBLAS's product (matmul_blas.cu).
+    BiasRows,
     QuantizeQ8s,
     QuantizeQ8Ks,
     /// `MatVecParams`; `r8`: eight activation rows a warp.
@@ -328,6 +333,8 @@ impl Kernel {
             QuantizeQ8_0,
             QuantizeQ8K,
             RoundF16,
+            ToHalves,
+            BiasRows,
             QuantizeQ8s,
             QuantizeQ8Ks,
         ];
@@ -385,6 +392,8 @@ impl Kernel {
             Kernel::QuantizeQ8_0 => "quantize_q8_0",
             Kernel::QuantizeQ8K => "quantize_q8_k",
             Kernel::RoundF16 => "round_f16",
+            Kernel::ToHalves => "to_halves",
+            Kernel::BiasRows => "bias_rows",
             Kernel::QuantizeQ8s => "quantize_q8s",
             Kernel::QuantizeQ8Ks => "quantize_q8ks",
             Kernel::MatVec { t, r8 } => {
@@ -432,6 +441,8 @@ impl Kernel {
             Kernel::Argmax => "ArgmaxParams",
             Kernel::QuantizeQ8_0 | Kernel::QuantizeQ8K => "QuantizeParams",
             Kernel::RoundF16 => "RoundF16Params",
+            Kernel::ToHalves => "HalvesParams",
+            Kernel::BiasRows => "BiasRowsParams",
             Kernel::QuantizeQ8s | Kernel::QuantizeQ8Ks => "QuantizeSplitParams",
             Kernel::MatVec { .. } => "MatVecParams",
             Kernel::Mmv { form: MmvForm::One, .. } | Kernel::MmvRows { form: MmvForm::One, .. } => {
@@ -462,6 +473,8 @@ impl Kernel {
             Kernel::QuantizeQ8_0
             | Kernel::QuantizeQ8K
             | Kernel::RoundF16
+            | Kernel::ToHalves
+            | Kernel::BiasRows
             | Kernel::QuantizeQ8s
             | Kernel::QuantizeQ8Ks
             | Kernel::MatVec { .. }
@@ -740,12 +753,12 @@ pub(crate) fn load(ctx: &Arc<CudaContext>) -> Result<HashMap<Kernel, CudaFunctio
 mod tests {
     use super::*;
 
-    /// The 155 entry points, each named once (that each is in its module's PTX is checked by
+    /// The 157 entry points, each named once (that each is in its module's PTX is checked by
     /// `compile`, run in CI with NVRTC).
     #[test]
     fn every_kernel_named_once() {
         let all = Kernel::all();
-        assert_eq!(all.len(), 155);
+        assert_eq!(all.len(), 157);
         let names: std::collections::HashSet<String> = all.iter().map(|k| k.name()).collect();
         assert_eq!(names.len(), all.len());
     }

@@ -292,6 +292,21 @@ params! {
         out: u64 = "float*",
         n: i64 = "long long",
     }
+    /// `to_halves`: n values to f16 (bf16 when `bf16` is 1), for cuBLAS's products.
+    [Matmul] struct HalvesParams {
+        x: u64 = "const float*",
+        out: u64 = "u16*",
+        n: i64 = "long long",
+        bf16: i32 = "int",
+    }
+    /// `bias_rows`: out[r][j] += bias[j] for `rows` rows of n values (bias of type btype).
+    [Matmul] struct BiasRowsParams {
+        out: u64 = "float*",
+        bias: u64 = "const u8*",
+        btype: i32 = "int",
+        n: i32 = "int",
+        rows: i32 = "int",
+    }
     /// `quantize_q8s` (q8_1 with with_sum) and `quantize_q8ks` (which does not read with_sum):
     /// values to the split q8 layout (qs, ds).
     [Matmul] struct QuantizeSplitParams {

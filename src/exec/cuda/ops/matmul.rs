@@ -87,7 +87,10 @@ impl CudaExecutor {
         dst: ActId,
         bias: Option<WeightId>,
     ) -> Result<()> {
-        if self.matmul_rows(c, w, x, dst, bias)? || self.matmul_mmq(c, op, w, x, dst, bias)? {
+        if self.matmul_rows(c, w, x, dst, bias)?
+            || self.matmul_mmq(c, op, w, x, dst, bias)?
+            || self.matmul_blas(c, w, x, dst, bias)?
+        {
             return Ok(());
         }
         let wt = self.weight(w)?;

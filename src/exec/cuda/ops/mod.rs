@@ -6,12 +6,14 @@ pub(super) mod attention;
 mod elementwise;
 mod kv_shift;
 mod matmul;
+mod matmul_blas;
 mod matmul_mmq;
 mod norm;
 mod rope;
 mod sampling;
 
 pub(super) use matmul::qact_bytes;
+pub(super) use matmul_blas::{open as open_blas, Blas};
 pub(super) use matmul_mmq::enabled as mmq_enabled;
 
 use crate::exec::fuse::{ActQuant, Capabilities, Epilogue, GateUp, NormQuant, RopeKv, Triple};
