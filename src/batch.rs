@@ -90,9 +90,21 @@ impl<'m> Batch<'m> {
 
     /// Evaluate `work` (new tokens of distinct sequences) in one forward pass and read back,
     /// per sequence in order, its last token's argmax or logits. Nothing changes on an error.
+    pub async fn step(&mut self, work: &[(SeqId, &[u32])], readback: Readback) -> Result<StepOutput> {
+        self.step_masked(work, &[], readback).await
+    }
+
+    /// [`Batch::step`] with token masks for the device's argmax: `masks[i]` for the sequence
+    /// of `work[i]` (missing entries: none), as [`SeqStep::mask`] takes them (only with
+    /// [`Readback::Argmax`], `exec::mask_words(n_vocab)` words).
     // The executor stays borrowed across the readback on purpose (see `Session::eval`).
     #[allow(clippy::await_holding_refcell_ref)]
-    pub async fn step(&mut self, work: &[(SeqId, &[u32])], readback: Readback) -> Result<StepOutput> {
+    pub async fn step_masked(
+        &mut self,
+        work: &[(SeqId, &[u32])],
+        masks: &[Option<&[u32]>],
+        readback: Readback,
+    ) -> Result<StepOutput> {
         if work.is_empty() || work.iter().any(|(_, t)| t.is_empty()) {
             return Err(Error::InvalidArgument("a step needs new tokens for every sequence it names".into()));
         }
@@ -123,9 +135,11 @@ impl<'m> Batch<'m> {
         let graph = self.model.graph(n_tokens, n_seqs, Logits::Last)?;
         let steps: Vec<SeqStep> = work
             .iter()
-            .map(|(id, toks)| {
+            .enumerate()
+            .map(|(i, (id, toks))| {
                 let s = self.seqs[id.0].as_ref().ok_or_else(|| unknown(*id))?;
-                Ok(SeqStep { tokens: toks, pos: s.tokens.len(), blocks: s.blocks.table() })
+                let mask = masks.get(i).copied().flatten();
+                Ok(SeqStep { tokens: toks, pos: s.tokens.len(), blocks: s.blocks.table(), mask })
             })
             .collect::<Result<_>>()?;
         let out = match self.model.exec.try_borrow_mut() {

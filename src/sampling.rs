@@ -86,7 +86,8 @@ impl SamplingParams {
         Ok(())
     }
 
-    fn penalties_on(&self) -> bool {
+    /// Whether any penalty changes the logits (a window and a penalty that is not neutral).
+    pub fn penalties_on(&self) -> bool {
         self.penalty_last_n > 0
             && (self.repeat_penalty != 1.0 || self.presence_penalty != 0.0 || self.frequency_penalty != 0.0)
     }

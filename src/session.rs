@@ -416,10 +416,21 @@ impl<'m> Session<'m> {
     }
 
     /// Append `tokens` to the context, evaluating them in batches, and read back for the last.
+    pub async fn eval(&mut self, tokens: &[u32], readback: Readback) -> Result<StepOutput> {
+        self.eval_masked(tokens, readback, None).await
+    }
+
+    /// [`Session::eval`] with a token mask for the device's argmax of the last token
+    /// ([`SeqStep::mask`]: only with [`Readback::Argmax`], `exec::mask_words(n_vocab)` words).
     // The executor stays borrowed across the step's readback on purpose: a second step started
     // meanwhile (from another task) gets a "busy" error instead of interleaving with this one.
     #[allow(clippy::await_holding_refcell_ref)]
-    pub async fn eval(&mut self, tokens: &[u32], readback: Readback) -> Result<StepOutput> {
+    pub async fn eval_masked(
+        &mut self,
+        tokens: &[u32],
+        readback: Readback,
+        mask: Option<&[u32]>,
+    ) -> Result<StepOutput> {
         if tokens.is_empty() {
             return Err(Error::InvalidArgument("nothing to evaluate".into()));
         }
@@ -435,8 +446,9 @@ impl<'m> Session<'m> {
             let graph = self.model.graph(batch.len(), 1, logits)?;
             let rb = if last || readback == Readback::AllLogits { readback } else { Readback::LastLogits };
             let mut exec = self.model.exec.try_borrow_mut().map_err(|_| Error::busy())?;
-            let seqs = SeqStep::one(batch, self.tokens.len(), self.blocks.table());
-            let step = exec.run(graph, self.kv, &seqs, rb).await?;
+            let [mut seq] = SeqStep::one(batch, self.tokens.len(), self.blocks.table());
+            seq.mask = if last { mask } else { None };
+            let step = exec.run(graph, self.kv, &[seq], rb).await?;
             drop(exec);
             self.tokens.extend_from_slice(batch);
             if readback == Readback::AllLogits {
@@ -545,14 +557,27 @@ impl Generation<'_, '_> {
         if self.guide.as_ref().is_some_and(Guide::is_finished) {
             return self.end(FinishReason::Eog);
         }
-        // The device picks the token only when nothing on the host needs the logits.
+        // The device picks the token when nothing on the host needs the logits: greedy
+        // without penalties, no log-probabilities, no logit bias. A constraint's mask is
+        // computed here, before the step, and the device's argmax applies it (the same
+        // tokens as the host's masking, without reading the logits back).
         let on_device = self.sampler.is_greedy()
-            && self.guide.is_none()
+            && !self.sampler.params().penalties_on()
             && self.logprobs.is_none()
             && self.logit_bias.is_empty();
+        let mask = match self.guide.as_mut().filter(|_| on_device) {
+            Some(g) => match g.next_mask(self.session.model.n_vocab()) {
+                Ok(m) => Some(m),
+                Err(e) => {
+                    self.finish = Some(FinishReason::Stop);
+                    return Some(Err(e));
+                }
+            },
+            None => None,
+        };
         let readback = if on_device { Readback::Argmax } else { Readback::LastLogits };
         let pending = std::mem::take(&mut self.pending);
-        let out = match self.session.eval(&pending, readback).await {
+        let out = match self.session.eval_masked(&pending, readback, mask.as_deref()).await {
             Ok(o) => o,
             Err(e) => {
                 self.finish = Some(FinishReason::Stop);

@@ -149,6 +149,31 @@ fn model_files_match_cpu() {
     }
 }
 
+/// Greedy decoding under a constraint: the CUDA argmax, applying the constraint's token mask
+/// (after the captured step, the fused argmax of one-token steps left aside), picks the tokens
+/// that the host's masking of the logits picks: on a tiny synthetic llama (the donor's
+/// vocabulary), and on SmolLM2 where its file is present.
+#[test]
+fn constrained_greedy_picks_on_the_device_as_on_the_host() {
+    if !have_cuda() {
+        return;
+    }
+    let Some(donor) = donor() else { return };
+    let spec = SynthSpec::tiny(Arch::Llama, 11);
+    let bytes = wick::synth::write(Vec::new(), &spec, &donor).unwrap();
+    let opts = LoadOptions { executor: ExecutorKind::Cuda, ..Default::default() };
+    let tiny = block_on(Model::load(MemorySource::new(bytes), opts)).unwrap();
+    assert_eq!(tiny.executor_name(), "cuda");
+    support::chat::constrained_greedy_device_equals_host(&tiny, 48);
+    let smollm2 = models_dir().join("SmolLM2-135M-Instruct.Q4_1.gguf");
+    if smollm2.exists() {
+        let opts = LoadOptions { executor: ExecutorKind::Cuda, ..Default::default() };
+        let model =
+            block_on(async { Model::load(FileSource::open(&smollm2).await.unwrap(), opts).await.unwrap() });
+        support::chat::constrained_greedy_device_equals_host(&model, 64);
+    }
+}
+
 /// SmolLM2 generating 3,000 greedy tokens on CUDA and on the CPU executor: they may part only
 /// at a near-tie of the CPU's own logits (top-2 margin below 1, as `webgpu_generation`'s
 /// `TIE`); the agreed length and the margin are printed. Needs the model file, which the GPU

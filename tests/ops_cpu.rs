@@ -5,7 +5,7 @@
 mod ops;
 mod support;
 
-use ops::{cases, fused, sequences};
+use ops::{cases, fused, masked, sequences};
 use wick::exec::cpu::CpuExecutor;
 use wick::exec::Executor;
 
@@ -27,6 +27,7 @@ op_rows! { "cpu";
     gated_act => cpu(), cases::gated_act();
     add_take_last => cpu(), cases::add_take_last();
     readback => cpu(), cases::readback();
+    masked_argmax => cpu(), masked::rows();
     sequences => cpu(), sequences::rows();
     sequences_readback => cpu(), sequences::readback();
     split_weights => cpu(), cases::split_weights();

@@ -9,7 +9,7 @@
 mod ops;
 mod support;
 
-use ops::{cases, fused, sequences};
+use ops::{cases, fused, masked, sequences};
 use wick::exec::{Executor, ExecutorKind};
 use wick::quant::GgmlType;
 
@@ -39,6 +39,7 @@ op_rows! { "cuda";
     gated_act => cuda(), cases::gated_act();
     add_take_last => cuda(), cases::add_take_last();
     readback => cuda(), cases::readback();
+    masked_argmax => cuda(), masked::rows();
     sequences => cuda(), sequences::rows();
     sequences_readback => cuda(), sequences::readback();
     split_weights => cuda(), cases::split_weights();

@@ -10,7 +10,7 @@
 mod ops;
 mod support;
 
-use ops::{cases, fused, sequences};
+use ops::{cases, fused, masked, sequences};
 use wick::exec::webgpu::WebGpuExecutor;
 use wick::exec::Executor;
 
@@ -56,6 +56,7 @@ op_rows! { "webgpu";
     gated_act => gpu(), cases::gated_act();
     add_take_last => gpu(), cases::add_take_last();
     readback => gpu(), cases::readback();
+    masked_argmax => gpu(), masked::rows();
     sequences => gpu(), sequences::rows();
     sequences_readback => gpu(), sequences::readback();
     // Gemma 3's 167 MiB embedding is split on a 128 MiB binding limit; forced here with 40 KiB.

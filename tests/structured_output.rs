@@ -72,6 +72,13 @@ fn json_schema_outputs_validate() {
     );
 }
 
+/// Greedy decoding under a constraint: the executor's argmax, applying the constraint's token
+/// mask, picks the tokens that the host's masking of the logits picks.
+#[test]
+fn constrained_greedy_picks_on_the_executor_as_on_the_host() {
+    support::chat::constrained_greedy_device_equals_host(&load_cpu(SMOLLM2), 64);
+}
+
 #[test]
 fn json_object_and_response_format() {
     let model = load_cpu(SMOLLM2);

@@ -6,7 +6,7 @@
 mod ops;
 mod support;
 
-use ops::{cases, fused, sequences};
+use ops::{cases, fused, masked, sequences};
 use wasm_bindgen_test::*;
 use wick::exec::webgpu::WebGpuExecutor;
 use wick::exec::Executor;
@@ -39,6 +39,7 @@ browser_op_rows! { "browser";
     gated_act => gpu(), cases::gated_act();
     add_take_last => gpu(), cases::add_take_last();
     readback => gpu(), cases::readback();
+    masked_argmax => gpu(), masked::rows();
     sequences => gpu(), sequences::rows();
     sequences_readback => gpu(), sequences::readback();
     split_weights => gpu_with(|e| e.cap_binding_size(40 * 1024)), cases::split_weights();

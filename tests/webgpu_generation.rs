@@ -111,6 +111,13 @@ fn gemma3_greedy_matches_cpu() {
     check(GEMMA3, &["The capital of France is"], 32);
 }
 
+/// Greedy decoding under a constraint: the WebGPU argmax, applying the constraint's token
+/// mask, picks the tokens that the host's masking of the logits picks.
+#[test]
+fn smollm2_constrained_greedy_picks_on_the_device_as_on_the_host() {
+    support::chat::constrained_greedy_device_equals_host(&load(SMOLLM2, ExecutorKind::WebGpu), 24);
+}
+
 /// Tiny synthetic models of every architecture (random weights, SmolLM2's tokenizer).
 #[test]
 fn synthetic_architectures_match_cpu() {

@@ -47,14 +47,8 @@ impl Guide {
     /// Compute the tokens allowed next and set every other entry of `logits` to -inf. An
     /// end-of-generation token is allowed only where the text may end.
     pub fn mask(&mut self, logits: &mut [f32]) -> Result<()> {
-        let vob = self.matcher.compute_mask().map_err(|e| step_error("constraint", e))?;
-        self.allowed.clear();
-        self.allowed.extend_from_slice(vob.as_slice());
-        if self.allowed.iter().all(|&w| w == 0) {
-            return Err(Error::Grammar("the constraint allows no token here".into()));
-        }
-        for (w, chunk) in logits.chunks_mut(32).enumerate() {
-            let bits = if w * 32 < self.n_vocab { self.allowed.get(w).copied().unwrap_or(0) } else { 0 };
+        let words = self.next_mask(logits.len())?;
+        for (bits, chunk) in words.into_iter().zip(logits.chunks_mut(32)) {
             if bits == u32::MAX {
                 continue;
             }
@@ -65,6 +59,21 @@ impl Guide {
             }
         }
         Ok(())
+    }
+
+    /// Compute the tokens allowed next, as [`Guide::mask`] does, as a token mask for logits
+    /// rows of `n` values ([`crate::exec::SeqStep::mask`]: `exec::mask_words(n)` words, one
+    /// bit per id; ids past the vocabulary are left out), for the device's argmax to apply.
+    pub fn next_mask(&mut self, n: usize) -> Result<Vec<u32>> {
+        let vob = self.matcher.compute_mask().map_err(|e| step_error("constraint", e))?;
+        self.allowed.clear();
+        self.allowed.extend_from_slice(vob.as_slice());
+        if self.allowed.iter().all(|&w| w == 0) {
+            return Err(Error::Grammar("the constraint allows no token here".into()));
+        }
+        Ok((0..crate::exec::mask_words(n))
+            .map(|w| if w * 32 < self.n_vocab { self.allowed.get(w).copied().unwrap_or(0) } else { 0 })
+            .collect())
     }
 
     /// Whether the last mask allowed `id`.

@@ -36,7 +36,9 @@ pub use budget::{after_margin, margin, MemoryBudget, WEBGPU_DEFAULT_BUDGET};
 pub use graph::{ActDesc, ActId, Gate, Graph, Op, RopeConsts, RopeExt, RopeMode, Rows};
 pub use kv_io::{kv_io_bytes, kv_io_pieces, KvPiece, KV_ELEM_BYTES};
 pub use kv_shift::{rope_pair, KvRope, KvShift};
-pub use step::{blocks_for, check_step, identity_blocks, kv_row, SeqStep, StepLayout, KV_BLOCK};
+pub use step::{
+    blocks_for, check_step, identity_blocks, kv_row, mask_allows, mask_words, SeqStep, StepLayout, KV_BLOCK,
+};
 
 use crate::quant::GgmlType;
 use crate::Result;
@@ -77,7 +79,10 @@ impl KvSpec {
 /// What a step reads back.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Readback {
-    /// The argmax of each sequence's last token's logits, computed on the device.
+    /// The argmax of each sequence's last token's logits, computed on the device: the first
+    /// of the largest values (NaN never wins), among the ids the sequence's token mask allows
+    /// where it has one ([`SeqStep::mask`]; the others count as -inf, as the host's masking
+    /// sets them).
     Argmax,
     /// Each sequence's last token's logits.
     LastLogits,

@@ -7,7 +7,7 @@
 //! lives in row `blocks[p / KV_BLOCK] · KV_BLOCK + p % KV_BLOCK` of the pool, so sequences can
 //! share a prefix's blocks, and blocks can be saved, restored and moved without copying rows.
 
-use super::Graph;
+use super::{Graph, Readback};
 use crate::{Error, Result};
 
 /// Positions per block of the KV cache. A power of two; a multiple of every attention kernel's
@@ -25,13 +25,27 @@ pub struct SeqStep<'a> {
     /// The sequence's block table: block `i` of the pool holds positions
     /// `i·KV_BLOCK .. (i+1)·KV_BLOCK`. It covers at least `pos + tokens.len()` positions.
     pub blocks: &'a [u32],
+    /// The ids the device's argmax may pick for this sequence (constrained decoding): one bit
+    /// per id of the logits row, bit `i % 32` of word `i / 32` ([`mask_words`] words). Only
+    /// with [`Readback::Argmax`]; `None`: every id.
+    pub mask: Option<&'a [u32]>,
 }
 
 impl<'a> SeqStep<'a> {
     /// A step of one sequence.
     pub fn one(tokens: &'a [u32], pos: usize, blocks: &'a [u32]) -> [SeqStep<'a>; 1] {
-        [SeqStep { tokens, pos, blocks }]
+        [SeqStep { tokens, pos, blocks, mask: None }]
     }
+}
+
+/// Words of a token mask ([`SeqStep::mask`]) for logits rows of `n` values.
+pub fn mask_words(n: usize) -> usize {
+    n.div_ceil(32)
+}
+
+/// Whether token mask `mask` allows id `i`.
+pub fn mask_allows(mask: &[u32], i: usize) -> bool {
+    mask.get(i / 32).is_some_and(|w| w & (1 << (i % 32)) != 0)
 }
 
 /// The identity block table of a cache of `n_blocks` blocks used by a single sequence.
@@ -48,11 +62,13 @@ pub fn blocks_for(n_ctx: usize) -> usize {
 /// each: one to `graph.n_seqs` sequences, none empty, `graph.n_tokens` tokens in all, each below
 /// `n_vocab` (the rows of [`Graph::embed_table`]); every sequence's table covers its positions
 /// with blocks below `n_blocks` (the pool) and holds at most `n_blocks` entries; no block is
-/// written by two sequences of the step.
+/// written by two sequences of the step; token masks only with [`Readback::Argmax`], each of
+/// [`mask_words`] words of the logits row.
 pub fn check_step(
     g: &Graph,
     executor: &'static str,
     seqs: &[SeqStep],
+    readback: Readback,
     n_blocks: usize,
     n_vocab: usize,
 ) -> Result<()> {
@@ -72,6 +88,19 @@ pub fn check_step(
                 if seqs.iter().any(|s| s.tokens.is_empty()) { " (one empty)" } else { "" }
             ),
         });
+    }
+    for m in seqs.iter().filter_map(|s| s.mask) {
+        let words = mask_words(g.cols(g.logits));
+        if readback != Readback::Argmax {
+            return Err(Error::InvalidArgument("a token mask applies to the argmax readback only".into()));
+        }
+        if m.len() != words {
+            return Err(Error::InvalidArgument(format!(
+                "a token mask of {} words for logits rows of {} values (needs {words})",
+                m.len(),
+                g.cols(g.logits)
+            )));
+        }
     }
     let mut written: Vec<u32> = Vec::new();
     for s in seqs {
@@ -227,9 +256,11 @@ mod tests {
         let g = graph(4, 3);
         let (a, b) = ([7u32, 8, 9], [5u32]);
         let (ta, tb) = ([2u32, 0], [1u32]);
-        let seqs =
-            [SeqStep { tokens: &a, pos: 62, blocks: &ta }, SeqStep { tokens: &b, pos: 10, blocks: &tb }];
-        check_step(&g, "test", &seqs, 3, 10).unwrap();
+        let seqs = [
+            SeqStep { tokens: &a, pos: 62, blocks: &ta, mask: None },
+            SeqStep { tokens: &b, pos: 10, blocks: &tb, mask: None },
+        ];
+        check_step(&g, "test", &seqs, Readback::Argmax, 3, 10).unwrap();
         let l = StepLayout::new(&g, 3);
         let w = l.pack(&seqs);
         assert_eq!(w.len(), l.len());
@@ -249,42 +280,61 @@ mod tests {
     fn rejects_bad_steps() {
         let g = graph(2, 2);
         let t = [0u32, 1];
-        let ok = |seqs: &[SeqStep]| check_step(&g, "test", seqs, 4, 10);
-        assert!(ok(&[SeqStep { tokens: &[1, 2], pos: 0, blocks: &t }]).is_ok());
+        let ok = |seqs: &[SeqStep]| check_step(&g, "test", seqs, Readback::Argmax, 4, 10);
+        assert!(ok(&[SeqStep { tokens: &[1, 2], pos: 0, blocks: &t, mask: None }]).is_ok());
         // Token count, empty sequence, too many sequences.
-        assert!(ok(&[SeqStep { tokens: &[1], pos: 0, blocks: &t }]).is_err());
+        assert!(ok(&[SeqStep { tokens: &[1], pos: 0, blocks: &t, mask: None }]).is_err());
         assert!(ok(&[
-            SeqStep { tokens: &[1, 2], pos: 0, blocks: &t },
-            SeqStep { tokens: &[], pos: 0, blocks: &t }
+            SeqStep { tokens: &[1, 2], pos: 0, blocks: &t, mask: None },
+            SeqStep { tokens: &[], pos: 0, blocks: &t, mask: None }
         ])
         .is_err());
         // Vocabulary.
         assert!(matches!(
-            ok(&[SeqStep { tokens: &[1, 10], pos: 0, blocks: &t }]),
+            ok(&[SeqStep { tokens: &[1, 10], pos: 0, blocks: &t, mask: None }]),
             Err(Error::InvalidArgument(_))
         ));
         // Past the table, blocks outside the pool.
         assert!(matches!(
-            ok(&[SeqStep { tokens: &[1, 2], pos: 127, blocks: &t }]),
+            ok(&[SeqStep { tokens: &[1, 2], pos: 127, blocks: &t, mask: None }]),
             Err(Error::ContextOverflow { needed: 129, n_ctx: 128 })
         ));
-        assert!(ok(&[SeqStep { tokens: &[1, 2], pos: 0, blocks: &[4] }]).is_err());
+        assert!(ok(&[SeqStep { tokens: &[1, 2], pos: 0, blocks: &[4], mask: None }]).is_err());
         // Two sequences writing one block; reading a shared one is fine.
         let (a, b) = ([0u32, 1], [0u32, 2]);
         assert!(ok(&[
-            SeqStep { tokens: &[1], pos: 64, blocks: &a },
-            SeqStep { tokens: &[1], pos: 64, blocks: &b }
+            SeqStep { tokens: &[1], pos: 64, blocks: &a, mask: None },
+            SeqStep { tokens: &[1], pos: 64, blocks: &b, mask: None }
         ])
         .is_ok());
         assert!(ok(&[
-            SeqStep { tokens: &[1], pos: 3, blocks: &a },
-            SeqStep { tokens: &[1], pos: 64, blocks: &b }
+            SeqStep { tokens: &[1], pos: 3, blocks: &a, mask: None },
+            SeqStep { tokens: &[1], pos: 64, blocks: &b, mask: None }
         ])
         .is_ok());
         assert!(ok(&[
-            SeqStep { tokens: &[1], pos: 3, blocks: &a },
-            SeqStep { tokens: &[1], pos: 5, blocks: &b }
+            SeqStep { tokens: &[1], pos: 3, blocks: &a, mask: None },
+            SeqStep { tokens: &[1], pos: 5, blocks: &b, mask: None }
         ])
         .is_err());
+    }
+
+    #[test]
+    fn checks_token_masks() {
+        let mut g = graph(1, 1);
+        g.logits = g.act(crate::exec::Rows::Last, 65);
+        let t = [0u32];
+        let (three, two) = ([u32::MAX; 3], [u32::MAX; 2]);
+        let step = |mask: Option<&[u32]>, rb: Readback| {
+            check_step(&g, "test", &[SeqStep { tokens: &[1], pos: 0, blocks: &t, mask }], rb, 1, 10)
+        };
+        assert_eq!(mask_words(65), 3);
+        assert!(step(Some(&three), Readback::Argmax).is_ok());
+        assert!(step(None, Readback::LastLogits).is_ok());
+        // Of the wrong length, or with a logits readback.
+        assert!(matches!(step(Some(&two), Readback::Argmax), Err(Error::InvalidArgument(_))));
+        assert!(matches!(step(Some(&three), Readback::LastLogits), Err(Error::InvalidArgument(_))));
+        assert!(mask_allows(&[0, 1 << 31, 1], 63) && mask_allows(&[0, 0, 1], 64));
+        assert!(!mask_allows(&[0, 0, 1], 65) && !mask_allows(&[u32::MAX], 32));
     }
 }

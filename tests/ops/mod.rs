@@ -40,6 +40,7 @@
 
 pub mod cases;
 pub mod fused;
+pub mod masked;
 pub mod reference;
 pub mod sequences;
 
@@ -112,6 +113,8 @@ pub struct StepSeq {
     tokens: Vec<u32>,
     pos: usize,
     blocks: Vec<u32>,
+    /// A token mask for the argmax readback ([`SeqStep::mask`]).
+    mask: Option<Vec<u32>>,
 }
 
 /// One step of a case: a graph run on the tokens of one or more sequences.
@@ -134,6 +137,7 @@ impl Step {
                 tokens: &s.tokens,
                 pos: s.pos,
                 blocks: if s.blocks.is_empty() { identity } else { &s.blocks },
+                mask: s.mask.as_deref(),
             })
             .collect()
     }
@@ -218,6 +222,7 @@ impl Case {
                 tokens: (0..*n).map(|_| self.rng.below(VOCAB as u64) as u32).collect(),
                 pos: *pos,
                 blocks: blocks.clone(),
+                mask: None,
             })
             .collect();
         self.steps.push(Step { graph, seqs, expect, shift: None, copy: None });
@@ -229,7 +234,7 @@ impl Case {
         let tokens = (0..n).map(|_| self.rng.below(vocab as u64) as u32).collect();
         self.steps.push(Step {
             graph,
-            seqs: vec![StepSeq { tokens, pos, blocks: Vec::new() }],
+            seqs: vec![StepSeq { tokens, pos, blocks: Vec::new(), mask: None }],
             expect,
             shift: None,
             copy: None,
@@ -241,11 +246,24 @@ impl Case {
         let expect = Expect::Close(Readback::AllLogits);
         self.steps.push(Step {
             graph,
-            seqs: vec![StepSeq { tokens: tokens.to_vec(), pos, blocks: Vec::new() }],
+            seqs: vec![StepSeq { tokens: tokens.to_vec(), pos, blocks: Vec::new(), mask: None }],
             expect,
             shift: None,
             copy: None,
         });
+    }
+
+    /// Give the sequences of the last step these token masks (in order) and read back their
+    /// argmax: each token must be the host's greedy pick (`wick::sampling::argmax` of the
+    /// executor's own logits with the ids a mask leaves out set to -inf, as
+    /// `wick::constrain::Guide::mask` sets them).
+    pub fn masks(&mut self, masks: Vec<Option<Vec<u32>>>) {
+        let step = self.steps.last_mut().expect("a step to mask");
+        assert_eq!(step.seqs.len(), masks.len(), "a mask (or None) per sequence");
+        step.expect = Expect::Close(Readback::Argmax);
+        for (s, m) in step.seqs.iter_mut().zip(masks) {
+            s.mask = m;
+        }
     }
 
     /// Shift the cache's keys ([`Executor::shift_kv`]) between two steps; the frequency
@@ -468,16 +486,36 @@ async fn check_row(e: &mut dyn Executor, r: &Row, seed: u64, base: u64) -> f32 {
             }
         };
         let ref_rb = if rb == Readback::Argmax { Readback::LastLogits } else { rb };
-        let want = refx.run(ref_graphs[s.graph], ref_kv, &seqs, ref_rb).await.unwrap();
-        let got: StepOutput = e.run(graphs[s.graph], kv, &seqs, rb).await.unwrap();
+        // The logits readbacks take no token masks.
+        let unmasked: Vec<SeqStep> = seqs.iter().map(|s| SeqStep { mask: None, ..*s }).collect();
+        let want = refx.run(ref_graphs[s.graph], ref_kv, &unmasked, ref_rb).await.unwrap();
+        let got: StepOutput =
+            e.run(graphs[s.graph], kv, &seqs, rb).await.unwrap_or_else(|err| panic!("{what}: {err}"));
         let logits = if rb == Readback::Argmax {
             // The device's argmax is the argmax of its own logits (rerunning the step writes
-            // the same cache rows), and a largest reference value within tolerance.
-            let own = e.run(graphs[s.graph], kv, &seqs, Readback::LastLogits).await.unwrap().logits;
+            // the same cache rows), and a largest reference value within tolerance; under a
+            // token mask, exactly the host's greedy pick from its own logits.
+            let own = e.run(graphs[s.graph], kv, &unmasked, Readback::LastLogits).await.unwrap().logits;
             assert_eq!(got.tokens.len(), seqs.len(), "{what}: an argmax readback gives a token per sequence");
             let n_vocab = own.len() / seqs.len();
             for (j, &t) in got.tokens.iter().enumerate() {
                 let (own, want) = (&own[j * n_vocab..][..n_vocab], &want.logits[j * n_vocab..][..n_vocab]);
+                if let Some(m) = seqs[j].mask {
+                    let (own, want) = (masked::apply(own, m), masked::apply(want, m));
+                    let host = wick::sampling::argmax(&own);
+                    assert_eq!(
+                        t, host,
+                        "{what}: sequence {j}: masked argmax {t} on the device, {host} on the host {replay}"
+                    );
+                    let scale = want.iter().filter(|v| v.is_finite()).fold(0f32, |m, v| m.max(v.abs()));
+                    let best = want[reference::argmax(&want) as usize];
+                    assert!(
+                        want[t as usize] >= best - tol * scale,
+                        "{what}: sequence {j}: masked argmax {t} ({}) is not the largest allowed ({best}) {replay}",
+                        want[t as usize]
+                    );
+                    continue;
+                }
                 assert_eq!(
                     t,
                     reference::argmax(own),
@@ -575,7 +613,23 @@ pub async fn errors_are_errors(exec: Option<Box<dyn Executor>>) {
     let id = e.compile(&g).unwrap();
     let kv = e.alloc_kv(&KvSpec { n_blocks: 1, k_dims: vec![2], v_dims: vec![2] }).unwrap();
     let name = e.name();
-    let one = |tokens: &'static [u32], pos: usize, blocks: &'static [u32]| [SeqStep { tokens, pos, blocks }];
+    let one = |tokens: &'static [u32], pos: usize, blocks: &'static [u32]| {
+        [SeqStep { tokens, pos, blocks, mask: None }]
+    };
+    let masked = |mask: &'static [u32]| [SeqStep { tokens: &[1], pos: 0, blocks: &[0], mask: Some(mask) }];
+    assert!(
+        e.run(id, kv, &masked(&[1, 1]), Readback::Argmax).await.is_err(),
+        "{name}: a token mask of two words for 8 logits"
+    );
+    assert!(
+        e.run(id, kv, &masked(&[1]), Readback::LastLogits).await.is_err(),
+        "{name}: a token mask with the logits readback"
+    );
+    assert_eq!(
+        e.run(id, kv, &masked(&[1 << 5]), Readback::Argmax).await.map(|o| o.tokens).ok(),
+        Some(vec![5]),
+        "{name}: a token mask allowing one id"
+    );
     assert!(
         e.run(id, kv, &one(&[VOCAB as u32], 0, &[0]), Readback::Argmax).await.is_err(),
         "{name}: token past the vocabulary"

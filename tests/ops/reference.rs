@@ -106,7 +106,7 @@ impl Reference {
         let g = self.graphs[graph.0 as usize].clone();
         let (n_blocks, _) = &self.kvs[kv.0 as usize];
         let n_vocab = g.embed_table().map_or(0, |t| self.weights[t.0 as usize].shape().1);
-        check_step(&g, "reference", seqs, *n_blocks, n_vocab)?;
+        check_step(&g, "reference", seqs, rb, *n_blocks, n_vocab)?;
         let tokens: Vec<u32> = seqs.iter().flat_map(|s| s.tokens.iter().copied()).collect();
         let at: Vec<At> = seqs
             .iter()
@@ -136,7 +136,11 @@ impl Reference {
         };
         Ok(match rb {
             Readback::Argmax => {
-                StepOutput { tokens: rows.iter().map(|r| argmax(r)).collect(), logits: Vec::new() }
+                let pick = |(r, s): (&Vec<f32>, &SeqStep)| match s.mask {
+                    Some(m) => argmax(&super::masked::apply(r, m)),
+                    None => argmax(r),
+                };
+                StepOutput { tokens: rows.iter().zip(seqs).map(pick).collect(), logits: Vec::new() }
             }
             Readback::LastLogits => StepOutput { tokens: Vec::new(), logits: rows.concat() },
             Readback::AllLogits => StepOutput { tokens: Vec::new(), logits },

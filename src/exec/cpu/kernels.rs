@@ -465,3 +465,21 @@ pub fn argmax(v: &[f32]) -> u32 {
     }
     best as u32
 }
+
+/// [`argmax`] of `v` with the ids that token mask `mask` leaves out taken as -inf (as the
+/// host's masking sets them; [`crate::exec::SeqStep::mask`]).
+pub fn argmax_masked(v: &[f32], mask: &[u32]) -> u32 {
+    let masked = |i: usize, x: f32| if crate::exec::mask_allows(mask, i) { x } else { f32::NEG_INFINITY };
+    let Some(&first) = v.first() else {
+        return 0;
+    };
+    let (mut best, mut bv) = (0, masked(0, first));
+    for (i, &x) in v.iter().enumerate() {
+        let x = masked(i, x);
+        if x > bv || bv.is_nan() {
+            best = i;
+            bv = x;
+        }
+    }
+    best as u32
+}

@@ -122,7 +122,7 @@ impl CpuExecutor {
             .and_then(|c| c.as_mut())
             .ok_or_else(|| Self::err("unknown KV cache"))?;
         let n_vocab = g.embed_table().map_or(0, |t| self.weights[t.0 as usize].n_rows());
-        check_step(g, "cpu", seqs, cache.n_blocks, n_vocab)?;
+        check_step(g, "cpu", seqs, readback, cache.n_blocks, n_vocab)?;
         let tokens: Vec<u32> = seqs.iter().flat_map(|s| s.tokens.iter().copied()).collect();
         // Each token's place: its position and its sequence's block table.
         let at: Vec<kernels::QueryAt> = seqs
@@ -237,7 +237,11 @@ impl CpuExecutor {
         };
         Ok(match readback {
             Readback::Argmax => {
-                StepOutput { tokens: rows.iter().map(|r| kernels::argmax(r)).collect(), logits: Vec::new() }
+                let pick = |(r, s): (&&[f32], &SeqStep)| match s.mask {
+                    Some(m) => kernels::argmax_masked(r, m),
+                    None => kernels::argmax(r),
+                };
+                StepOutput { tokens: rows.iter().zip(seqs).map(pick).collect(), logits: Vec::new() }
             }
             Readback::LastLogits => StepOutput { tokens: Vec::new(), logits: rows.concat() },
             Readback::AllLogits => StepOutput { tokens: Vec::new(), logits },

@@ -272,10 +272,13 @@ params! {
         tstride: i32 = "int",
         n_seqs: i32 = "int",
     }
-    /// `argmax`: per block b, the index of the largest of the n values of row b of x into out[b].
+    /// `argmax`: per block b, the index of the largest of the n values of row b of x into out[b];
+    /// with `mask` (not null), among the ids that row b's mask (ceil(n / 32) words from
+    /// mask + b · ceil(n / 32), one bit per id) allows, the others taken as -inf.
     [Sampling] struct ArgmaxParams {
         x: u64 = "const float*",
         out: u64 = "u32*",
+        mask: u64 = "const u32*",
         n: i32 = "int",
     }
     /// `quantize_q8_0` (q8_1 with with_sum) and `quantize_q8_k` (which does not read with_sum):

@@ -17,7 +17,8 @@ use super::params::KernelParams;
 use super::{drv, err, ops, CudaExecutor};
 use crate::exec::fuse::{self, Step};
 use crate::exec::{
-    check_step, ActId, Graph, GraphId, KvId, Op, Readback, Rows, SeqStep, StepLayout, StepOutput, WeightId,
+    check_step, mask_words, ActId, Graph, GraphId, KvId, Op, Readback, Rows, SeqStep, StepLayout, StepOutput,
+    WeightId,
 };
 use crate::Result;
 
@@ -42,6 +43,11 @@ pub(super) struct Compiled {
     /// The plain argmax kernel's tokens, one per sequence of the graph.
     argmax: CudaSlice<u32>,
     argmax_ptr: u64,
+    /// The token masks of the step's sequences (`mask_words` of the logits a row, one row per
+    /// sequence of the graph) and their address, allocated by the first step that has one.
+    /// Written before the step and read by the plain argmax kernel, which runs after the
+    /// step (captured or not), so a captured graph never names it.
+    mask: Option<(CudaSlice<u32>, u64)>,
     /// The argmax the logits' decode kernel keeps (see `argmax_update` in matmul.cuh).
     _best: CudaSlice<u64>,
     pub(super) best_ptr: u64,
@@ -294,6 +300,7 @@ impl CudaExecutor {
             layout,
             argmax,
             argmax_ptr,
+            mask: None,
             _best: best,
             best_ptr,
             best_host: best_host_ptr,
@@ -426,7 +433,7 @@ impl CudaExecutor {
             Some(t) => self.weight(t)?.n_rows(),
             None => 0,
         };
-        check_step(&c.g, "cuda", seqs, n_blocks, n_vocab)?;
+        check_step(&c.g, "cuda", seqs, readback, n_blocks, n_vocab)?;
         // The kernels take positions, rows and block numbers as 32-bit integers.
         if i32::try_from(n_ctx).is_err() || i32::try_from(c.g.n_tokens).is_err() {
             return Err(err("KV cache or step too large for 32-bit positions"));
@@ -458,6 +465,25 @@ impl CudaExecutor {
             c.io = StepIo::new(&self.stream, words.len())?;
         }
         c.layout = layout;
+        // Token masks (checked: only with the argmax readback): each sequence's, all ones for
+        // a sequence without one, uploaded before the step; the argmax kernel reads them.
+        let masked = seqs.iter().any(|s| s.mask.is_some());
+        if masked {
+            let mw = mask_words(c.g.cols(c.g.logits));
+            if c.mask.is_none() {
+                let m = self.stream.alloc_zeros::<u32>(mw * c.g.n_seqs).map_err(drv("device allocation"))?;
+                let ptr = m.device_ptr(&self.stream).0;
+                c.mask = Some((m, ptr));
+            }
+            let host: Vec<u32> = seqs
+                .iter()
+                .flat_map(|s| s.mask.map_or_else(|| vec![u32::MAX; mw], <[u32]>::to_vec))
+                .collect();
+            let (m, _) = c.mask.as_mut().ok_or_else(|| err("no mask buffer"))?;
+            self.stream
+                .memcpy_htod(&host, &mut m.slice_mut(..host.len()))
+                .map_err(drv("uploading the token masks"))?;
+        }
         // SAFETY: io.host points to io.len page-locked u32 owned by `c`; the stream is idle
         // (every step ends with a synchronization), so no copy reads them now.
         let host = unsafe { std::slice::from_raw_parts_mut(c.io.host, c.io.len) };
@@ -495,9 +521,16 @@ impl CudaExecutor {
         }
         let row_ptr = |r: usize| c.act(g.logits) + 4 * (r * n_vocab) as u64;
         let fused_argmax = c.plan.iter().any(|s| matches!(s, Step::MatVec { argmax: true, .. }));
+        // Sequence i's token mask on the device (0: none).
+        let mask_ptr = |i: usize| match (&c.mask, masked) {
+            (Some((_, ptr)), true) => ptr + 4 * (i * mask_words(n_vocab)) as u64,
+            _ => 0,
+        };
         let out = match readback {
-            // Decode plans are made for one-token graphs only: one sequence, one row.
-            Readback::Argmax if fused_argmax && n_step == 1 => {
+            // Decode plans are made for one-token graphs only: one sequence, one row. A step
+            // with a token mask leaves the fused argmax (which the captured graph still
+            // computes) to the argmax kernel below, which reads the mask.
+            Readback::Argmax if fused_argmax && n_step == 1 && !masked => {
                 self.stream.synchronize().map_err(drv("reading the token back"))?;
                 // SAFETY: page-locked u64 owned by `c`, written by the copy the stream finished.
                 let best = unsafe { c.best_host.read_volatile() };
@@ -508,10 +541,10 @@ impl CudaExecutor {
             Readback::Argmax => {
                 if per_token {
                     for (i, &r) in seq_rows.iter().enumerate() {
-                        self.argmax(row_ptr(r), n_vocab, 1, c.argmax_ptr + 4 * i as u64)?;
+                        self.argmax(row_ptr(r), n_vocab, 1, mask_ptr(i), c.argmax_ptr + 4 * i as u64)?;
                     }
                 } else {
-                    self.argmax(row_ptr(0), n_vocab, n_step, c.argmax_ptr)?;
+                    self.argmax(row_ptr(0), n_vocab, n_step, mask_ptr(0), c.argmax_ptr)?;
                 }
                 let mut t = self.stream.clone_dtoh(&c.argmax).map_err(drv("reading the tokens back"))?;
                 t.truncate(n_step);

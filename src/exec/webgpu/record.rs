@@ -17,7 +17,7 @@ use super::buffers::{err, GpuKv, GpuWeight};
 use super::device::{check_size, scoped, Gpu};
 use super::kernels::{ActQuant, Kernel, Pipelines};
 use super::profile::StepQueries;
-use crate::exec::{check_step, ActId, Graph, SeqStep, StepLayout};
+use crate::exec::{check_step, mask_words, ActId, Graph, Readback, SeqStep, StepLayout};
 use crate::Result;
 
 /// Bytes of a dispatch's parameter binding (its slot in the uniform buffer is at least 256).
@@ -169,6 +169,11 @@ pub struct Plan {
     bound: HashMap<u32, CacheBinds>,
     argmax: (wgpu::ComputePipeline, KvBind),
     argmax_out: wgpu::Buffer,
+    /// The argmax's token masks (argmax.wgsl): a word per sequence of the graph (not 0: the
+    /// sequence has a mask), then each sequence's mask (`mask_words` of the logits).
+    masks: wgpu::Buffer,
+    /// Whether the last step with the argmax wrote a mask (so the next must clear the flags).
+    masks_set: bool,
     /// Where the argmax's token ids (one per sequence of the graph) are read back.
     pub argmax_read: wgpu::Buffer,
     /// Where the logits are read back.
@@ -274,6 +279,9 @@ impl Plan {
             .collect::<Result<_>>()?;
         let attn_scratch = buffer("attention splits", built.attn_scratch, wgpu::BufferUsages::STORAGE)?;
         let argmax_out = buffer("argmax", 4 * g.n_seqs as u64, usage)?;
+        let mask_bytes = 4 * (g.n_seqs * (1 + mask_words(g.cols(g.logits)))) as u64;
+        let masks =
+            buffer("token masks", mask_bytes, wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_DST)?;
         let dummy_rw = buffer("dummy", 16, wgpu::BufferUsages::STORAGE)?;
         let map = wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST;
         let argmax_read = buffer("argmax readback", 4 * g.n_seqs as u64, map)?;
@@ -370,6 +378,7 @@ impl Plan {
                 Slot::Buf(acts[g.logits.0 as usize].clone()),
                 Slot::Buf(argmax_out.clone()),
                 Slot::Step,
+                Slot::Buf(masks.clone()),
             ]),
             layout: argmax_pipe.get_bind_group_layout(0),
             params: built.argmax,
@@ -386,6 +395,8 @@ impl Plan {
             bound: HashMap::new(),
             argmax: (argmax_pipe, argmax),
             argmax_out,
+            masks,
+            masks_set: false,
             argmax_read,
             logits_read,
             logits_bytes: 4 * n(g.logits) as u64,
@@ -411,12 +422,26 @@ impl Plan {
         ahead: bool,
     ) -> Result<()> {
         let n_vocab = self.embed_rows.map_or(0, |r| r as usize);
-        check_step(&self.graph, "webgpu", seqs, cache.n_blocks, n_vocab)?;
+        let readback = if argmax { Readback::Argmax } else { Readback::LastLogits };
+        check_step(&self.graph, "webgpu", seqs, readback, cache.n_blocks, n_vocab)?;
         self.bind_kv(&gpu.device, kv, cache)?;
         let cb = &self.bound[&kv];
         let words = cb.layout.pack(seqs);
-        let bytes: Vec<u8> = words.iter().flat_map(|w| w.to_le_bytes()).collect();
-        gpu.queue.write_buffer(&cb.step, 0, &bytes);
+        gpu.queue.write_buffer(&cb.step, 0, &u32_bytes(&words));
+        // Token masks (checked: only with the argmax): the flags, then each masked sequence's
+        // words; the flags are cleared once after a masked step, not written on every step.
+        let masked = seqs.iter().any(|s| s.mask.is_some());
+        if masked || (argmax && self.masks_set) {
+            let n_seqs = self.graph.n_seqs;
+            let mw = mask_words(self.graph.cols(self.graph.logits));
+            let flags: Vec<u32> =
+                (0..n_seqs).map(|i| seqs.get(i).is_some_and(|s| s.mask.is_some()) as u32).collect();
+            gpu.queue.write_buffer(&self.masks, 0, &u32_bytes(&flags));
+            for (i, m) in seqs.iter().enumerate().filter_map(|(i, s)| Some((i, s.mask?))) {
+                gpu.queue.write_buffer(&self.masks, 4 * (n_seqs + i * mw) as u64, &u32_bytes(m));
+            }
+            self.masks_set = masked;
+        }
         let record = |plan: &Plan| {
             let mut enc =
                 gpu.device.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some("step") });
@@ -594,4 +619,9 @@ impl Plan {
             q.resolve(enc);
         }
     }
+}
+
+/// Little-endian bytes of `words`.
+fn u32_bytes(words: &[u32]) -> Vec<u8> {
+    words.iter().flat_map(|w| w.to_le_bytes()).collect()
 }

@@ -126,11 +126,12 @@ struct Active<'m> {
 }
 
 impl Active<'_> {
-    /// Whether the device may pick this sequence's next token (greedy, and nothing on the
-    /// host needs its logits), as `Session` decides it.
+    /// Whether the device may pick this sequence's next token (greedy without penalties, and
+    /// nothing on the host needs its logits; a constraint's mask goes with the step), as
+    /// `Session` decides it.
     fn device_picks(&self) -> bool {
         self.sampler.is_greedy()
-            && self.guide.is_none()
+            && !self.sampler.params().penalties_on()
             && self.logprobs.is_none()
             && self.logit_bias.is_empty()
     }
@@ -207,13 +208,26 @@ pub async fn run(model: Model, opts: EngineOptions, mut rx: mpsc::Receiver<Cmd>,
                 None => break,
             }
         }
-        let items: Vec<(SeqId, &[u32])> =
-            work.iter().map(|&(i, n)| (active[i].seq, &active[i].todo[..n])).collect();
         // The device picks the tokens when no sequence of the step needs its logits on the host.
         let on_device = work.iter().all(|&(i, _)| active[i].device_picks());
         let readback = if on_device { Readback::Argmax } else { Readback::LastLogits };
+        let n_vocab = model.n_vocab();
+        // The token masks of the constrained sequences that pick a token in this step, for the
+        // device's argmax; one that fails ends its request after the step (as on the host).
+        let mut masks: Vec<Option<Result<Vec<u32>, Error>>> = work
+            .iter()
+            .map(|&(i, n)| {
+                let a = &mut active[i];
+                let picks = on_device && a.todo.len() == n;
+                a.guide.as_mut().filter(|_| picks).map(|g| g.next_mask(n_vocab))
+            })
+            .collect();
+        let mask_refs: Vec<Option<&[u32]>> =
+            masks.iter().map(|m| m.as_ref().and_then(|r| r.as_deref().ok())).collect();
+        let items: Vec<(SeqId, &[u32])> =
+            work.iter().map(|&(i, n)| (active[i].seq, &active[i].todo[..n])).collect();
         let t = Instant::now();
-        let out = batch.step(&items, readback).await;
+        let out = batch.step_masked(&items, &mask_refs, readback).await;
         metrics.step_seconds_micros.fetch_add(t.elapsed().as_micros() as u64, Ordering::Relaxed);
         metrics.steps.fetch_add(1, Ordering::Relaxed);
         let out = match out {
@@ -236,7 +250,6 @@ pub async fn run(model: Model, opts: EngineOptions, mut rx: mpsc::Receiver<Cmd>,
                 continue;
             }
         };
-        let n_vocab = model.n_vocab();
         let mut finished: Vec<usize> = Vec::new();
         for (row, &(i, n)) in work.iter().enumerate() {
             let a = &mut active[i];
@@ -245,8 +258,9 @@ pub async fn run(model: Model, opts: EngineOptions, mut rx: mpsc::Receiver<Cmd>,
                 continue; // mid-prompt: no token yet
             }
             a.prompting = false;
-            let picked = match out.tokens.get(row) {
-                Some(&id) if on_device => Ok(id),
+            let picked = match (masks[row].take(), out.tokens.get(row)) {
+                (Some(Err(e)), _) => Err(e),
+                (_, Some(&id)) if on_device => Ok(id),
                 _ => pick(&model, a, &mut out.logits[row * n_vocab..(row + 1) * n_vocab].to_vec()),
             };
             let next = match picked {
