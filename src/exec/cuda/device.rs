@@ -15,6 +15,7 @@ use crate::{Error, Result};
 pub(super) const TYPES: &[GgmlType] = &[
     GgmlType::F32,
     GgmlType::F16,
+    GgmlType::BF16,
     GgmlType::Q4_0,
     GgmlType::Q4_1,
     GgmlType::Q5_0,

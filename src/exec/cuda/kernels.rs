@@ -157,6 +157,7 @@ impl Block {
 pub(crate) enum MatVecType {
     Block(Block),
     F16,
+    BF16,
     F32,
 }
 
@@ -165,6 +166,7 @@ impl MatVecType {
     pub(crate) fn of(t: GgmlType) -> Option<MatVecType> {
         match t {
             GgmlType::F16 => Some(MatVecType::F16),
+            GgmlType::BF16 => Some(MatVecType::BF16),
             GgmlType::F32 => Some(MatVecType::F32),
             _ => Block::of(t).map(MatVecType::Block),
         }
@@ -174,6 +176,7 @@ impl MatVecType {
         match self {
             MatVecType::Block(b) => b.suffix(),
             MatVecType::F16 => "f16",
+            MatVecType::BF16 => "bf16",
             MatVecType::F32 => "f32",
         }
     }
@@ -350,7 +353,11 @@ impl Kernel {
             }
             v.push(Mmv3Kmix { occ });
         }
-        let matvec = Block::ALL.map(MatVecType::Block).into_iter().chain([MatVecType::F32, MatVecType::F16]);
+        let matvec = Block::ALL.map(MatVecType::Block).into_iter().chain([
+            MatVecType::F32,
+            MatVecType::F16,
+            MatVecType::BF16,
+        ]);
         for t in matvec {
             v.extend([false, true].map(|r8| MatVec { t, r8 }));
         }
@@ -753,12 +760,12 @@ pub(crate) fn load(ctx: &Arc<CudaContext>) -> Result<HashMap<Kernel, CudaFunctio
 mod tests {
     use super::*;
 
-    /// The 157 entry points, each named once (that each is in its module's PTX is checked by
+    /// The 159 entry points, each named once (that each is in its module's PTX is checked by
     /// `compile`, run in CI with NVRTC).
     #[test]
     fn every_kernel_named_once() {
         let all = Kernel::all();
-        assert_eq!(all.len(), 157);
+        assert_eq!(all.len(), 159);
         let names: std::collections::HashSet<String> = all.iter().map(|k| k.name()).collect();
         assert_eq!(names.len(), all.len());
     }

@@ -1,21 +1,13 @@
 // Around cuBLAS's products of f16 and bf16 weights (ops/matmul_blas.rs): the activations
 // converted to the weights' 16-bit type, and the bias added to the product's rows.
 
-// n values to f16 (bf16 when p.bf16), round to nearest even: the CPU's conversion
-// (quant::quantize_row_into) of a dot product's activations for these weights.
+// n values to f16 (bf16 when p.bf16, by matmul_float.cu's bf16r), round to nearest even: the
+// CPU's conversion (quant::quantize_row_into) of a dot product's activations for these weights.
 extern "C" __global__ void to_halves(const HalvesParams p) {
     long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= p.n) return;
     float v = p.x[i];
-    u16 h;
-    if (!p.bf16) {
-        h = f2h(v);
-    } else {
-        u32 b = __float_as_uint(v);
-        // NaN stays a quiet NaN; others round to nearest, ties to even.
-        h = (b & 0x7fffffffu) > 0x7f800000u ? (u16)((b >> 16) | 0x40) : (u16)((b + 0x7fffu + ((b >> 16) & 1)) >> 16);
-    }
-    p.out[i] = h;
+    p.out[i] = p.bf16 ? (u16)(__float_as_uint(bf16r(v)) >> 16) : f2h(v);
 }
 
 // out[r][j] += bias[j] for `rows` rows of n (bias: n values of type btype).

@@ -1,7 +1,7 @@
-// F32 and F16 weights times f32 activations (already rounded to f16 for F16 weights, as the
-// CPU does): one warp per output, lanes stride the row.
-// ROWS activation rows per warp, as in matmul.cuh.
-template <int ROWS, typename T, float (*LD)(T)>
+// F32, F16 and BF16 weights times f32 activations, rounded as the CPU rounds them for the
+// weights' dot products (F16: already by round_f16; BF16: here, by RA): one warp per output,
+// lanes stride the row. ROWS activation rows per warp, as in matmul.cuh.
+template <int ROWS, typename T, float (*LD)(T), float (*RA)(float)>
 __device__ __forceinline__ void matvec_float(const T* W, const float* x, float* out, const u8* bias, int btype,
                                              int k, int n, int rows) {
     int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
@@ -17,7 +17,7 @@ __device__ __forceinline__ void matvec_float(const T* W, const float* x, float* 
         float wv = LD(w[i]);
 #pragma unroll
         for (int r = 0; r < ROWS; r++)
-            if (r < nr) acc[r] += wv * a[(long long)r * k + i];
+            if (r < nr) acc[r] += wv * RA(a[(long long)r * k + i]);
     }
     float bv = bias ? deq(btype, bias, n, j) : 0.0f;
 #pragma unroll
@@ -28,14 +28,23 @@ __device__ __forceinline__ void matvec_float(const T* W, const float* x, float* 
 }
 __device__ __forceinline__ float ld_f(float v) { return v; }
 __device__ __forceinline__ float ld_h(u16 v) { return h2f(v); }
+__device__ __forceinline__ float ld_b(u16 v) { return __int_as_float((u32)v << 16); }
+// f32 to bf16 and back, round to nearest even (NaN: a quiet NaN of the same top bits), as
+// half::bf16::from_f32.
+__device__ __forceinline__ float bf16r(float v) {
+    u32 b = __float_as_uint(v);
+    if ((b & 0x7fffffffu) > 0x7f800000u) return __uint_as_float(b | 0x400000u);
+    return __uint_as_float(((b + 0x7fffu + ((b >> 16) & 1)) >> 16) << 16);
+}
 
-#define MATVEC_FLOAT(name, T, LD)                                                                            \
-    extern "C" __global__ void name(const MatVecParams p) {                                                  \
-        matvec_float<1, T, LD>((const T*)p.w, (const float*)p.a, p.out, p.bias, p.btype, p.k, p.n, p.rows);  \
-    }                                                                                                        \
-    extern "C" __global__ void name##_r8(const MatVecParams p) {                                             \
-        matvec_float<8, T, LD>((const T*)p.w, (const float*)p.a, p.out, p.bias, p.btype, p.k, p.n, p.rows);  \
+#define MATVEC_FLOAT(name, T, LD, RA)                                                                           \
+    extern "C" __global__ void name(const MatVecParams p) {                                                     \
+        matvec_float<1, T, LD, RA>((const T*)p.w, (const float*)p.a, p.out, p.bias, p.btype, p.k, p.n, p.rows); \
+    }                                                                                                           \
+    extern "C" __global__ void name##_r8(const MatVecParams p) {                                                \
+        matvec_float<8, T, LD, RA>((const T*)p.w, (const float*)p.a, p.out, p.bias, p.btype, p.k, p.n, p.rows); \
     }
 
-MATVEC_FLOAT(matvec_f32, float, ld_f)
-MATVEC_FLOAT(matvec_f16, u16, ld_h)
+MATVEC_FLOAT(matvec_f32, float, ld_f, ld_f)
+MATVEC_FLOAT(matvec_f16, u16, ld_h, ld_f)
+MATVEC_FLOAT(matvec_bf16, u16, ld_b, bf16r)
