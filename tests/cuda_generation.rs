@@ -12,6 +12,7 @@
 mod support;
 
 use std::path::PathBuf;
+use std::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use support::models::{models_dir, tokenizer_donor};
 use support::{agreement, block_on, cuda_wanted};
@@ -24,6 +25,18 @@ use wick::synth::SynthSpec;
 use wick::{ExecutorKind, GenerateOptions, LoadOptions, Model, SessionOptions};
 
 const N_TOKENS: usize = 32;
+
+/// The out-of-memory test holds most of the device's memory: it runs alone, the other tests
+/// of this file side by side (the test harness runs them on threads of one process).
+static GPU: RwLock<()> = RwLock::new(());
+
+fn gpu_shared() -> RwLockReadGuard<'static, ()> {
+    GPU.read().unwrap_or_else(|e| e.into_inner())
+}
+
+fn gpu_alone() -> RwLockWriteGuard<'static, ()> {
+    GPU.write().unwrap_or_else(|e| e.into_inner())
+}
 
 fn have_cuda() -> bool {
     cuda_wanted()
@@ -81,6 +94,7 @@ fn compare_first(name: &str, n: usize, load: impl Fn(ExecutorKind) -> Model) {
 
 #[test]
 fn synthetic_models_match_cpu() {
+    let _gpu = gpu_shared();
     if !have_cuda() {
         return;
     }
@@ -125,6 +139,7 @@ fn synthetic_models_match_cpu() {
 
 #[test]
 fn model_files_match_cpu() {
+    let _gpu = gpu_shared();
     if !have_cuda() {
         return;
     }
@@ -155,6 +170,7 @@ fn model_files_match_cpu() {
 /// vocabulary), and on SmolLM2 where its file is present.
 #[test]
 fn constrained_greedy_picks_on_the_device_as_on_the_host() {
+    let _gpu = gpu_shared();
     if !have_cuda() {
         return;
     }
@@ -182,6 +198,7 @@ fn constrained_greedy_picks_on_the_device_as_on_the_host() {
 #[test]
 #[ignore = "needs SmolLM2 and a GPU; results in benches/RESULTS.md"]
 fn smollm2_3000_tokens_part_only_at_a_near_tie() {
+    let _gpu = gpu_shared();
     if !have_cuda() {
         return;
     }
@@ -208,6 +225,7 @@ fn smollm2_3000_tokens_part_only_at_a_near_tie() {
 /// its own tokens, and once the memory is released the same load works and generates them too.
 #[test]
 fn out_of_device_memory_is_an_error_and_the_next_load_works() {
+    let _gpu = gpu_alone();
     if !have_cuda() {
         return;
     }
