@@ -1,7 +1,9 @@
 // F32, F16 and BF16 weights times f32 activations, rounded as the CPU rounds them for the
 // weights' dot products (F16: already by round_f16; BF16: here, by RA): one warp per output,
-// lanes stride the row. ROWS activation rows per warp, as in matmul.cuh.
-template <int ROWS, typename T, float (*LD)(T), float (*RA)(float)>
+// lanes stride the row. ROWS activation rows per warp, as in matmul.cuh. V8 (16-bit weights,
+// rows of a multiple of 8 values): a lane loads 8 weights (16 bytes) and their activations at
+// a time (2-byte loads left decode at a third to half of the bandwidth).
+template <int ROWS, typename T, float (*LD)(T), float (*RA)(float), bool V8>
 __device__ __forceinline__ void matvec_float(const T* W, const float* x, float* out, const u8* bias, int btype,
                                              int k, int n, int rows) {
     int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
@@ -13,11 +15,34 @@ __device__ __forceinline__ void matvec_float(const T* W, const float* x, float* 
     float acc[ROWS];
 #pragma unroll
     for (int r = 0; r < ROWS; r++) acc[r] = 0.0f;
-    for (int i = lane; i < k; i += 32) {
-        float wv = LD(w[i]);
+    if (V8) {
+        for (int i = 8 * lane; i < k; i += 256) {
+            uint4 q = *(const uint4*)(w + i);
+            u32 qw[4] = {q.x, q.y, q.z, q.w};
+            float wv[8];
 #pragma unroll
-        for (int r = 0; r < ROWS; r++)
-            if (r < nr) acc[r] += wv * RA(a[(long long)r * k + i]);
+            for (int e = 0; e < 4; e++) {
+                wv[2 * e] = LD((u16)(qw[e] & 0xffffu));
+                wv[2 * e + 1] = LD((u16)(qw[e] >> 16));
+            }
+#pragma unroll
+            for (int r = 0; r < ROWS; r++) {
+                if (r < nr) {
+                    const float4* ap = (const float4*)(a + (long long)r * k + i);
+                    float4 a0 = ap[0], a1 = ap[1];
+                    float av[8] = {a0.x, a0.y, a0.z, a0.w, a1.x, a1.y, a1.z, a1.w};
+#pragma unroll
+                    for (int e = 0; e < 8; e++) acc[r] += wv[e] * RA(av[e]);
+                }
+            }
+        }
+    } else {
+        for (int i = lane; i < k; i += 32) {
+            float wv = LD(w[i]);
+#pragma unroll
+            for (int r = 0; r < ROWS; r++)
+                if (r < nr) acc[r] += wv * RA(a[(long long)r * k + i]);
+        }
     }
     float bv = bias ? deq(btype, bias, n, j) : 0.0f;
 #pragma unroll
@@ -37,73 +62,20 @@ __device__ __forceinline__ float bf16r(float v) {
     return __uint_as_float(((b + 0x7fffu + ((b >> 16) & 1)) >> 16) << 16);
 }
 
-// F16 and BF16 rows of a multiple of 8 values: as matvec_float, but a lane loads 8 weights
-// (16 bytes) and their activations at a time (2-byte loads left decode at a third to half of
-// the bandwidth).
-template <int ROWS, float (*LD)(u16), float (*RA)(float)>
-__device__ __forceinline__ void matvec_half(const u16* W, const float* x, float* out, const u8* bias, int btype,
-                                            int k, int n, int rows) {
-    int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-    int j = blockIdx.x * (blockDim.x / 32) + warp, r0 = blockIdx.y * ROWS;
-    if (j >= n) return;
-    int nr = min(ROWS, rows - r0);
-    const u16* w = W + (long long)j * k;
-    const float* a = x + (long long)r0 * k;
-    float acc[ROWS];
-#pragma unroll
-    for (int r = 0; r < ROWS; r++) acc[r] = 0.0f;
-    for (int i = 8 * lane; i < k; i += 256) {
-        uint4 q = *(const uint4*)(w + i);
-        u32 qw[4] = {q.x, q.y, q.z, q.w};
-        float wv[8];
-#pragma unroll
-        for (int e = 0; e < 4; e++) {
-            wv[2 * e] = LD((u16)(qw[e] & 0xffffu));
-            wv[2 * e + 1] = LD((u16)(qw[e] >> 16));
-        }
-#pragma unroll
-        for (int r = 0; r < ROWS; r++) {
-            if (r < nr) {
-                const float4* ap = (const float4*)(a + (long long)r * k + i);
-                float4 a0 = ap[0], a1 = ap[1];
-                float av[8] = {a0.x, a0.y, a0.z, a0.w, a1.x, a1.y, a1.z, a1.w};
-#pragma unroll
-                for (int e = 0; e < 8; e++) acc[r] += wv[e] * RA(av[e]);
-            }
-        }
-    }
-    float bv = bias ? deq(btype, bias, n, j) : 0.0f;
-#pragma unroll
-    for (int r = 0; r < ROWS; r++) {
-        float s = warp_sum(acc[r]);
-        if (lane == 0 && r < nr) out[(long long)(r0 + r) * n + j] = bias ? s + bv : s;
-    }
-}
+// One entry point per row count (1, 8); V8 where the type allows it and k is a multiple of 8.
+#define MATVEC_FLOAT(name, T, LD, RA, HALF)                                                                \
+    template <int ROWS>                                                                                    \
+    __device__ __forceinline__ void name##_rows(const MatVecParams& p) {                                  \
+        if (HALF && p.k % 8 == 0)                                                                          \
+            matvec_float<ROWS, T, LD, RA, true>((const T*)p.w, (const float*)p.a, p.out, p.bias, p.btype, \
+                                                p.k, p.n, p.rows);                                        \
+        else                                                                                               \
+            matvec_float<ROWS, T, LD, RA, false>((const T*)p.w, (const float*)p.a, p.out, p.bias, p.btype,\
+                                                 p.k, p.n, p.rows);                                       \
+    }                                                                                                      \
+    extern "C" __global__ void name(const MatVecParams p) { name##_rows<1>(p); }                           \
+    extern "C" __global__ void name##_r8(const MatVecParams p) { name##_rows<8>(p); }
 
-#define MATVEC_FLOAT(name, T, LD, RA)                                                                           \
-    extern "C" __global__ void name(const MatVecParams p) {                                                     \
-        matvec_float<1, T, LD, RA>((const T*)p.w, (const float*)p.a, p.out, p.bias, p.btype, p.k, p.n, p.rows); \
-    }                                                                                                           \
-    extern "C" __global__ void name##_r8(const MatVecParams p) {                                                \
-        matvec_float<8, T, LD, RA>((const T*)p.w, (const float*)p.a, p.out, p.bias, p.btype, p.k, p.n, p.rows); \
-    }
-
-#define MATVEC_HALF(name, LD, RA)                                                                                   \
-    extern "C" __global__ void name(const MatVecParams p) {                                                         \
-        if (p.k % 8 == 0)                                                                                           \
-            matvec_half<1, LD, RA>((const u16*)p.w, (const float*)p.a, p.out, p.bias, p.btype, p.k, p.n, p.rows);  \
-        else                                                                                                        \
-            matvec_float<1, u16, LD, RA>((const u16*)p.w, (const float*)p.a, p.out, p.bias, p.btype, p.k, p.n,     \
-                                         p.rows);                                                                   \
-    }                                                                                                               \
-    extern "C" __global__ void name##_r8(const MatVecParams p) {                                                    \
-        if (p.k % 8 == 0)                                                                                           \
-            matvec_half<8, LD, RA>((const u16*)p.w, (const float*)p.a, p.out, p.bias, p.btype, p.k, p.n, p.rows);  \
-        else                                                                                                        \
-            matvec_float<8, u16, LD, RA>((const u16*)p.w, (const float*)p.a, p.out, p.bias, p.btype, p.k, p.n,     \
-                                         p.rows);                                                                   \
-    }
-
-MATVEC_FLOAT(matvec_f32, float, ld_f, ld_f)
-MATVEC_HALF(matvec_f16, ld_h, ld_f)
-MATVEC_HALF(matvec_bf16, ld_b, bf16r)
+MATVEC_FLOAT(matvec_f32, float, ld_f, ld_f, false)
+MATVEC_FLOAT(matvec_f16, u16, ld_h, ld_f, true)
+MATVEC_FLOAT(matvec_bf16, u16, ld_b, bf16r, true)
