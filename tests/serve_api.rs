@@ -536,3 +536,78 @@ fn tool_calls_whole_and_streamed() {
         assert!(msg.contains(needle), "{msg} should name {needle}");
     }
 }
+
+/// `response_format` constrains the output (json_schema and json_object, whole and streamed);
+/// a bad one is a 400 before any token, as is `response_format` together with tools.
+#[test]
+fn response_format_constrains_the_output() {
+    let _turn = turn();
+    let srv = start(&["--parallel", "4"]);
+    let schema = json!({
+        "type": "object",
+        "properties": { "name": { "type": "string", "maxLength": 20 }, "age": { "type": "integer" } },
+        "required": ["name", "age"],
+        "additionalProperties": false
+    });
+    let mut body = chat_body("Describe a person as JSON.", 80, false);
+    body["response_format"] =
+        json!({ "type": "json_schema", "json_schema": { "name": "person", "schema": schema } });
+    let (code, v) = json_call(&srv.addr, "/v1/chat/completions", &body, None);
+    assert_eq!(code, 200, "{v}");
+    assert_eq!(v["choices"][0]["finish_reason"], "stop", "{v}");
+    let content = v["choices"][0]["message"]["content"].as_str().unwrap_or_default();
+    let person: Value = serde_json::from_str(content).unwrap_or_else(|e| panic!("{content:?}: {e}"));
+    assert!(person["name"].is_string() && person["age"].is_i64(), "{person}");
+    assert_eq!(person.as_object().map(|o| o.len()), Some(2), "{person}");
+
+    // Streamed, through a schema that cannot loop.
+    let mut body = chat_body("Describe a cat as JSON.", 60, true);
+    let cat = json!({
+        "type": "object",
+        "properties": { "color": { "enum": ["black", "white", "orange"] }, "legs": { "type": "integer", "minimum": 0, "maximum": 8 } },
+        "required": ["color", "legs"],
+        "additionalProperties": false
+    });
+    body["response_format"] =
+        json!({ "type": "json_schema", "json_schema": { "name": "cat", "schema": cat, "strict": true } });
+    let events = sse_events(&srv.addr, &body);
+    let text: String = events
+        .iter()
+        .filter_map(|(_, v)| v["choices"][0]["delta"]["content"].as_str())
+        .collect::<Vec<_>>()
+        .concat();
+    let finish = events.iter().find_map(|(_, v)| v["choices"][0]["finish_reason"].as_str().map(String::from));
+    assert_eq!(finish.as_deref(), Some("stop"), "{text:?}");
+    let obj: Value = serde_json::from_str(&text).unwrap_or_else(|e| panic!("{text:?}: {e}"));
+    assert!(obj["color"].is_string() && obj["legs"].as_i64().is_some_and(|n| (0..=8).contains(&n)), "{obj}");
+
+    // Any JSON object: it opens as one (SmolLM2 may run to max_tokens inside it).
+    let mut body = chat_body("Give me a JSON object about cats.", 12, false);
+    body["response_format"] = json!({ "type": "json_object" });
+    let (code, v) = json_call(&srv.addr, "/v1/chat/completions", &body, None);
+    assert_eq!(code, 200, "{v}");
+    let content = v["choices"][0]["message"]["content"].as_str().unwrap_or_default();
+    assert!(content.trim_start().starts_with('{'), "{content:?}");
+
+    for (format, what) in [
+        (json!({ "type": "yaml" }), "unknown type"),
+        (
+            json!({ "type": "json_schema", "json_schema": { "name": "x", "schema": 5 } }),
+            "a schema that is a number",
+        ),
+        (
+            json!({ "type": "json_schema", "json_schema": { "name": "x", "schema": { "$ref": "#/definitions/none" } } }),
+            "a reference to nothing",
+        ),
+    ] {
+        let mut body = chat_body("Hi", 8, false);
+        body["response_format"] = format;
+        let (code, v) = json_call(&srv.addr, "/v1/chat/completions", &body, None);
+        assert_eq!(code, 400, "{what}: {v}");
+        assert_eq!(v["error"]["type"], "invalid_request_error", "{what}: {v}");
+    }
+    let mut body = tool_body(json!("auto"), json!({}));
+    body["response_format"] = json!({ "type": "json_object" });
+    let (code, v) = json_call(&srv.addr, "/v1/chat/completions", &body, None);
+    assert_eq!(code, 400, "response_format with tools: {v}");
+}

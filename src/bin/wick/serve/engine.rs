@@ -14,7 +14,7 @@ use std::time::Instant;
 use tokio::sync::{mpsc, oneshot};
 use wick::chat::tools::{tool_choice_grammar, ToolChoice, ToolFamily};
 use wick::chat::ChatMessage;
-use wick::constrain::Guide;
+use wick::constrain::{Constraint, Guide};
 use wick::exec::{Readback, KV_BLOCK};
 use wick::sampling::{Sampler, SamplingParams};
 use wick::stop::StopMatcher;
@@ -41,6 +41,8 @@ pub struct Job {
     pub logprobs: Option<usize>,
     /// The request's tools, when it has some.
     pub tools: Option<Tools>,
+    /// The grammar the output must follow (`response_format`), when the request has one.
+    pub constraint: Option<Constraint>,
     pub events: mpsc::UnboundedSender<Event>,
 }
 
@@ -401,8 +403,12 @@ fn admit<'m>(
             None => Err(Error::Template("this model has no chat template".into())),
         },
     };
-    let guide = match tools {
-        Some(t) => {
+    let guide = match (tools, &job.constraint) {
+        (_, Some(c)) => match model.constraints().and_then(|cc| cc.guide(c)) {
+            Ok(g) => Some(g),
+            Err(e) => return bad(&job.events, e.to_string(), None),
+        },
+        (Some(t), None) => {
             let tok = model.tokenizer();
             let special = |text: &str| tok.find_token(text).filter(|&id| tok.is_control(id));
             let built = tool_choice_grammar(family, &t.list, &t.choice, t.parallel, &special)
@@ -412,7 +418,7 @@ fn admit<'m>(
                 Err(e) => return bad(&job.events, e.to_string(), None),
             }
         }
-        None => None,
+        (None, None) => None,
     };
     let ids = match ids {
         Ok(ids) if !ids.is_empty() => ids,

@@ -5,6 +5,7 @@ use serde_json::{json, Value};
 use tokio::sync::mpsc;
 use wick::chat::tools::{validate_tools, ParsedOutput, ToolChoice, ToolDelta};
 use wick::chat::{ChatMessage, ToolCall};
+use wick::constrain::Constraint;
 use wick::sampling::SamplingParams;
 
 use super::engine::{Event, Job, Prompt, Tools};
@@ -66,6 +67,8 @@ pub struct Request {
     logprobs: Option<usize>,
     /// `tools`, `tool_choice` and `parallel_tool_calls` (when `tools` is given).
     tools: Option<(Value, ToolChoice, bool)>,
+    /// `response_format` (json_object or json_schema), enforced by a grammar.
+    constraint: Option<Constraint>,
     pub stream: bool,
     pub include_usage: bool,
 }
@@ -297,10 +300,14 @@ impl Request {
             (Err(e), true) => return Err(e),
         };
         let tools = if chat { tools(v)? } else { None };
-        for unsupported in ["response_format"] {
-            if v.get(unsupported).is_some_and(|x| !x.is_null()) {
-                return Err(ApiError::bad(format!("'{unsupported}' is not supported by this server yet")));
-            }
+        let constraint = match v.get("response_format") {
+            None | Some(Value::Null) => None,
+            Some(f) => Constraint::from_response_format(f).map_err(|e| ApiError::bad(e.to_string()))?,
+        };
+        if constraint.is_some() && tools.as_ref().is_some_and(|t| t.1 != ToolChoice::None) {
+            return Err(ApiError::bad(
+                "give either 'response_format' or 'tools' (with tool_choice other than none)",
+            ));
         }
         Ok(Request {
             prompt: Some(prompt),
@@ -311,6 +318,7 @@ impl Request {
             ignore_eos: flag(v, "ignore_eos")?,
             logprobs,
             tools,
+            constraint,
             stream: flag(v, "stream")?,
             include_usage,
         })
@@ -336,6 +344,7 @@ impl Request {
                 choice: choice.clone(),
                 parallel: *parallel,
             }),
+            constraint: self.constraint.clone(),
             events,
         }
     }
