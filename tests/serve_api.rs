@@ -537,8 +537,9 @@ fn tool_calls_whole_and_streamed() {
     }
 }
 
-/// `response_format` constrains the output (json_schema and json_object, whole and streamed);
-/// a bad one is a 400 before any token, as is `response_format` together with tools.
+/// `response_format` constrains the output (json_schema and json_object, whole and streamed),
+/// as do llama.cpp's `grammar` and `json_schema` fields; a bad one is a 400 before any token,
+/// as are two constraints, or one together with tools.
 #[test]
 fn response_format_constrains_the_output() {
     let _turn = turn();
@@ -588,6 +589,27 @@ fn response_format_constrains_the_output() {
     assert_eq!(code, 200, "{v}");
     let content = v["choices"][0]["message"]["content"].as_str().unwrap_or_default();
     assert!(content.trim_start().starts_with('{'), "{content:?}");
+
+    // llama.cpp's server fields: a GBNF grammar on a text completion, a bare schema.
+    let (code, v) = json_call(
+        &srv.addr,
+        "/v1/completions",
+        &json!({ "prompt": "Is the sky blue? Answer:", "max_tokens": 8, "temperature": 0,
+                 "grammar": "root ::= \" \" (\"yes\" | \"no\")" }),
+        None,
+    );
+    assert_eq!(code, 200, "{v}");
+    assert!(matches!(v["choices"][0]["text"].as_str(), Some(" yes" | " no")), "{v}");
+    let mut body = chat_body("A number?", 16, false);
+    body["json_schema"] = json!({ "type": "integer", "minimum": 1, "maximum": 9 });
+    let (code, v) = json_call(&srv.addr, "/v1/chat/completions", &body, None);
+    assert_eq!(code, 200, "{v}");
+    let n: i64 =
+        v["choices"][0]["message"]["content"].as_str().and_then(|s| s.trim().parse().ok()).unwrap_or(0);
+    assert!((1..=9).contains(&n), "{v}");
+    body["grammar"] = json!("root ::= \"1\"");
+    let (code, v) = json_call(&srv.addr, "/v1/chat/completions", &body, None);
+    assert_eq!(code, 400, "two constraints: {v}");
 
     for (format, what) in [
         (json!({ "type": "yaml" }), "unknown type"),

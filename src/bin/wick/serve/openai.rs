@@ -67,10 +67,35 @@ pub struct Request {
     logprobs: Option<usize>,
     /// `tools`, `tool_choice` and `parallel_tool_calls` (when `tools` is given).
     tools: Option<(Value, ToolChoice, bool)>,
-    /// `response_format` (json_object or json_schema), enforced by a grammar.
+    /// `response_format`, `json_schema` or `grammar`, enforced by a grammar.
     constraint: Option<Constraint>,
     pub stream: bool,
     pub include_usage: bool,
+}
+
+/// The output's constraint, as the JS API takes it: OpenAI's `response_format` (`json_object`,
+/// `json_schema`), or (as llama.cpp's server too) `json_schema` (a schema) or `grammar` (GBNF
+/// or Lark text). At most one of them.
+fn constraint(v: &Value) -> Result<Option<Constraint>, ApiError> {
+    let given = |key: &str| v.get(key).filter(|x| !x.is_null());
+    let mut found: Vec<Constraint> = Vec::new();
+    if let Some(f) = given("response_format") {
+        found.extend(Constraint::from_response_format(f).map_err(|e| ApiError::bad(e.to_string()))?);
+    }
+    if let Some(s) = given("json_schema") {
+        if !(s.is_object() || s.is_boolean()) {
+            return Err(ApiError::bad("'json_schema' must be a JSON Schema object"));
+        }
+        found.push(Constraint::JsonSchema(s.clone()));
+    }
+    if let Some(g) = given("grammar") {
+        let text = g.as_str().ok_or_else(|| ApiError::bad("'grammar' must be a string (GBNF or Lark)"))?;
+        found.push(Constraint::grammar_text(text.to_string()));
+    }
+    if found.len() > 1 {
+        return Err(ApiError::bad("give only one of 'response_format', 'json_schema' and 'grammar'"));
+    }
+    Ok(found.pop())
 }
 
 fn num(v: &Value, key: &str) -> Result<Option<f64>, ApiError> {
@@ -300,13 +325,10 @@ impl Request {
             (Err(e), true) => return Err(e),
         };
         let tools = if chat { tools(v)? } else { None };
-        let constraint = match v.get("response_format") {
-            None | Some(Value::Null) => None,
-            Some(f) => Constraint::from_response_format(f).map_err(|e| ApiError::bad(e.to_string()))?,
-        };
+        let constraint = constraint(v)?;
         if constraint.is_some() && tools.as_ref().is_some_and(|t| t.1 != ToolChoice::None) {
             return Err(ApiError::bad(
-                "give either 'response_format' or 'tools' (with tool_choice other than none)",
+                "give either a constraint ('response_format', 'json_schema', 'grammar') or 'tools' (with tool_choice other than none)",
             ));
         }
         Ok(Request {
