@@ -41,6 +41,33 @@ impl Constraint {
         }
     }
 
+    /// A request's constraint from its options as the JS API and `wick serve` take them:
+    /// OpenAI's `response_format`, or `json_schema` (a schema) or `grammar` (GBNF or Lark
+    /// text), as llama.cpp's server takes them. At most one of them.
+    pub fn from_options(
+        response_format: Option<&Value>,
+        json_schema: Option<&Value>,
+        grammar: Option<String>,
+    ) -> Result<Option<Constraint>> {
+        let mut found: Vec<Constraint> = Vec::new();
+        if let Some(f) = response_format {
+            found.extend(Constraint::from_response_format(f)?);
+        }
+        if let Some(s) = json_schema {
+            if !(s.is_object() || s.is_boolean()) {
+                return Err(Error::Grammar("json_schema must be a JSON Schema object".into()));
+            }
+            found.push(Constraint::JsonSchema(s.clone()));
+        }
+        found.extend(grammar.map(Constraint::grammar_text));
+        if found.len() > 1 {
+            return Err(Error::Grammar(
+                "give only one of 'response_format', 'json_schema' and 'grammar'".into(),
+            ));
+        }
+        Ok(found.pop())
+    }
+
     /// The constraint of an OpenAI `response_format` object: `{"type": "text"}` (none),
     /// `{"type": "json_object"}`, or `{"type": "json_schema", "json_schema": {"name": ..,
     /// "schema": {..}, "strict": ..}}`. The schema is enforced whether `strict` is set or not.

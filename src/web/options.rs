@@ -111,20 +111,10 @@ fn json_value(obj: &JsValue, key: &str) -> Result<Option<serde_json::Value>, Str
 /// "json_schema", json_schema: {name, schema, strict}}`), or wick's `json_schema` (a schema
 /// object) or `grammar` (Lark text). At most one of them.
 fn constraint(obj: &JsValue) -> Result<Option<Constraint>, String> {
-    let mut found: Vec<Constraint> = Vec::new();
-    if let Some(rf) = json_value(obj, "response_format")? {
-        found.extend(Constraint::from_response_format(&rf).map_err(|e| e.to_string())?);
-    }
-    if let Some(schema) = json_value(obj, "json_schema")? {
-        found.push(Constraint::JsonSchema(schema));
-    }
-    if let Some(g) = string(obj, "grammar")? {
-        found.push(Constraint::grammar_text(g));
-    }
-    if found.len() > 1 {
-        return Err("give only one of 'response_format', 'json_schema' and 'grammar'".into());
-    }
-    Ok(found.pop())
+    let format = json_value(obj, "response_format")?;
+    let schema = json_value(obj, "json_schema")?;
+    Constraint::from_options(format.as_ref(), schema.as_ref(), string(obj, "grammar")?)
+        .map_err(|e| e.to_string())
 }
 
 /// Generation options, in the OpenAI spelling where one exists: `max_tokens` (or

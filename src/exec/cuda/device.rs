@@ -136,7 +136,7 @@ impl CudaExecutor {
             && std::env::var("WICK_CUDA_PDL").as_deref() != Ok("0");
         Ok(CudaExecutor {
             _ctx: ctx,
-            blas: ops::open_blas(&stream),
+            blas: std::cell::OnceCell::new(),
             stream,
             fns,
             weights: Vec::new(),

@@ -79,8 +79,9 @@ fn drv(what: &str) -> impl Fn(cudarc::driver::DriverError) -> Error + '_ {
 /// The CUDA executor.
 pub struct CudaExecutor {
     /// cuBLAS for prefill products of f16 and bf16 weights (`ops/matmul_blas.rs`), when the
-    /// library is there. First, so it is dropped before the stream and the context.
-    blas: Option<ops::Blas>,
+    /// library is there: opened by the first such product, so other models never load it.
+    /// First, so it is dropped before the stream and the context.
+    blas: std::cell::OnceCell<Option<ops::Blas>>,
     _ctx: Arc<CudaContext>,
     stream: Arc<CudaStream>,
     fns: HashMap<Kernel, CudaFunction>,

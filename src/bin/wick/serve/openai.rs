@@ -73,29 +73,18 @@ pub struct Request {
     pub include_usage: bool,
 }
 
-/// The output's constraint, as the JS API takes it: OpenAI's `response_format` (`json_object`,
-/// `json_schema`), or (as llama.cpp's server too) `json_schema` (a schema) or `grammar` (GBNF
-/// or Lark text). At most one of them.
+/// The output's constraint (`Constraint::from_options`: `response_format`, `json_schema` or
+/// `grammar`).
 fn constraint(v: &Value) -> Result<Option<Constraint>, ApiError> {
     let given = |key: &str| v.get(key).filter(|x| !x.is_null());
-    let mut found: Vec<Constraint> = Vec::new();
-    if let Some(f) = given("response_format") {
-        found.extend(Constraint::from_response_format(f).map_err(|e| ApiError::bad(e.to_string()))?);
-    }
-    if let Some(s) = given("json_schema") {
-        if !(s.is_object() || s.is_boolean()) {
-            return Err(ApiError::bad("'json_schema' must be a JSON Schema object"));
-        }
-        found.push(Constraint::JsonSchema(s.clone()));
-    }
-    if let Some(g) = given("grammar") {
-        let text = g.as_str().ok_or_else(|| ApiError::bad("'grammar' must be a string (GBNF or Lark)"))?;
-        found.push(Constraint::grammar_text(text.to_string()));
-    }
-    if found.len() > 1 {
-        return Err(ApiError::bad("give only one of 'response_format', 'json_schema' and 'grammar'"));
-    }
-    Ok(found.pop())
+    let grammar = match given("grammar") {
+        None => None,
+        Some(g) => Some(
+            g.as_str().ok_or_else(|| ApiError::bad("'grammar' must be a string (GBNF or Lark)"))?.to_string(),
+        ),
+    };
+    Constraint::from_options(given("response_format"), given("json_schema"), grammar)
+        .map_err(|e| ApiError::bad(e.to_string()))
 }
 
 fn num(v: &Value, key: &str) -> Result<Option<f64>, ApiError> {

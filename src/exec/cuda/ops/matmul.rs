@@ -147,7 +147,7 @@ impl CudaExecutor {
     }
 
     /// Enqueue `dst = x · wᵀ (+ bias)` for 2 to `mmvn_limit` rows (the tokens of a decode
-    /// step of several sequences; 8 for types with a `mmqs_T` kernel, else 15: from there the
+    /// step of several sequences; 6 for types with a `mmqs_T` kernel, else 15: from there the
     /// tensor-core kernels take over) with the `mmvn_T` kernels, `mmvn_rows` rows a launch: the rows are
     /// converted to the split q8 layout, and each launch reads the weights once. Ok(false),
     /// with nothing enqueued, when this path does not apply.

@@ -36,7 +36,7 @@ impl Drop for Blas {
 }
 
 /// cuBLAS on `stream`, when the library loads and `WICK_CUDA_CUBLAS` is not `0`.
-pub(in super::super) fn open(stream: &CudaStream) -> Option<Blas> {
+fn open(stream: &CudaStream) -> Option<Blas> {
     if std::env::var("WICK_CUDA_CUBLAS").as_deref() == Ok("0") {
         return None;
     }
@@ -70,10 +70,12 @@ impl CudaExecutor {
             GgmlType::BF16 => (sys::cudaDataType::CUDA_R_16BF, 1),
             _ => return Ok(false),
         };
-        let Some(handle) = self.blas.as_ref().map(|b| b.0) else { return Ok(false) };
         if rows <= self.graph_max_tokens {
             return Ok(false);
         }
+        let Some(handle) = self.blas.get_or_init(|| open(&self.stream)).as_ref().map(|b| b.0) else {
+            return Ok(false);
+        };
         let dim = |v: usize| i32::try_from(v).map_err(|_| err("product too large for cuBLAS"));
         let (ki, ni, ri) = (dim(k)?, dim(n)?, dim(rows)?);
         let halves = c.qact.ptr;

@@ -86,12 +86,16 @@ impl CudaExecutor {
     /// `mmqs_T` kernel take that from `mmqs_from` rows (7: there the tensor cores overtake
     /// `mmvn`, whose launches of 8 rows also read the weights twice from 9).
     pub(in super::super) fn mmvn_limit(&self, t: GgmlType) -> usize {
-        let small = self.mmq && self.mmq_small && kernel(t).is_some_and(|b| MMQ_SMALL_TYPES.contains(&b));
-        if small {
+        if self.mmq && kernel(t).is_some_and(|b| self.mmqs_type(b)) {
             self.mmvn_max_rows.min(self.mmqs_from - 1)
         } else {
             self.mmvn_max_rows
         }
+    }
+
+    /// Whether products of `t` weights take the `mmqs_T` kernels (for up to `MMQS_TOK` rows).
+    fn mmqs_type(&self, t: Block) -> bool {
+        self.mmq_small && MMQ_SMALL_TYPES.contains(&t)
     }
 
     /// The blocks the split-K choice fills the device with ([`grid`]): `mmq_fill` a
@@ -119,7 +123,7 @@ impl CudaExecutor {
         let (k, n, rows) = (wt.k(), wt.n_rows(), c.g.rows(x));
         let Some(t) = kernel(wt.dtype) else { return Ok(false) };
         // A type with a `mmqs_T` kernel takes any rows `mmvn` leaves (`mmvn_limit`).
-        let small_type = self.mmq_small && MMQ_SMALL_TYPES.contains(&t);
+        let small_type = self.mmqs_type(t);
         let min_rows = if small_type { 2 } else { MMQ_MIN_ROWS };
         if !self.mmq || rows < min_rows || k % 32 != 0 {
             return Ok(false);
