@@ -4,7 +4,7 @@
 //! submission), and a sequence can start from another's prefix without recomputing it
 //! ([`Batch::fork`]: the whole blocks are shared, only the rest is evaluated).
 
-use crate::exec::{blocks_for, KvId, KvSpec, Readback, SeqStep, StepOutput, KV_BLOCK};
+use crate::exec::{blocks_for, HostWork, KvId, KvSpec, Readback, SeqStep, StepOutput, KV_BLOCK};
 use crate::kv::{BlockPool, SeqBlocks};
 use crate::load::Model;
 use crate::model::Logits;
@@ -91,19 +91,20 @@ impl<'m> Batch<'m> {
     /// Evaluate `work` (new tokens of distinct sequences) in one forward pass and read back,
     /// per sequence in order, its last token's argmax or logits. Nothing changes on an error.
     pub async fn step(&mut self, work: &[(SeqId, &[u32])], readback: Readback) -> Result<StepOutput> {
-        self.step_masked(work, &[], readback).await
+        self.step_with(work, readback, None).await
     }
 
-    /// [`Batch::step`] with token masks for the device's argmax: `masks[i]` for the sequence
-    /// of `work[i]` (missing entries: none), as [`SeqStep::mask`] takes them (only with
-    /// [`Readback::Argmax`], `exec::mask_words(n_vocab)` words).
+    /// [`Batch::step`] with `host` work done while the device runs the forward pass; the token
+    /// masks it returns apply to the device's argmax (entry `i` for the sequence of `work[i]`,
+    /// missing entries: none; see [`crate::exec::Executor::run_with`] and [`SeqStep::mask`]:
+    /// only with [`Readback::Argmax`], `exec::mask_words(n_vocab)` words).
     // The executor stays borrowed across the readback on purpose (see `Session::eval`).
     #[allow(clippy::await_holding_refcell_ref)]
-    pub async fn step_masked(
+    pub async fn step_with(
         &mut self,
         work: &[(SeqId, &[u32])],
-        masks: &[Option<&[u32]>],
         readback: Readback,
+        host: Option<HostWork<'_>>,
     ) -> Result<StepOutput> {
         if work.is_empty() || work.iter().any(|(_, t)| t.is_empty()) {
             return Err(Error::InvalidArgument("a step needs new tokens for every sequence it names".into()));
@@ -135,16 +136,15 @@ impl<'m> Batch<'m> {
         let graph = self.model.graph(n_tokens, n_seqs, Logits::Last)?;
         let steps: Vec<SeqStep> = work
             .iter()
-            .enumerate()
-            .map(|(i, (id, toks))| {
+            .map(|(id, toks)| {
                 let s = self.seqs[id.0].as_ref().ok_or_else(|| unknown(*id))?;
-                let mask = masks.get(i).copied().flatten();
-                Ok(SeqStep { tokens: toks, pos: s.tokens.len(), blocks: s.blocks.table(), mask })
+                Ok(SeqStep { tokens: toks, pos: s.tokens.len(), blocks: s.blocks.table(), mask: None })
             })
             .collect::<Result<_>>()?;
-        let out = match self.model.exec.try_borrow_mut() {
-            Ok(mut exec) => exec.run(graph, self.kv, &steps, readback).await,
-            Err(_) => Err(Error::busy()),
+        let out = match (self.model.exec.try_borrow_mut(), host) {
+            (Ok(mut exec), Some(host)) => exec.run_with(graph, self.kv, &steps, readback, host).await,
+            (Ok(mut exec), None) => exec.run(graph, self.kv, &steps, readback).await,
+            (Err(_), _) => Err(Error::busy()),
         };
         drop(steps);
         let out = match out {

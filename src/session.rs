@@ -1,7 +1,7 @@
 //! Sessions (a conversation's KV cache) and generation as an async stream of tokens.
 
 use crate::constrain::{Constraint, Guide};
-use crate::exec::{blocks_for, KvId, KvShift, KvSpec, Readback, SeqStep, StepOutput, KV_BLOCK};
+use crate::exec::{blocks_for, HostWork, KvId, KvShift, KvSpec, Readback, SeqStep, StepOutput, KV_BLOCK};
 use crate::kv::{BlockPool, SeqBlocks};
 use crate::load::Model;
 use crate::logprobs::{logprobs, Logprobs, MAX_TOP_LOGPROBS};
@@ -417,19 +417,21 @@ impl<'m> Session<'m> {
 
     /// Append `tokens` to the context, evaluating them in batches, and read back for the last.
     pub async fn eval(&mut self, tokens: &[u32], readback: Readback) -> Result<StepOutput> {
-        self.eval_masked(tokens, readback, None).await
+        self.eval_with(tokens, readback, None).await
     }
 
-    /// [`Session::eval`] with a token mask for the device's argmax of the last token
-    /// ([`SeqStep::mask`]: only with [`Readback::Argmax`], `exec::mask_words(n_vocab)` words).
+    /// [`Session::eval`] with `work` done on the host while the device runs the last step's
+    /// forward pass; the token mask it returns (entry 0) applies to the device's argmax of the
+    /// last token ([`crate::exec::Executor::run_with`], [`SeqStep::mask`]: only with
+    /// [`Readback::Argmax`], `exec::mask_words(n_vocab)` words).
     // The executor stays borrowed across the step's readback on purpose: a second step started
     // meanwhile (from another task) gets a "busy" error instead of interleaving with this one.
     #[allow(clippy::await_holding_refcell_ref)]
-    pub async fn eval_masked(
+    pub async fn eval_with(
         &mut self,
         tokens: &[u32],
         readback: Readback,
-        mask: Option<&[u32]>,
+        mut work: Option<HostWork<'_>>,
     ) -> Result<StepOutput> {
         if tokens.is_empty() {
             return Err(Error::InvalidArgument("nothing to evaluate".into()));
@@ -446,9 +448,11 @@ impl<'m> Session<'m> {
             let graph = self.model.graph(batch.len(), 1, logits)?;
             let rb = if last || readback == Readback::AllLogits { readback } else { Readback::LastLogits };
             let mut exec = self.model.exec.try_borrow_mut().map_err(|_| Error::busy())?;
-            let [mut seq] = SeqStep::one(batch, self.tokens.len(), self.blocks.table());
-            seq.mask = if last { mask } else { None };
-            let step = exec.run(graph, self.kv, &[seq], rb).await?;
+            let seq = SeqStep::one(batch, self.tokens.len(), self.blocks.table());
+            let step = match work.take().filter(|_| last) {
+                Some(w) => exec.run_with(graph, self.kv, &seq, rb, w).await?,
+                None => exec.run(graph, self.kv, &seq, rb).await?,
+            };
             drop(exec);
             self.tokens.extend_from_slice(batch);
             if readback == Readback::AllLogits {
@@ -559,25 +563,24 @@ impl Generation<'_, '_> {
         }
         // The device picks the token when nothing on the host needs the logits: greedy
         // without penalties, no log-probabilities, no logit bias. A constraint's mask is
-        // computed here, before the step, and the device's argmax applies it (the same
-        // tokens as the host's masking, without reading the logits back).
+        // computed while the device runs the forward pass; the device's argmax applies it (the
+        // same tokens as the host's masking, without reading the logits back), or `pick`
+        // applies it to the logits read back.
         let on_device = self.sampler.is_greedy()
             && !self.sampler.params().penalties_on()
             && self.logprobs.is_none()
             && self.logit_bias.is_empty();
-        let mask = match self.guide.as_mut().filter(|_| on_device) {
-            Some(g) => match g.next_mask(self.session.model.n_vocab()) {
-                Ok(m) => Some(m),
-                Err(e) => {
-                    self.finish = Some(FinishReason::Stop);
-                    return Some(Err(e));
-                }
-            },
-            None => None,
-        };
         let readback = if on_device { Readback::Argmax } else { Readback::LastLogits };
         let pending = std::mem::take(&mut self.pending);
-        let out = match self.session.eval_masked(&pending, readback, mask.as_deref()).await {
+        let n_vocab = self.session.model.n_vocab();
+        let mut next_mask = self.guide.as_mut().map(|g| {
+            move || -> Result<Vec<Option<Vec<u32>>>> {
+                let m = g.next_mask(n_vocab)?;
+                Ok(if on_device { vec![Some(m)] } else { Vec::new() })
+            }
+        });
+        let work = next_mask.as_mut().map(|w| w as HostWork);
+        let out = match self.session.eval_with(&pending, readback, work).await {
             Ok(o) => o,
             Err(e) => {
                 self.finish = Some(FinishReason::Stop);
@@ -635,8 +638,8 @@ impl Generation<'_, '_> {
         for &(t, b) in &self.logit_bias {
             logits[t as usize] += b;
         }
-        if let Some(g) = self.guide.as_mut() {
-            g.mask(&mut logits)?;
+        if let Some(g) = self.guide.as_ref() {
+            g.apply(&mut logits); // the mask computed during the step
         }
         let id = self.sampler.sample(&mut logits, &self.history);
         if let Some(g) = &self.guide {

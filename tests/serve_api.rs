@@ -4,7 +4,8 @@
 //! a 2,000-token system prompt reaches its first token in under 20% of the first one's time; a
 //! client that disconnects mid-stream frees its slot; bad bodies, a missing key, an over-long
 //! prompt and a full queue get the right status and OpenAI's error object; `/metrics` parses as
-//! Prometheus text; tool calls come back whole and streamed as OpenAI shapes them; and (with `WICK_REQUIRE_OPENAI=1`, as CI sets) the official `openai` Python
+//! Prometheus text; tool calls come back whole and streamed as OpenAI shapes them; `n` choices
+//! come back by index, each with its seed; and (with `WICK_REQUIRE_OPENAI=1`, as CI sets) the official `openai` Python
 //! client streams and non-streams chat and text completions.
 #![cfg(all(not(target_arch = "wasm32"), feature = "serve"))]
 
@@ -257,7 +258,8 @@ fn disconnect_frees_the_slot_and_errors_are_openai_shaped() {
     for (body, needle) in [
         (json!({ "messages": 5 }), "messages"),
         (json!({ "messages": [{ "role": "user", "content": "x" }], "temperature": "hot" }), "temperature"),
-        (json!({ "messages": [{ "role": "user", "content": "x" }], "n": 2 }), "n"),
+        (json!({ "messages": [{ "role": "user", "content": "x" }], "n": 0 }), "n"),
+        (json!({ "messages": [{ "role": "user", "content": "x" }], "n": 65 }), "n"),
         (json!({ "prompt": 7 }), "prompt"),
     ] {
         let path = if body.get("prompt").is_some() { "/v1/completions" } else { "/v1/chat/completions" };
@@ -632,4 +634,78 @@ fn response_format_constrains_the_output() {
     body["response_format"] = json!({ "type": "json_object" });
     let (code, v) = json_call(&srv.addr, "/v1/chat/completions", &body, None);
     assert_eq!(code, 400, "response_format with tools: {v}");
+}
+
+/// `n` choices: each its own sequence of the batch, choice i sampled with seed + i: its first
+/// tokens are what the same request alone gives with that seed (only the first few: batched
+/// arithmetic may round differently from a sequence alone, which over many sampled tokens can
+/// move a draw across a boundary), the choices differ, and streamed they arrive by index with a
+/// finish each and one usage chunk; on the chat and the text endpoint.
+#[test]
+fn n_choices_whole_and_streamed() {
+    let _turn = turn();
+    let srv = start(&["--parallel", "4"]);
+    let body = |n: usize, seed: u64, max_tokens: usize, stream: bool| {
+        json!({ "messages": [{ "role": "user", "content": "Name a fruit." }], "max_tokens": max_tokens,
+                "temperature": 1.0, "seed": seed, "n": n, "stream": stream,
+                "stream_options": if stream { json!({ "include_usage": true }) } else { Value::Null } })
+    };
+    let texts = |v: &Value| -> Vec<String> {
+        let choices = v["choices"].as_array().unwrap();
+        for (i, c) in choices.iter().enumerate() {
+            assert_eq!(c["index"], i, "{v}");
+            assert!(c["finish_reason"].is_string(), "{v}");
+        }
+        choices.iter().map(|c| c["message"]["content"].as_str().unwrap().to_string()).collect()
+    };
+    let (code, v) = json_call(&srv.addr, "/v1/chat/completions", &body(3, 40, 8, false), None);
+    assert_eq!(code, 200, "{v}");
+    let long = texts(&v);
+    assert_eq!(long.len(), 3, "{v}");
+    assert!(long.iter().any(|t| t != &long[0]), "three seeds, one text: {long:?}");
+    let completion = v["usage"]["completion_tokens"].as_u64().unwrap();
+    assert!((3..=24).contains(&completion), "{v}");
+    let prompt = v["usage"]["prompt_tokens"].as_u64().unwrap();
+    assert_eq!(v["usage"]["total_tokens"].as_u64(), Some(prompt + completion), "the prompt counted once");
+
+    // Two tokens: choice i as the request alone with seed 40 + i.
+    let (code, v) = json_call(&srv.addr, "/v1/chat/completions", &body(3, 40, 2, false), None);
+    assert_eq!(code, 200, "{v}");
+    let short = texts(&v);
+    for (i, text) in short.iter().enumerate() {
+        let (_, alone) =
+            json_call(&srv.addr, "/v1/chat/completions", &body(1, 40 + i as u64, 2, false), None);
+        assert_eq!(texts(&alone), std::slice::from_ref(text), "choice {i} of {v}");
+    }
+
+    // Streamed: the chunks by index, a finish each, one usage chunk of no choices.
+    let events = sse_events(&srv.addr, &body(3, 40, 2, true));
+    let mut streamed = vec![String::new(); 3];
+    let mut finishes = [0; 3];
+    for (_, e) in &events {
+        for c in e["choices"].as_array().unwrap() {
+            let i = c["index"].as_u64().unwrap() as usize;
+            streamed[i].push_str(c["delta"]["content"].as_str().unwrap_or_default());
+            finishes[i] += c["finish_reason"].is_string() as usize;
+        }
+    }
+    assert_eq!(streamed, short);
+    assert_eq!(finishes, [1, 1, 1], "a finish per choice");
+    let usage: Vec<&Value> = events.iter().filter(|(_, e)| e["usage"].is_object()).map(|(_, e)| e).collect();
+    assert_eq!(usage.len(), 1, "one usage chunk");
+    assert_eq!(usage[0]["choices"].as_array().map(Vec::len), Some(0));
+    assert_eq!(usage[0]["usage"]["completion_tokens"].as_u64(), Some(6));
+
+    // The text endpoint.
+    let (code, v) = json_call(
+        &srv.addr,
+        "/v1/completions",
+        &json!({ "prompt": "Apples are", "max_tokens": 5, "temperature": 1.0, "seed": 7, "n": 2 }),
+        None,
+    );
+    assert_eq!(code, 200, "{v}");
+    let idx: Vec<u64> =
+        v["choices"].as_array().unwrap().iter().map(|c| c["index"].as_u64().unwrap()).collect();
+    assert_eq!(idx, [0, 1], "{v}");
+    assert!(v["choices"].as_array().unwrap().iter().all(|c| c["text"].is_string()), "{v}");
 }

@@ -47,8 +47,16 @@ impl Guide {
     /// Compute the tokens allowed next and set every other entry of `logits` to -inf. An
     /// end-of-generation token is allowed only where the text may end.
     pub fn mask(&mut self, logits: &mut [f32]) -> Result<()> {
-        let words = self.next_mask(logits.len())?;
-        for (bits, chunk) in words.into_iter().zip(logits.chunks_mut(32)) {
+        self.next_mask(logits.len())?;
+        self.apply(logits);
+        Ok(())
+    }
+
+    /// Set every entry of `logits` that the last mask ([`Guide::next_mask`]) left out to -inf:
+    /// the second half of [`Guide::mask`], for a mask computed while the device ran the step.
+    pub fn apply(&self, logits: &mut [f32]) {
+        for (i, chunk) in logits.chunks_mut(32).enumerate() {
+            let bits = if i * 32 < self.n_vocab { self.allowed.get(i).copied().unwrap_or(0) } else { 0 };
             if bits == u32::MAX {
                 continue;
             }
@@ -58,7 +66,6 @@ impl Guide {
                 }
             }
         }
-        Ok(())
     }
 
     /// Compute the tokens allowed next, as [`Guide::mask`] does, as a token mask for logits

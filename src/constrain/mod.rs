@@ -10,16 +10,15 @@
 //!   only allowed tokens), and it advances with each sampled token. End-of-generation tokens
 //!   are allowed exactly where the text may end; where nothing may follow, generation ends.
 //!
-//! Where the device picks the token (greedy decoding without penalties, log-probabilities or
-//! a logit bias), the mask is computed on the CPU before the step ([`Guide::next_mask`]) and
-//! goes with it as a bit mask ([`crate::exec::SeqStep::mask`]): the device's argmax counts the
-//! ids it leaves out as -inf, and only the token id comes back. Otherwise (sampling) the
-//! logits are read back and masked on the host ([`Guide::mask`]); both give the same tokens.
-//! Not yet done: computing the mask while the device runs the forward pass. The mask of step
-//! t depends on the token of step t - 1, so it can only overlap step t's own forward pass,
-//! and the argmax that needs it is recorded in the same submission (WebGPU) or launched by the
-//! same blocking call (CUDA): overlapping needs an executor call split in two (submit the
-//! forward pass; then the mask, the argmax and the readback).
+//! The mask of step t depends on the token of step t - 1, so it can only overlap step t's own
+//! forward pass: the generation loops compute it ([`Guide::next_mask`]) as the host work of
+//! [`crate::exec::Executor::run_with`], which the GPU executors call after submitting the
+//! forward pass and before the argmax (the CPU executor, before the step). Where the device
+//! picks the token (greedy decoding without penalties, log-probabilities or a logit bias), the
+//! mask goes to the device's argmax as a bit mask ([`crate::exec::SeqStep::mask`]), which
+//! counts the ids it leaves out as -inf, and only the token id comes back. Otherwise
+//! (sampling) the logits are read back and the mask computed meanwhile is applied on the host
+//! ([`Guide::apply`]); both give the same tokens.
 //!
 //! The same llguidance features are compiled natively and in wasm (no `referencing`, `rayon`
 //! or `ahash`), so both builds accept the same schemas: `$ref` works for references inside the

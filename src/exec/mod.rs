@@ -37,7 +37,8 @@ pub use graph::{ActDesc, ActId, Gate, Graph, Op, RopeConsts, RopeExt, RopeMode, 
 pub use kv_io::{kv_io_bytes, kv_io_pieces, KvPiece, KV_ELEM_BYTES};
 pub use kv_shift::{rope_pair, KvRope, KvShift};
 pub use step::{
-    blocks_for, check_step, identity_blocks, kv_row, mask_allows, mask_words, SeqStep, StepLayout, KV_BLOCK,
+    blocks_for, check_step, identity_blocks, kv_row, mask_allows, mask_words, with_masks, SeqStep,
+    StepLayout, KV_BLOCK,
 };
 
 use crate::quant::GgmlType;
@@ -45,6 +46,13 @@ use crate::Result;
 
 /// A boxed future that need not be `Send` (the browser is single-threaded).
 pub type LocalFuture<'a, T> = Pin<Box<dyn Future<Output = T> + 'a>>;
+
+/// Host work done while the device runs a step's forward pass ([`Executor::run_with`]): called
+/// once per step, it returns the token mask of each sequence of the step, in order, for the
+/// device's argmax ([`SeqStep::mask`]; `None` or a missing entry: the sequence's own). A
+/// constraint's next mask is the usual work: it depends on the token before this step, so
+/// this is the only time it can overlap.
+pub type HostWork<'a> = &'a mut dyn FnMut() -> Result<Vec<Option<Vec<u32>>>>;
 
 /// Handle to a weight tensor held by an executor.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -186,6 +194,25 @@ pub trait Executor {
         seqs: &'a [SeqStep<'a>],
         readback: Readback,
     ) -> LocalFuture<'a, Result<StepOutput>>;
+
+    /// [`Executor::run`], with `work` done on the host while the device runs the forward
+    /// pass, and the token masks it returns applied by the argmax readback. An executor that
+    /// cannot split a step in two (this default) does the work first. An error of `work` fails
+    /// the step (the cache rows it wrote are past the sequences' tokens, so nothing is lost).
+    fn run_with<'a>(
+        &'a mut self,
+        graph: GraphId,
+        kv: KvId,
+        seqs: &'a [SeqStep<'a>],
+        readback: Readback,
+        work: HostWork<'a>,
+    ) -> LocalFuture<'a, Result<StepOutput>> {
+        Box::pin(async move {
+            let masks = work()?;
+            let seqs = with_masks(seqs, &masks);
+            self.run(graph, kv, &seqs, readback).await
+        })
+    }
 }
 
 /// Which executor to run a model on.

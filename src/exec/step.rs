@@ -38,6 +38,15 @@ impl<'a> SeqStep<'a> {
     }
 }
 
+/// `seqs` with the token masks of `masks` (entry `i` for sequence `i`; `None` or a missing
+/// entry keeps the sequence's own), as [`super::Executor::run_with`]'s work returns them.
+pub fn with_masks<'a>(seqs: &[SeqStep<'a>], masks: &'a [Option<Vec<u32>>]) -> Vec<SeqStep<'a>> {
+    seqs.iter()
+        .enumerate()
+        .map(|(i, s)| SeqStep { mask: masks.get(i).and_then(|m| m.as_deref()).or(s.mask), ..*s })
+        .collect()
+}
+
 /// Words of a token mask ([`SeqStep::mask`]) for logits rows of `n` values.
 pub fn mask_words(n: usize) -> usize {
     n.div_ceil(32)

@@ -489,8 +489,22 @@ async fn check_row(e: &mut dyn Executor, r: &Row, seed: u64, base: u64) -> f32 {
         // The logits readbacks take no token masks.
         let unmasked: Vec<SeqStep> = seqs.iter().map(|s| SeqStep { mask: None, ..*s }).collect();
         let want = refx.run(ref_graphs[s.graph], ref_kv, &unmasked, ref_rb).await.unwrap();
-        let got: StepOutput =
-            e.run(graphs[s.graph], kv, &seqs, rb).await.unwrap_or_else(|err| panic!("{what}: {err}"));
+        // Every other masked step gives its masks through `run_with`'s host work (done while
+        // the device runs the forward pass) rather than with the sequences.
+        let got = if seqs.iter().any(|s| s.mask.is_some()) && i % 2 == 1 {
+            let masks: Vec<Option<Vec<u32>>> = seqs.iter().map(|s| s.mask.map(<[u32]>::to_vec)).collect();
+            let mut calls = 0;
+            let mut work = || {
+                calls += 1;
+                Ok(masks.clone())
+            };
+            let got = e.run_with(graphs[s.graph], kv, &unmasked, rb, &mut work).await;
+            assert_eq!(calls, 1, "{what}: run_with calls its work once");
+            got
+        } else {
+            e.run(graphs[s.graph], kv, &seqs, rb).await
+        };
+        let got: StepOutput = got.unwrap_or_else(|err| panic!("{what}: {err}"));
         let logits = if rb == Readback::Argmax {
             // The device's argmax is the argmax of its own logits (rerunning the step writes
             // the same cache rows), and a largest reference value within tolerance; under a
@@ -629,6 +643,39 @@ pub async fn errors_are_errors(exec: Option<Box<dyn Executor>>) {
         e.run(id, kv, &masked(&[1 << 5]), Readback::Argmax).await.map(|o| o.tokens).ok(),
         Some(vec![5]),
         "{name}: a token mask allowing one id"
+    );
+    // The same through run_with's host work: its masks are checked as a step's, its error
+    // fails the step, and the executor stays usable.
+    let work_mask =
+        |m: Vec<u32>| move || -> wick::Result<Vec<Option<Vec<u32>>>> { Ok(vec![Some(m.clone())]) };
+    let step = one(&[1], 0, &[0]);
+    assert!(
+        e.run_with(id, kv, &step, Readback::Argmax, &mut work_mask(vec![1, 1])).await.is_err(),
+        "{name}: run_with: a token mask of two words for 8 logits"
+    );
+    assert!(
+        e.run_with(id, kv, &step, Readback::LastLogits, &mut work_mask(vec![1])).await.is_err(),
+        "{name}: run_with: a token mask with the logits readback"
+    );
+    let mut fails =
+        || -> wick::Result<Vec<Option<Vec<u32>>>> { Err(wick::Error::Grammar("no token".into())) };
+    assert!(
+        matches!(e.run_with(id, kv, &step, Readback::Argmax, &mut fails).await, Err(wick::Error::Grammar(_))),
+        "{name}: run_with: the work's error fails the step"
+    );
+    assert_eq!(
+        e.run_with(id, kv, &step, Readback::Argmax, &mut work_mask(vec![1 << 6]))
+            .await
+            .map(|o| o.tokens)
+            .ok(),
+        Some(vec![6]),
+        "{name}: run_with: a token mask allowing one id"
+    );
+    let mut none = || -> wick::Result<Vec<Option<Vec<u32>>>> { Ok(Vec::new()) };
+    assert_eq!(
+        e.run_with(id, kv, &step, Readback::LastLogits, &mut none).await.map(|o| o.logits.len()).ok(),
+        Some(8),
+        "{name}: run_with with the logits readback and no masks"
     );
     assert!(
         e.run(id, kv, &one(&[VOCAB as u32], 0, &[0]), Readback::Argmax).await.is_err(),

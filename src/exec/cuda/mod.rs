@@ -54,7 +54,8 @@ use std::sync::Arc;
 use cudarc::driver::{CudaContext, CudaFunction, CudaStream};
 
 use super::{
-    Executor, Graph, GraphId, KvId, KvShift, KvSpec, LocalFuture, Readback, SeqStep, StepOutput, WeightId,
+    Executor, Graph, GraphId, HostWork, KvId, KvShift, KvSpec, LocalFuture, Readback, SeqStep, StepOutput,
+    WeightId,
 };
 use crate::quant::GgmlType;
 use crate::{Error, Result};
@@ -233,7 +234,19 @@ impl Executor for CudaExecutor {
         seqs: &'a [SeqStep<'a>],
         readback: Readback,
     ) -> LocalFuture<'a, Result<StepOutput>> {
-        let out = self.run_sync(graph, kv, seqs, readback);
+        let out = self.run_sync(graph, kv, seqs, readback, None);
+        Box::pin(async move { out })
+    }
+
+    fn run_with<'a>(
+        &'a mut self,
+        graph: GraphId,
+        kv: KvId,
+        seqs: &'a [SeqStep<'a>],
+        readback: Readback,
+        work: HostWork<'a>,
+    ) -> LocalFuture<'a, Result<StepOutput>> {
+        let out = self.run_sync(graph, kv, seqs, readback, Some(work));
         Box::pin(async move { out })
     }
 }

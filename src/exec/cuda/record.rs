@@ -17,8 +17,8 @@ use super::params::KernelParams;
 use super::{drv, err, ops, CudaExecutor};
 use crate::exec::fuse::{self, Step};
 use crate::exec::{
-    check_step, mask_words, ActId, Graph, GraphId, KvId, Op, Readback, Rows, SeqStep, StepLayout, StepOutput,
-    WeightId,
+    check_step, mask_words, with_masks, ActId, Graph, GraphId, HostWork, KvId, Op, Readback, Rows, SeqStep,
+    StepLayout, StepOutput, WeightId,
 };
 use crate::Result;
 
@@ -425,6 +425,7 @@ impl CudaExecutor {
         kv: KvId,
         seqs: &[SeqStep],
         readback: Readback,
+        work: Option<HostWork>,
     ) -> Result<StepOutput> {
         let gi = graph.0 as usize;
         let c = self.graphs.get(gi).and_then(Option::as_ref).ok_or_else(|| err("unknown graph"))?;
@@ -465,25 +466,6 @@ impl CudaExecutor {
             c.io = StepIo::new(&self.stream, words.len())?;
         }
         c.layout = layout;
-        // Token masks (checked: only with the argmax readback): each sequence's, all ones for
-        // a sequence without one, uploaded before the step; the argmax kernel reads them.
-        let masked = seqs.iter().any(|s| s.mask.is_some());
-        if masked {
-            let mw = mask_words(c.g.cols(c.g.logits));
-            if c.mask.is_none() {
-                let m = self.stream.alloc_zeros::<u32>(mw * c.g.n_seqs).map_err(drv("device allocation"))?;
-                let ptr = m.device_ptr(&self.stream).0;
-                c.mask = Some((m, ptr));
-            }
-            let host: Vec<u32> = seqs
-                .iter()
-                .flat_map(|s| s.mask.map_or_else(|| vec![u32::MAX; mw], <[u32]>::to_vec))
-                .collect();
-            let (m, _) = c.mask.as_mut().ok_or_else(|| err("no mask buffer"))?;
-            self.stream
-                .memcpy_htod(&host, &mut m.slice_mut(..host.len()))
-                .map_err(drv("uploading the token masks"))?;
-        }
         // SAFETY: io.host points to io.len page-locked u32 owned by `c`; the stream is idle
         // (every step ends with a synchronization), so no copy reads them now.
         let host = unsafe { std::slice::from_raw_parts_mut(c.io.host, c.io.len) };
@@ -502,6 +484,53 @@ impl CudaExecutor {
             graph.launch().map_err(drv("graph launch"))?;
         } else {
             self.record_all(self.graphs[gi].as_ref().ok_or_else(|| err("unknown graph"))?, kv)?;
+        }
+        // The host's work runs while the GPU runs the forward pass (the captured graph, or the
+        // launches just queued); then the token masks, checked as the step's own, are queued
+        // behind it for the argmax kernel below (the forward pass does not read them).
+        let masks = match work {
+            Some(work) => work().and_then(|m| {
+                let seqs = with_masks(seqs, &m);
+                check_step(
+                    &self.graphs[gi].as_ref().ok_or_else(|| err("unknown graph"))?.g,
+                    "cuda",
+                    &seqs,
+                    readback,
+                    n_blocks,
+                    n_vocab,
+                )?;
+                Ok(m)
+            }),
+            None => Ok(Vec::new()),
+        };
+        let masks = match masks {
+            Ok(m) => m,
+            Err(e) => {
+                // Every step leaves the stream idle (the step inputs' host buffer relies on it).
+                self.stream.synchronize().map_err(drv("abandoning a step"))?;
+                return Err(e);
+            }
+        };
+        let masked_seqs = with_masks(seqs, &masks);
+        let seqs = &masked_seqs[..];
+        let masked = seqs.iter().any(|s| s.mask.is_some());
+        if masked {
+            let c = self.graphs[gi].as_mut().ok_or_else(|| err("unknown graph"))?;
+            let mw = mask_words(c.g.cols(c.g.logits));
+            if c.mask.is_none() {
+                let m = self.stream.alloc_zeros::<u32>(mw * c.g.n_seqs).map_err(drv("device allocation"))?;
+                let ptr = m.device_ptr(&self.stream).0;
+                c.mask = Some((m, ptr));
+            }
+            // Each sequence's mask, all ones for a sequence without one.
+            let host: Vec<u32> = seqs
+                .iter()
+                .flat_map(|s| s.mask.map_or_else(|| vec![u32::MAX; mw], <[u32]>::to_vec))
+                .collect();
+            let (m, _) = c.mask.as_mut().ok_or_else(|| err("no mask buffer"))?;
+            self.stream
+                .memcpy_htod(&host, &mut m.slice_mut(..host.len()))
+                .map_err(drv("uploading the token masks"))?;
         }
         let c = self.graphs[gi].as_ref().ok_or_else(|| err("unknown graph"))?;
         let g = &c.g;

@@ -121,11 +121,11 @@ use buffers::{err, GpuKv, GpuWeight, KvLayer};
 use device::{env_is, Gpu};
 use kernels::Pipelines;
 use ops::MatVecMode;
-use record::Plan;
+use record::{Plan, Tail};
 
 use super::{
-    Executor, Graph, GraphId, KvId, KvShift, KvSpec, LocalFuture, Readback, Rows, SeqStep, StepOutput,
-    WeightId,
+    with_masks, Executor, Graph, GraphId, HostWork, KvId, KvShift, KvSpec, LocalFuture, Readback, Rows,
+    SeqStep, StepOutput, WeightId,
 };
 use crate::quant::GgmlType;
 use crate::{Error, Result};
@@ -441,13 +441,38 @@ impl Executor for WebGpuExecutor {
         seqs: &'a [SeqStep<'a>],
         readback: Readback,
     ) -> LocalFuture<'a, Result<StepOutput>> {
+        self.step(graph, kv, seqs, readback, None)
+    }
+
+    fn run_with<'a>(
+        &'a mut self,
+        graph: GraphId,
+        kv: KvId,
+        seqs: &'a [SeqStep<'a>],
+        readback: Readback,
+        work: HostWork<'a>,
+    ) -> LocalFuture<'a, Result<StepOutput>> {
+        self.step(graph, kv, seqs, readback, Some(work))
+    }
+}
+
+impl WebGpuExecutor {
+    /// [`Executor::run_with`], or [`Executor::run`] without `work`.
+    fn step<'a>(
+        &'a mut self,
+        graph: GraphId,
+        kv: KvId,
+        seqs: &'a [SeqStep<'a>],
+        readback: Readback,
+        work: Option<HostWork<'a>>,
+    ) -> LocalFuture<'a, Result<StepOutput>> {
         let t0 = self.profile.as_ref().map(|_| std::time::Instant::now());
         // In the browser the step runs inside error scopes that are awaited with its results,
         // after those of the allocations before it (a KV cache, a graph's buffers): what they
         // cause fails this call, not the next one.
         #[cfg(target_arch = "wasm32")]
         let scopes = device::Scopes::push(&self.gpu.device);
-        let submitted = self.submit(graph, kv, seqs, readback);
+        let submitted = self.submit(graph, kv, seqs, readback, work);
         #[cfg(target_arch = "wasm32")]
         let (caught, settled) = (scopes.pop("a step"), self.gpu.settle());
         let t1 = t0.map(|_| std::time::Instant::now());
@@ -585,14 +610,34 @@ impl Drop for WebGpuExecutor {
 
 impl WebGpuExecutor {
     /// Check the step, write its inputs, record and submit it; returns the plan index.
-    fn submit(&mut self, graph: GraphId, kv: KvId, seqs: &[SeqStep], readback: Readback) -> Result<usize> {
+    /// Submit a step; with `work`, the forward pass first, then the host's work while the GPU
+    /// runs it, then the argmax with the masks the work returned (the readback of the logits is
+    /// in the first submission).
+    fn submit(
+        &mut self,
+        graph: GraphId,
+        kv: KvId,
+        seqs: &[SeqStep],
+        readback: Readback,
+        work: Option<HostWork>,
+    ) -> Result<usize> {
         // An error reported since the last call (a lost device) fails the step before it runs.
         self.gpu.take_error()?;
         let gi = graph.0 as usize;
         let plan = self.plans.get_mut(gi).and_then(Option::as_mut).ok_or_else(|| err("unknown graph"))?;
         let cache =
             self.kvs.get(kv.0 as usize).and_then(|c| c.as_ref()).ok_or_else(|| err("unknown KV cache"))?;
-        plan.submit(&self.gpu, kv.0, cache, seqs, readback == Readback::Argmax, self.ahead)?;
+        let argmax = readback == Readback::Argmax;
+        let tail = match (argmax, work.is_some()) {
+            (false, _) => Tail::Logits,
+            (true, false) => Tail::Argmax,
+            (true, true) => Tail::Nothing,
+        };
+        plan.submit(&self.gpu, kv.0, cache, seqs, tail, self.ahead)?;
+        if let Some(work) = work {
+            let masks = work()?;
+            plan.submit_rest(&self.gpu, kv.0, cache, &with_masks(seqs, &masks), readback)?;
+        }
         Ok(gi)
     }
 

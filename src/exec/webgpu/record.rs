@@ -186,10 +186,10 @@ pub struct Plan {
     pub labels: Vec<String>,
     /// Timestamp queries, when profiling on an adapter that has them.
     pub queries: Option<StepQueries>,
-    /// The next step, recorded while the GPU ran the last one: (cache, argmax, commands).
+    /// The next step, recorded while the GPU ran the last one: (cache, tail, commands).
     /// Steps differ only in the contents of the cache's step buffer, so their commands are
     /// the same.
-    pub ahead: Option<(u32, bool, wgpu::CommandBuffer)>,
+    pub ahead: Option<(u32, Tail, wgpu::CommandBuffer)>,
 }
 
 /// The first `bytes` of step buffer `step`.
@@ -418,20 +418,70 @@ impl Plan {
         kv: u32,
         cache: &GpuKv,
         seqs: &[SeqStep],
-        argmax: bool,
+        tail: Tail,
         ahead: bool,
     ) -> Result<()> {
         let n_vocab = self.embed_rows.map_or(0, |r| r as usize);
-        let readback = if argmax { Readback::Argmax } else { Readback::LastLogits };
+        let readback = if tail == Tail::Logits { Readback::LastLogits } else { Readback::Argmax };
         check_step(&self.graph, "webgpu", seqs, readback, cache.n_blocks, n_vocab)?;
         self.bind_kv(&gpu.device, kv, cache)?;
         let cb = &self.bound[&kv];
         let words = cb.layout.pack(seqs);
         gpu.queue.write_buffer(&cb.step, 0, &u32_bytes(&words));
-        // Token masks (checked: only with the argmax): the flags, then each masked sequence's
-        // words; the flags are cleared once after a masked step, not written on every step.
+        if tail == Tail::Argmax {
+            self.write_masks(gpu, seqs);
+        }
+        let record = |plan: &Plan| {
+            let mut enc =
+                gpu.device.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some("step") });
+            plan.record(&mut enc, kv, tail);
+            enc.finish()
+        };
+        let cmds = match self.ahead.take() {
+            Some((k, t, cmds)) if k == kv && t == tail => cmds,
+            _ => record(self),
+        };
+        gpu.queue.submit([cmds]);
+        if ahead {
+            // The next step of this graph most likely reads the same cache the same way: record
+            // it now, while the GPU works (wgpu's recording costs microseconds per dispatch).
+            self.ahead = Some((kv, tail, record(self)));
+        }
+        Ok(())
+    }
+
+    /// The second half of a step submitted in two (see [`Tail::Nothing`]): `seqs` are the
+    /// step's sequences with the masks the host computed meanwhile, checked again. With the
+    /// argmax readback, the argmax, queued behind the forward pass (which does not read the
+    /// masks); the logits readback was in the first half.
+    pub fn submit_rest(
+        &mut self,
+        gpu: &Gpu,
+        kv: u32,
+        cache: &GpuKv,
+        seqs: &[SeqStep],
+        readback: Readback,
+    ) -> Result<()> {
+        let n_vocab = self.embed_rows.map_or(0, |r| r as usize);
+        check_step(&self.graph, "webgpu", seqs, readback, cache.n_blocks, n_vocab)?;
+        if readback != Readback::Argmax {
+            return Ok(());
+        }
+        self.write_masks(gpu, seqs);
+        let cb = self.bound.get(&kv).ok_or_else(|| err("the step's cache is not bound"))?;
+        let mut enc =
+            gpu.device.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some("argmax") });
+        self.record_argmax(&mut enc, cb);
+        gpu.queue.submit([enc.finish()]);
+        Ok(())
+    }
+
+    /// Token masks for the argmax (checked: only with it): the flags, then each masked
+    /// sequence's words; the flags are cleared once after a masked step, not written on every
+    /// step.
+    fn write_masks(&mut self, gpu: &Gpu, seqs: &[SeqStep]) {
         let masked = seqs.iter().any(|s| s.mask.is_some());
-        if masked || (argmax && self.masks_set) {
+        if masked || self.masks_set {
             let n_seqs = self.graph.n_seqs;
             let mw = mask_words(self.graph.cols(self.graph.logits));
             let flags: Vec<u32> =
@@ -442,23 +492,6 @@ impl Plan {
             }
             self.masks_set = masked;
         }
-        let record = |plan: &Plan| {
-            let mut enc =
-                gpu.device.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some("step") });
-            plan.record(&mut enc, kv, argmax);
-            enc.finish()
-        };
-        let cmds = match self.ahead.take() {
-            Some((k, a, cmds)) if k == kv && a == argmax => cmds,
-            _ => record(self),
-        };
-        gpu.queue.submit([cmds]);
-        if ahead {
-            // The next step of this graph most likely reads the same cache the same way: record
-            // it now, while the GPU works (wgpu's recording costs microseconds per dispatch).
-            self.ahead = Some((kv, argmax, record(self)));
-        }
-        Ok(())
     }
 
     /// Make (once per cache) the step buffer for the cache's table stride and the bind
@@ -563,7 +596,7 @@ impl Plan {
 
     /// Record the step (for cache `kv`, already bound) and the readback copy into `enc`;
     /// with timestamp queries, one before the first command and one after each.
-    pub fn record(&self, enc: &mut wgpu::CommandEncoder, kv: u32, argmax: bool) {
+    pub fn record(&self, enc: &mut wgpu::CommandEncoder, kv: u32, tail: Tail) {
         let cb = &self.bound[&kv];
         let kvb = &cb.groups;
         let qs = self.queries.as_ref().map(|q| &q.set);
@@ -603,22 +636,41 @@ impl Plan {
             }
         }
         let logits = &self.acts[self.graph.logits.0 as usize];
-        if argmax {
-            let mut pass = enc.begin_compute_pass(&wgpu::ComputePassDescriptor::default());
-            pass.set_pipeline(&self.argmax.0);
-            pass.set_bind_group(0, &cb.argmax, &[]);
-            pass.dispatch_workgroups(self.graph.n_seqs as u32, 1, 1);
-            drop(pass);
-            let bytes = 4 * self.graph.n_seqs as u64;
-            enc.copy_buffer_to_buffer(&self.argmax_out, 0, &self.argmax_read, 0, bytes);
-        } else {
-            enc.copy_buffer_to_buffer(logits, 0, &self.logits_read, 0, self.logits_bytes);
+        match tail {
+            Tail::Argmax => self.record_argmax(enc, cb),
+            Tail::Logits => enc.copy_buffer_to_buffer(logits, 0, &self.logits_read, 0, self.logits_bytes),
+            Tail::Nothing => {}
         }
         if let Some(q) = &self.queries {
             enc.write_timestamp(&q.set, self.cmds.len() as u32 + 1);
             q.resolve(enc);
         }
     }
+}
+
+impl Plan {
+    /// The argmax of every sequence's logits row and its copy to the readback buffer.
+    fn record_argmax(&self, enc: &mut wgpu::CommandEncoder, cb: &CacheBinds) {
+        let mut pass = enc.begin_compute_pass(&wgpu::ComputePassDescriptor::default());
+        pass.set_pipeline(&self.argmax.0);
+        pass.set_bind_group(0, &cb.argmax, &[]);
+        pass.dispatch_workgroups(self.graph.n_seqs as u32, 1, 1);
+        drop(pass);
+        let bytes = 4 * self.graph.n_seqs as u64;
+        enc.copy_buffer_to_buffer(&self.argmax_out, 0, &self.argmax_read, 0, bytes);
+    }
+}
+
+/// What a step's commands end with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Tail {
+    /// The argmax of each sequence's row (with the masks written before), read back.
+    Argmax,
+    /// The logits, read back.
+    Logits,
+    /// Nothing: the argmax follows in its own submission ([`Plan::submit_rest`]), once the
+    /// host has the masks.
+    Nothing,
 }
 
 /// Little-endian bytes of `words`.

@@ -56,9 +56,9 @@ pub struct Tools {
 /// What the engine reports about a job.
 #[derive(Debug)]
 pub enum Event {
-    /// The prompt is accepted: its token count, how many came from the prefix cache, and the
+    /// The prompt is accepted: how many of its tokens came from the prefix cache, and the
     /// syntax of the tool calls to parse from the text (when the request has tools in play).
-    Started { prompt_tokens: usize, cached: usize, tool_family: Option<ToolFamily> },
+    Started { cached: usize, tool_family: Option<ToolFamily> },
     /// Generated text, with the log-probability entries of the tokens since the last event
     /// (OpenAI's `logprobs.content` entries) when asked; never both empty.
     Text(String, Vec<serde_json::Value>),
@@ -214,22 +214,33 @@ pub async fn run(model: Model, opts: EngineOptions, mut rx: mpsc::Receiver<Cmd>,
         let on_device = work.iter().all(|&(i, _)| active[i].device_picks());
         let readback = if on_device { Readback::Argmax } else { Readback::LastLogits };
         let n_vocab = model.n_vocab();
-        // The token masks of the constrained sequences that pick a token in this step, for the
-        // device's argmax; one that fails ends its request after the step (as on the host).
-        let mut masks: Vec<Option<Result<Vec<u32>, Error>>> = work
-            .iter()
-            .map(|&(i, n)| {
+        // The token masks of the constrained sequences that pick a token in this step, computed
+        // while the device runs the forward pass: for the device's argmax, or kept by the guide
+        // for `pick`. One that fails ends its request after the step (as on the host).
+        let tokens: Vec<(SeqId, Vec<u32>)> =
+            work.iter().map(|&(i, n)| (active[i].seq, active[i].todo[..n].to_vec())).collect();
+        let items: Vec<(SeqId, &[u32])> = tokens.iter().map(|(s, t)| (*s, &t[..])).collect();
+        let mut mask_errors: Vec<Option<Error>> = work.iter().map(|_| None).collect();
+        let mut next_masks = || -> wick::Result<Vec<Option<Vec<u32>>>> {
+            let mut masks = Vec::with_capacity(work.len());
+            for (row, &(i, n)) in work.iter().enumerate() {
                 let a = &mut active[i];
-                let picks = on_device && a.todo.len() == n;
-                a.guide.as_mut().filter(|_| picks).map(|g| g.next_mask(n_vocab))
-            })
-            .collect();
-        let mask_refs: Vec<Option<&[u32]>> =
-            masks.iter().map(|m| m.as_ref().and_then(|r| r.as_deref().ok())).collect();
-        let items: Vec<(SeqId, &[u32])> =
-            work.iter().map(|&(i, n)| (active[i].seq, &active[i].todo[..n])).collect();
+                let mask = match a.guide.as_mut().filter(|_| a.todo.len() == n) {
+                    Some(g) => match g.next_mask(n_vocab) {
+                        Ok(m) => Some(m).filter(|_| on_device),
+                        Err(e) => {
+                            mask_errors[row] = Some(e);
+                            None
+                        }
+                    },
+                    None => None,
+                };
+                masks.push(mask);
+            }
+            Ok(masks)
+        };
         let t = Instant::now();
-        let out = batch.step_masked(&items, &mask_refs, readback).await;
+        let out = batch.step_with(&items, readback, Some(&mut next_masks)).await;
         metrics.step_seconds_micros.fetch_add(t.elapsed().as_micros() as u64, Ordering::Relaxed);
         metrics.steps.fetch_add(1, Ordering::Relaxed);
         let out = match out {
@@ -260,8 +271,8 @@ pub async fn run(model: Model, opts: EngineOptions, mut rx: mpsc::Receiver<Cmd>,
                 continue; // mid-prompt: no token yet
             }
             a.prompting = false;
-            let picked = match (masks[row].take(), out.tokens.get(row)) {
-                (Some(Err(e)), _) => Err(e),
+            let picked = match (mask_errors[row].take(), out.tokens.get(row)) {
+                (Some(e), _) => Err(e),
                 (_, Some(&id)) if on_device => Ok(id),
                 _ => pick(&model, a, &mut out.logits[row * n_vocab..(row + 1) * n_vocab].to_vec()),
             };
@@ -291,8 +302,8 @@ fn pick(model: &Model, a: &mut Active, logits: &mut [f32]) -> Result<u32, Error>
             *l += b;
         }
     }
-    if let Some(g) = a.guide.as_mut() {
-        g.mask(logits)?;
+    if let Some(g) = a.guide.as_ref() {
+        g.apply(logits); // the mask computed during the step
     }
     let id = a.sampler.sample(logits, &a.history);
     if let (Some(n), Some(raw)) = (a.logprobs, raw) {
@@ -477,11 +488,7 @@ fn admit<'m>(
     metrics.requests.fetch_add(1, Ordering::Relaxed);
     metrics.prompt_tokens.fetch_add(ids.len() as u64, Ordering::Relaxed);
     metrics.cached_tokens.fetch_add(cached as u64, Ordering::Relaxed);
-    let _ = job.events.send(Event::Started {
-        prompt_tokens: ids.len(),
-        cached,
-        tool_family: tools.is_some().then_some(family),
-    });
+    let _ = job.events.send(Event::Started { cached, tool_family: tools.is_some().then_some(family) });
     let show_control = tools.is_some();
     let max_tokens = job.max_tokens.min(opts.n_seq_max - ids.len());
     Some(Active {

@@ -233,84 +233,90 @@ async fn completions(State(app): State<Shared>, headers: HeaderMap, body: axum::
     generate(app, headers, body, false).await
 }
 
-/// Both completion endpoints: parse, queue, then stream or collect the engine's events.
+/// Both completion endpoints: parse, queue (a job per choice), then stream or collect the
+/// engine's events.
 async fn generate(app: Shared, headers: HeaderMap, body: axum::body::Bytes, chat: bool) -> Response {
     let prepared = async {
         authorized(&app, &headers)?;
         let v = parse_body(&body)?;
         let req = openai::Request::parse(&v, chat)?;
-        let (tx, rx) = mpsc::unbounded_channel();
-        // Count the request in before queueing it; 503 past slots + queue.
-        let n = app.metrics.inflight.fetch_add(1, Ordering::Relaxed);
-        if n >= app.max_inflight {
-            app.metrics.inflight.fetch_sub(1, Ordering::Relaxed);
+        // Count the request's choices in before queueing them; 503 past slots + queue.
+        let k = req.n as u64;
+        let n = app.metrics.inflight.fetch_add(k, Ordering::Relaxed);
+        if n + k > app.max_inflight {
+            app.metrics.inflight.fetch_sub(k, Ordering::Relaxed);
             return Err(ApiError::new(Kind::Busy, "the server is busy: every slot and the queue are full"));
         }
-        if let Err(e) = submit(&app, Cmd::Generate(Box::new(req.job(tx)))) {
-            app.metrics.inflight.fetch_sub(1, Ordering::Relaxed);
-            return Err(e);
+        let mut rxs = Vec::with_capacity(req.n);
+        for i in 0..req.n {
+            let (tx, rx) = mpsc::unbounded_channel();
+            if let Err(e) = submit(&app, Cmd::Generate(Box::new(req.job(i, tx)))) {
+                // The jobs queued already end when their receivers (dropped here) are gone.
+                app.metrics.inflight.fetch_sub(k - i as u64, Ordering::Relaxed);
+                return Err(e);
+            }
+            rxs.push(rx);
         }
-        Ok::<_, ApiError>((req, rx))
+        Ok::<_, ApiError>((req, rxs))
     }
     .await;
-    let (req, mut rx) = match prepared {
+    let (req, mut rxs) = match prepared {
         Ok(x) => x,
         Err(e) => return e.into_response(),
     };
     let shape = openai::Shape::new(chat, &app.model_name);
-    // The first event decides the status: an error before any token is the response.
-    let first = rx.recv().await;
-    let (prompt_tokens, cached, tool_family) = match first {
-        Some(Event::Started { prompt_tokens, cached, tool_family }) => (prompt_tokens, cached, tool_family),
-        Some(Event::Error { message, bad_request, code }) => {
-            let kind = if bad_request { Kind::BadRequest } else { Kind::Internal };
-            return ApiError::new(kind, message).with_code(code).into_response();
+    // Each choice's first event decides the status: an error before any token is the response.
+    // (The usage counts the prompt once, with choice 0's cached tokens, as OpenAI does.)
+    let (mut cached, mut family) = (0, None);
+    for (i, rx) in rxs.iter_mut().enumerate() {
+        match rx.recv().await {
+            Some(Event::Started { cached: c, tool_family, .. }) if i == 0 => {
+                (cached, family) = (c, tool_family);
+            }
+            Some(Event::Started { .. }) => {}
+            Some(Event::Error { message, bad_request, code }) => {
+                let kind = if bad_request { Kind::BadRequest } else { Kind::Internal };
+                return ApiError::new(kind, message).with_code(code).into_response();
+            }
+            _ => return ApiError::internal("the engine stopped").into_response(),
         }
-        _ => return ApiError::internal("the engine stopped").into_response(),
-    };
+    }
     let wants_lp = req.wants_logprobs();
-    // The tool-call parser, when the request has tools in play.
-    let mut calls = tool_family.map(|f| {
-        ToolCallStream::new(f)
-            .parallel(req.parallel_tool_calls())
-            .id_prefix(shape.call_id_prefix())
-            .tools(&req.tool_list())
-    });
+    let mut choices: Vec<Choice> = (0..req.n)
+        .map(|index| Choice {
+            index,
+            sent_role: false,
+            held_lp: Vec::new(),
+            text: String::new(),
+            // The tool-call parser, when the request has tools in play.
+            calls: family.map(|f| {
+                ToolCallStream::new(f)
+                    .parallel(req.parallel_tool_calls())
+                    .id_prefix(shape.call_id_prefix(index))
+                    .tools(&req.tool_list())
+            }),
+        })
+        .collect();
+    let mut events = tokio_stream::StreamMap::new();
+    for (i, rx) in rxs.into_iter().enumerate() {
+        events.insert(i, UnboundedReceiverStream::new(rx));
+    }
     if !req.stream {
-        let mut text = String::new();
-        let mut entries = Vec::new();
-        while let Some(ev) = rx.recv().await {
+        let mut whole: Vec<Option<Value>> = vec![None; req.n];
+        let mut completion = 0;
+        while let Some((i, ev)) = events.next().await {
             match ev {
                 Event::Text(t, lp) => {
-                    text.push_str(&t);
-                    entries.extend(lp);
+                    choices[i].text.push_str(&t);
+                    choices[i].held_lp.extend(lp);
                 }
                 Event::Done { finish, prompt_tokens, completion_tokens } => {
-                    let lp = wants_lp.then_some(entries);
-                    let Some(parser) = calls.as_mut() else {
-                        return Json(shape.whole(
-                            &text,
-                            finish,
-                            prompt_tokens,
-                            completion_tokens,
-                            cached,
-                            lp,
-                        ))
-                        .into_response();
-                    };
-                    let mut out = ParsedOutput::default();
-                    parser.push(&text).into_iter().for_each(|d| out.apply(d));
-                    let (rest, unfinished) = parser.finish();
-                    rest.into_iter().for_each(|d| out.apply(d));
-                    out.unfinished = unfinished;
-                    let (content, tool_calls, finish) = openai::tool_message(&out, finish);
-                    let mut r = shape.whole("", finish, prompt_tokens, completion_tokens, cached, lp);
-                    let message = &mut r["choices"][0]["message"];
-                    message["content"] = content;
-                    if !tool_calls.is_empty() {
-                        message["tool_calls"] = Value::Array(tool_calls);
+                    completion += completion_tokens;
+                    whole[i] = Some(choices[i].whole(&shape, finish, wants_lp));
+                    if whole.iter().all(Option::is_some) {
+                        let all = whole.into_iter().flatten().collect();
+                        return Json(shape.whole(all, prompt_tokens, completion, cached)).into_response();
                     }
-                    return Json(r).into_response();
                 }
                 Event::Error { message, .. } => return ApiError::internal(message).into_response(),
                 Event::Started { .. } => {}
@@ -319,70 +325,34 @@ async fn generate(app: Shared, headers: HeaderMap, body: axum::body::Bytes, chat
         return ApiError::internal("the engine stopped").into_response();
     }
     // Engine events to SSE events on a task of their own: when the client goes away the SSE
-    // stream is dropped, the task's send fails, it drops the engine's receiver, and the engine
-    // cancels the sequence at its next step.
+    // stream is dropped, the task's send fails, it drops the engine's receivers, and the
+    // engine cancels the sequences at their next step.
     let include_usage = req.include_usage;
     let (sse_tx, sse_rx) = mpsc::unbounded_channel::<SseEvent>();
     tokio::spawn(async move {
-        let mut sent_role = false;
-        let send = |data: String| sse_tx.send(SseEvent::default().data(data)).is_ok();
-        // Log-probability entries whose text the tool-call parser holds back.
-        let mut held_lp: Vec<Value> = Vec::new();
-        while let Some(ev) = rx.recv().await {
+        let send = |data: Value| sse_tx.send(SseEvent::default().data(data.to_string())).is_ok();
+        let (mut left, mut completion) = (choices.len(), 0);
+        while let Some((i, ev)) = events.next().await {
             let ok = match ev {
-                Event::Text(t, lp) => match calls.as_mut() {
-                    None => {
-                        let first = !sent_role;
-                        sent_role = true;
-                        send(shape.chunk(Some(&t), first, None, wants_lp.then_some(lp)).to_string())
-                    }
-                    Some(parser) => {
-                        held_lp.extend(lp);
-                        let mut ok = true;
-                        for d in parser.push(&t) {
-                            let first = !sent_role;
-                            sent_role = true;
-                            let lp = wants_lp.then(|| std::mem::take(&mut held_lp));
-                            ok &=
-                                send(shape.delta_chunk(openai::tool_delta(&d), first, None, lp).to_string());
-                        }
-                        ok
-                    }
-                },
+                Event::Text(t, lp) => choices[i].text_chunks(&shape, &t, lp, wants_lp).into_iter().all(send),
                 Event::Done { finish, prompt_tokens, completion_tokens } => {
-                    let mut finish = finish;
-                    if let Some(parser) = calls.as_mut() {
-                        let (rest, unfinished) = parser.finish();
-                        for d in &rest {
-                            let first = !sent_role;
-                            sent_role = true;
-                            let lp = wants_lp.then(|| std::mem::take(&mut held_lp));
-                            let _ =
-                                send(shape.delta_chunk(openai::tool_delta(d), first, None, lp).to_string());
-                        }
-                        if unfinished.is_some() {
-                            finish = "length";
-                        } else if parser.calls() > 0 {
-                            finish = "tool_calls";
-                        }
+                    for c in choices[i].finish_chunks(&shape, finish, wants_lp) {
+                        let _ = send(c);
                     }
-                    // Entries of text the parser held back and dropped (whitespace around calls).
-                    let lp = (wants_lp && !held_lp.is_empty()).then(|| std::mem::take(&mut held_lp));
-                    let _ = send(shape.chunk(None, !sent_role, Some(finish), lp).to_string());
+                    completion += completion_tokens;
+                    left -= 1;
+                    if left > 0 {
+                        continue;
+                    }
                     if include_usage {
-                        let _ = send(
-                            shape
-                                .usage_chunk(openai::usage(prompt_tokens, completion_tokens, cached))
-                                .to_string(),
-                        );
+                        let _ = send(shape.usage_chunk(openai::usage(prompt_tokens, completion, cached)));
                     }
-                    let _ = send("[DONE]".into());
+                    let _ = sse_tx.send(SseEvent::default().data("[DONE]"));
                     break;
                 }
                 Event::Error { message, .. } => {
                     let _ = send(
-                        json!({ "error": { "message": message, "type": "server_error", "param": null, "code": null } })
-                            .to_string(),
+                        json!({ "error": { "message": message, "type": "server_error", "param": null, "code": null } }),
                     );
                     break;
                 }
@@ -393,9 +363,93 @@ async fn generate(app: Shared, headers: HeaderMap, body: axum::body::Bytes, chat
             }
         }
     });
-    let _ = prompt_tokens;
     let stream = UnboundedReceiverStream::new(sse_rx).map(Ok::<_, std::convert::Infallible>);
     Sse::new(stream).keep_alive(KeepAlive::default()).into_response()
+}
+
+/// One choice of a response as its events arrive.
+struct Choice {
+    index: usize,
+    /// Whether a chunk (with the role) went out.
+    sent_role: bool,
+    /// Log-probability entries not sent yet: of text the tool-call parser holds back, or (not
+    /// streamed) all of them.
+    held_lp: Vec<Value>,
+    /// The text so far (not streamed).
+    text: String,
+    calls: Option<ToolCallStream>,
+}
+
+impl Choice {
+    /// Whether this chunk is the choice's first (and note that one went out).
+    fn first(&mut self) -> bool {
+        !std::mem::replace(&mut self.sent_role, true)
+    }
+
+    /// The chunks of a piece of text `t` and its entries `lp`.
+    fn text_chunks(&mut self, shape: &openai::Shape, t: &str, lp: Vec<Value>, wants_lp: bool) -> Vec<Value> {
+        if self.calls.is_none() {
+            let first = self.first();
+            return vec![shape.chunk(self.index, Some(t), first, None, wants_lp.then_some(lp))];
+        }
+        self.held_lp.extend(lp);
+        let deltas = self.calls.as_mut().map(|p| p.push(t)).unwrap_or_default();
+        deltas
+            .iter()
+            .map(|d| {
+                let first = self.first();
+                let lp = wants_lp.then(|| std::mem::take(&mut self.held_lp));
+                shape.delta_chunk(self.index, openai::tool_delta(d), first, None, lp)
+            })
+            .collect()
+    }
+
+    /// The last chunks: what the tool-call parser still held, then the finish (`length` for
+    /// a call cut off, `tool_calls` when it called).
+    fn finish_chunks(&mut self, shape: &openai::Shape, finish: &'static str, wants_lp: bool) -> Vec<Value> {
+        let mut out = Vec::new();
+        let mut finish = finish;
+        if let Some((rest, unfinished, n_calls)) = self.calls.as_mut().map(|p| {
+            let (rest, unfinished) = p.finish();
+            (rest, unfinished, p.calls())
+        }) {
+            for d in &rest {
+                let first = self.first();
+                let lp = wants_lp.then(|| std::mem::take(&mut self.held_lp));
+                out.push(shape.delta_chunk(self.index, openai::tool_delta(d), first, None, lp));
+            }
+            if unfinished.is_some() {
+                finish = "length";
+            } else if n_calls > 0 {
+                finish = "tool_calls";
+            }
+        }
+        // Entries of text the parser held back and dropped (whitespace around calls).
+        let lp = (wants_lp && !self.held_lp.is_empty()).then(|| std::mem::take(&mut self.held_lp));
+        let first = self.first();
+        out.push(shape.chunk(self.index, None, first, Some(finish), lp));
+        out
+    }
+
+    /// The choice of a whole response, from the text collected (tool calls parsed).
+    fn whole(&mut self, shape: &openai::Shape, finish: &'static str, wants_lp: bool) -> Value {
+        let lp = wants_lp.then(|| std::mem::take(&mut self.held_lp));
+        let Some(parser) = self.calls.as_mut() else {
+            return shape.choice(self.index, &self.text, finish, lp);
+        };
+        let mut out = ParsedOutput::default();
+        parser.push(&self.text).into_iter().for_each(|d| out.apply(d));
+        let (rest, unfinished) = parser.finish();
+        rest.into_iter().for_each(|d| out.apply(d));
+        out.unfinished = unfinished;
+        let (content, tool_calls, finish) = openai::tool_message(&out, finish);
+        let mut c = shape.choice(self.index, "", finish, lp);
+        c["message"]["content"] = content;
+        if !tool_calls.is_empty() {
+            c["message"]["tool_calls"] = Value::Array(tool_calls);
+        }
+        c
+    }
 }
 
 impl IntoResponse for ApiError {

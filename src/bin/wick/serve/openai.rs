@@ -71,7 +71,12 @@ pub struct Request {
     constraint: Option<Constraint>,
     pub stream: bool,
     pub include_usage: bool,
+    /// Choices to generate (`n`): each its own sequence, choice i sampled with seed + i.
+    pub n: usize,
 }
+
+/// The most choices one request may ask for (`n`); each takes a slot of the server.
+pub const MAX_CHOICES: u64 = 64;
 
 /// The output's constraint (`Constraint::from_options`: `response_format`, `json_schema` or
 /// `grammar`).
@@ -241,8 +246,9 @@ impl Request {
                 _ => return Err(ApiError::bad("'prompt' must be a string")),
             }
         };
-        if count(v, "n", 1 << 20)?.is_some_and(|n| n != 1) {
-            return Err(ApiError::bad("'n': this server generates one choice per request"));
+        let n = count(v, "n", MAX_CHOICES)?.unwrap_or(1);
+        if n == 0 {
+            return Err(ApiError::bad("'n' must be at least 1"));
         }
         let max_tokens = count(v, "max_completion_tokens", 1 << 24)?
             .or(count(v, "max_tokens", 1 << 24)?)
@@ -332,11 +338,14 @@ impl Request {
             constraint,
             stream: flag(v, "stream")?,
             include_usage,
+            n,
         })
     }
 
-    /// The engine's job for this request, reporting to `events`.
-    pub fn job(&self, events: mpsc::UnboundedSender<Event>) -> Job {
+    /// The engine's job for choice `index` of this request, reporting to `events`.
+    pub fn job(&self, index: usize, events: mpsc::UnboundedSender<Event>) -> Job {
+        let mut sampling = self.sampling.clone();
+        sampling.seed = sampling.seed.wrapping_add(index as u64);
         let prompt = match &self.prompt {
             Some(Prompt::Text(t)) => Prompt::Text(t.clone()),
             Some(Prompt::Chat(m)) => Prompt::Chat(m.clone()),
@@ -345,7 +354,7 @@ impl Request {
         Job {
             prompt,
             max_tokens: self.max_tokens,
-            sampling: self.sampling.clone(),
+            sampling,
             stop: self.stop.clone(),
             logit_bias: self.logit_bias.clone(),
             ignore_eos: self.ignore_eos,
@@ -394,6 +403,7 @@ impl Shape {
     /// log-probability entries (when asked), or the finish.
     pub fn chunk(
         &self,
+        index: usize,
         text: Option<&str>,
         first: bool,
         finish: Option<&str>,
@@ -406,18 +416,19 @@ impl Shape {
             } else if first {
                 delta["content"] = json!("");
             }
-            self.delta_chunk(delta, first, finish, logprobs)
+            self.delta_chunk(index, delta, first, finish, logprobs)
         } else {
             json!({
                 "id": self.id, "object": "text_completion", "created": self.created, "model": self.model,
-                "choices": [{ "index": 0, "text": text.unwrap_or(""), "finish_reason": finish, "logprobs": null }],
+                "choices": [{ "index": index, "text": text.unwrap_or(""), "finish_reason": finish, "logprobs": null }],
             })
         }
     }
 
-    /// A chat chunk with this `delta` (the role added to the first).
+    /// A chat chunk of choice `index` with this `delta` (the role added to the first).
     pub fn delta_chunk(
         &self,
+        index: usize,
         mut delta: Value,
         first: bool,
         finish: Option<&str>,
@@ -429,13 +440,19 @@ impl Shape {
         }
         json!({
             "id": self.id, "object": "chat.completion.chunk", "created": self.created, "model": self.model,
-            "choices": [{ "index": 0, "delta": delta, "finish_reason": finish, "logprobs": lp }],
+            "choices": [{ "index": index, "delta": delta, "finish_reason": finish, "logprobs": lp }],
         })
     }
 
     /// Ids of the tool calls of this response: `call_<response>_0`, ...
-    pub fn call_id_prefix(&self) -> String {
-        format!("call_{}_", self.id.rsplit('-').next().unwrap_or_default())
+    /// (Choice `index` > 0: `call_<response>_<index>_0`, ...)
+    pub fn call_id_prefix(&self, index: usize) -> String {
+        let id = self.id.rsplit('-').next().unwrap_or_default();
+        if index == 0 {
+            format!("call_{id}_")
+        } else {
+            format!("call_{id}_{index}_")
+        }
     }
 
     /// The last chunk of `stream_options.include_usage`: no choices, the usage.
@@ -444,31 +461,23 @@ impl Shape {
         json!({ "id": self.id, "object": object, "created": self.created, "model": self.model, "choices": [], "usage": usage })
     }
 
-    /// A whole (non-streamed) response.
-    pub fn whole(
-        &self,
-        text: &str,
-        finish: &str,
-        prompt: usize,
-        completion: usize,
-        cached: usize,
-        logprobs: Option<Vec<Value>>,
-    ) -> Value {
-        let usage = usage(prompt, completion, cached);
+    /// Choice `index` of a whole (non-streamed) response.
+    pub fn choice(&self, index: usize, text: &str, finish: &str, logprobs: Option<Vec<Value>>) -> Value {
         let lp = logprobs.map_or(Value::Null, |c| json!({ "content": c }));
         if self.chat {
-            json!({
-                "id": self.id, "object": "chat.completion", "created": self.created, "model": self.model,
-                "choices": [{ "index": 0, "message": { "role": "assistant", "content": text }, "finish_reason": finish, "logprobs": lp }],
-                "usage": usage,
-            })
+            json!({ "index": index, "message": { "role": "assistant", "content": text }, "finish_reason": finish, "logprobs": lp })
         } else {
-            json!({
-                "id": self.id, "object": "text_completion", "created": self.created, "model": self.model,
-                "choices": [{ "index": 0, "text": text, "finish_reason": finish, "logprobs": null }],
-                "usage": usage,
-            })
+            json!({ "index": index, "text": text, "finish_reason": finish, "logprobs": null })
         }
+    }
+
+    /// A whole (non-streamed) response of these choices.
+    pub fn whole(&self, choices: Vec<Value>, prompt: usize, completion: usize, cached: usize) -> Value {
+        let object = if self.chat { "chat.completion" } else { "text_completion" };
+        json!({
+            "id": self.id, "object": object, "created": self.created, "model": self.model,
+            "choices": choices, "usage": usage(prompt, completion, cached),
+        })
     }
 }
 
