@@ -708,4 +708,27 @@ fn n_choices_whole_and_streamed() {
         v["choices"].as_array().unwrap().iter().map(|c| c["index"].as_u64().unwrap()).collect();
     assert_eq!(idx, [0, 1], "{v}");
     assert!(v["choices"].as_array().unwrap().iter().all(|c| c["text"].is_string()), "{v}");
+
+    // A long prompt is evaluated once: the later choices wait for the first one's prompt and
+    // share its whole blocks.
+    let cached = || -> u64 {
+        let (_, m) = request(&srv.addr, "GET", "/metrics", None, None);
+        let m = body_text(m);
+        m.lines()
+            .find_map(|l| l.strip_prefix("wick_prompt_tokens_cached_total "))
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap()
+    };
+    let before = cached();
+    let body = json!({ "messages": [{ "role": "user", "content": "Tell me about apples. ".repeat(150) }],
+                       "max_tokens": 2, "temperature": 1.0, "n": 4 });
+    let (code, v) = json_call(&srv.addr, "/v1/chat/completions", &body, None);
+    assert_eq!(code, 200, "{v}");
+    assert_eq!(texts(&v).len(), 4);
+    let prompt = v["usage"]["prompt_tokens"].as_u64().unwrap();
+    let shared = (prompt - 1) / 64 * 64;
+    assert!(shared >= 512, "a prompt of {prompt} tokens");
+    assert!(cached() - before >= 3 * shared, "{} tokens reused, not 3 x {shared}", cached() - before);
 }

@@ -43,6 +43,9 @@ pub struct Job {
     pub tools: Option<Tools>,
     /// The grammar the output must follow (`response_format`), when the request has one.
     pub constraint: Option<Constraint>,
+    /// The choices of one request (`n` > 1) share its prompt: (request number, choice). Choice
+    /// 0 is admitted first; the others wait until its prompt is evaluated and fork its blocks.
+    pub choice: Option<(u64, usize)>,
     pub events: mpsc::UnboundedSender<Event>,
 }
 
@@ -104,6 +107,8 @@ pub struct EngineOptions {
 
 struct Active<'m> {
     seq: SeqId,
+    /// [`Job::choice`].
+    choice: Option<(u64, usize)>,
     /// Tokens still to evaluate: the rest of the prompt, or the last sampled token.
     todo: Vec<u32>,
     prompting: bool,
@@ -163,10 +168,24 @@ pub async fn run(model: Model, opts: EngineOptions, mut rx: mpsc::Receiver<Cmd>,
         while let Ok(c) = rx.try_recv() {
             handle(&model, c, &mut waiting);
         }
-        // Admit waiting jobs while there is a free slot.
-        while active.len() < opts.parallel {
-            let Some(job) = waiting.pop_front() else { break };
-            match admit(&model, &mut batch, &mut kept, job, &opts, &metrics) {
+        // Admit waiting jobs while there is a free slot, in order, except a later choice of a
+        // request whose first choice is still waiting or evaluating its prompt.
+        let mut next = 0;
+        while active.len() < opts.parallel && next < waiting.len() {
+            let leader = match waiting[next].choice {
+                Some((r, c)) if c > 0 => {
+                    let queued = waiting.iter().take(next).any(|j| j.choice == Some((r, 0)));
+                    let lead = active.iter().find(|a| a.choice == Some((r, 0)));
+                    if queued || lead.is_some_and(|a| a.prompting) {
+                        next += 1;
+                        continue;
+                    }
+                    lead.map(|a| a.seq)
+                }
+                _ => None,
+            };
+            let Some(job) = waiting.remove(next) else { break };
+            match admit(&model, &mut batch, &mut kept, leader, job, &opts, &metrics) {
                 Some(a) => active.push(a),
                 None => {
                     metrics.inflight.fetch_sub(1, Ordering::Relaxed);
@@ -383,12 +402,14 @@ fn handle(model: &Model, c: Cmd, waiting: &mut VecDeque<Job>) {
     }
 }
 
-/// Tokenize a job, check it, and give it a sequence (forked from the kept sequence sharing the
-/// longest prefix, when that is at least a block).
+/// Tokenize a job, check it, and give it a sequence (forked from the kept sequence, or the
+/// running first choice `leader` of the same request, sharing the longest prefix, when that is
+/// at least a block).
 fn admit<'m>(
     model: &'m Model,
     batch: &mut Batch<'m>,
     kept: &mut VecDeque<SeqId>,
+    leader: Option<SeqId>,
     job: Job,
     opts: &EngineOptions,
     metrics: &Metrics,
@@ -461,25 +482,28 @@ fn admit<'m>(
             None,
         );
     }
-    // The kept sequence sharing the longest prefix (at least a whole block).
-    let mut best: Option<(usize, usize)> = None; // (index in kept, common length)
-    for (k, &s) in kept.iter().enumerate() {
+    // The sequence sharing the longest prefix (at least a whole block): a kept one (with its
+    // place in `kept`) or the leader.
+    let mut best: Option<(Option<usize>, SeqId, usize)> = None; // (index in kept, sequence, common length)
+    let candidates = kept.iter().enumerate().map(|(k, &s)| (Some(k), s)).chain(leader.map(|s| (None, s)));
+    for (k, s) in candidates {
         let t = batch.tokens(s).unwrap_or(&[]);
         let common = t.iter().zip(&ids).take_while(|(a, b)| a == b).count().min(ids.len() - 1);
-        if common >= KV_BLOCK && best.is_none_or(|b| common > b.1) {
-            best = Some((k, common));
+        if common >= KV_BLOCK && best.is_none_or(|b| common > b.2) {
+            best = Some((k, s, common));
         }
     }
     let (seq, todo, cached) = match best {
-        Some((k, common)) => {
-            let from = kept[k];
+        Some((k, from, common)) => {
             let (seq, rest) = match batch.fork(from, common) {
                 Ok(f) => f,
                 Err(e) => return bad(&job.events, e.to_string(), None),
             };
             // Most recently used last.
-            kept.remove(k);
-            kept.push_back(from);
+            if let Some(k) = k {
+                kept.remove(k);
+                kept.push_back(from);
+            }
             let held = common - rest.len();
             (seq, [rest, ids[common..].to_vec()].concat(), held)
         }
@@ -493,6 +517,7 @@ fn admit<'m>(
     let max_tokens = job.max_tokens.min(opts.n_seq_max - ids.len());
     Some(Active {
         seq,
+        choice: job.choice,
         todo,
         prompting: true,
         sampler,

@@ -73,6 +73,8 @@ pub struct Request {
     pub include_usage: bool,
     /// Choices to generate (`n`): each its own sequence, choice i sampled with seed + i.
     pub n: usize,
+    /// This request's number (in the server's life), which its choices share.
+    number: u64,
 }
 
 /// The most choices one request may ask for (`n`); each takes a slot of the server.
@@ -339,6 +341,10 @@ impl Request {
             stream: flag(v, "stream")?,
             include_usage,
             n,
+            number: {
+                static N: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+                N.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+            },
         })
     }
 
@@ -365,6 +371,7 @@ impl Request {
                 parallel: *parallel,
             }),
             constraint: self.constraint.clone(),
+            choice: (self.n > 1).then_some((self.number, index)),
             events,
         }
     }
