@@ -341,30 +341,35 @@ fn attend_head(i: usize, o: &mut [f32], q: &[f32], kv: &KvView, at: &[QueryAt], 
     // As llamafile's tinyBLAS<16> (f16 x f16, AVX512): lane (j mod 16) sums its positions in
     // order (a product of two f16 values is exact in f32, so the fused multiply-add is one
     // rounded addition), then the 16-lane reduction.
+    // The accumulators are laid out lane-major (`acc[lane][d]`), so that adding a value row
+    // is one contiguous multiply-add over the head's dimensions (vectorized); each (lane, d)
+    // accumulator sees the same additions in the same order as ggml's lanes.
     if single {
         // Decoding, llama.cpp's P·V is ggml_vec_dot_f16 over the padded row too: position j
         // goes to accumulator (j mod 64) / 16, lane j mod 16, reduced as in `dot_f16_vec`.
-        let mut acc = vec![[[0f32; 16]; 4]; hd];
+        let mut acc = vec![0f32; 64 * hd];
         for (j, &w) in (start..=p).zip(&probs) {
             f16_to_f32(vrow(j), &mut vbuf);
-            for (a, v) in acc.iter_mut().zip(&vbuf) {
-                a[(j % 64) / 16][j % 16] += w * v;
-            }
+            let a = &mut acc[(j % 64) * hd..(j % 64 + 1) * hd];
+            a.iter_mut().zip(&vbuf).for_each(|(a, v)| *a += w * v);
         }
-        for (o, a) in o.iter_mut().zip(&acc) {
-            let s0: [f32; 16] = std::array::from_fn(|l| (a[0][l] + a[2][l]) + (a[1][l] + a[3][l]));
+        for (d, o) in o.iter_mut().enumerate() {
+            let at = |k: usize, l: usize| acc[(16 * k + l) * hd + d];
+            let s0: [f32; 16] = std::array::from_fn(|l| (at(0, l) + at(2, l)) + (at(1, l) + at(3, l)));
             *o = reduce16(&s0);
         }
         return;
     }
-    let mut lanes = vec![[0f32; 16]; hd];
+    let mut acc = vec![0f32; 16 * hd];
     for (j, &w) in (start..=p).zip(&probs) {
         f16_to_f32(vrow(j), &mut vbuf);
-        for (ln, v) in lanes.iter_mut().zip(&vbuf) {
-            ln[j % 16] += w * v;
-        }
+        let a = &mut acc[(j % 16) * hd..(j % 16 + 1) * hd];
+        a.iter_mut().zip(&vbuf).for_each(|(a, v)| *a += w * v);
     }
-    o.iter_mut().zip(&lanes).for_each(|(o, l)| *o = reduce16(l));
+    for (d, o) in o.iter_mut().enumerate() {
+        let lanes: [f32; 16] = std::array::from_fn(|l| acc[l * hd + d]);
+        *o = reduce16(&lanes);
+    }
 }
 
 /// `dst[i] = src[i]` as f32 (exact), eight at a time by F16C where the CPU has it (half's
