@@ -449,7 +449,7 @@ impl<'m> Session<'m> {
             let rb = if last || readback == Readback::AllLogits { readback } else { Readback::LastLogits };
             let mut exec = self.model.exec.try_borrow_mut().map_err(|_| Error::busy())?;
             let seq = SeqStep::one(batch, self.tokens.len(), self.blocks.table());
-            let step = match work.take().filter(|_| last) {
+            let step = match if last { work.take() } else { None } {
                 Some(w) => exec.run_with(graph, self.kv, &seq, rb, w).await?,
                 None => exec.run(graph, self.kv, &seq, rb).await?,
             };
