@@ -148,6 +148,38 @@ try {
   await nogpu.waitForFunction(() => window.wickDemo.replies.length === 1, null, { timeout: 120_000 });
   const cpuReply = (await nogpu.evaluate(() => window.wickDemo.replies))[0];
   check(cpuReply.outcome === 'done' && cpuReply.text.length > 0, 'the CPU fallback streams a reply');
+
+  // 8. JSON mode: a reply under the page's example schema parses and fits it; the tool
+  //    example: a forced call runs in the page, its result goes back, and the model answers.
+  await nogpu.click('#clear');
+  await nogpu.click('#shape summary');
+  await nogpu.selectOption('#format', 'json_schema');
+  await nogpu.fill('#max-tokens', '96');
+  await nogpu.fill('#prompt', 'Describe yourself.');
+  await nogpu.click('#send');
+  await nogpu.waitForFunction(() => window.wickDemo.replies.length === 2, null, { timeout: 120_000 });
+  const json = (await nogpu.evaluate(() => window.wickDemo.replies))[1];
+  console.log(`  JSON mode: ${json.text}`);
+  const obj = json.json;
+  check(json.outcome === 'done' && obj && typeof obj === 'object', 'the JSON-mode reply parses');
+  check(
+    Object.keys(obj).sort().join() === 'mood,name,stars' && ['happy', 'tired', 'curious'].includes(obj.mood) && Number.isInteger(obj.stars) && obj.stars >= 1 && obj.stars <= 5 && obj.name.length <= 16,
+    'it fits the schema',
+  );
+  await nogpu.selectOption('#format', 'text');
+  await nogpu.selectOption('#tools', 'required');
+  await nogpu.fill('#max-tokens', '48');
+  await nogpu.fill('#prompt', 'What is 2 plus 3?');
+  await nogpu.click('#send');
+  await nogpu.waitForFunction(() => window.wickDemo.replies.length === 3, null, { timeout: 120_000 });
+  const tooled = (await nogpu.evaluate(() => window.wickDemo.replies))[2];
+  console.log(`  tools: ${JSON.stringify(tooled.calls)}, then ${JSON.stringify(tooled.text.slice(0, 60))} (${tooled.finish})`);
+  const call0 = tooled.calls[0];
+  check(tooled.outcome === 'done' && call0 && ['add', 'get_time'].includes(call0.name), 'the forced tool call was made');
+  const args = JSON.parse(call0.arguments);
+  check(call0.name !== 'add' || String(args.a + args.b) === call0.result, 'the page ran it and kept its result');
+  check((await nogpu.$$('.msg.call')).length >= 1 && (await nogpu.$$('.msg.tool')).length >= 1, 'the call and its result are shown');
+  check(tooled.finish !== 'tool_calls', 'the model answered after the results (the last round may not call)');
   const cpuShot = join(shots, 'demo-no-webgpu.png');
   await nogpu.screenshot({ path: cpuShot, fullPage: true });
   console.log(`screenshot: ${cpuShot}`);
