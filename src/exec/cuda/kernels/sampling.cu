@@ -10,18 +10,39 @@ __device__ __forceinline__ bool better(float a, int ia, float b, int ib) {
     return a > b || (a == b && ia < ib);
 }
 
+// Keep value v of id i as the running best (bv, bi), -inf where the mask leaves i out.
+__device__ __forceinline__ void consider(float v, int i, const u32* mask, float& bv, int& bi) {
+    if (mask && !((mask[i >> 5] >> (i & 31)) & 1u)) v = -INFINITY;
+    if (better(v, i, bv, bi)) { bv = v; bi = i; }
+}
+
 extern "C" __global__ void argmax(const ArgmaxParams p) {
     __shared__ float sv[1024];
     __shared__ int si[1024];
-    const float* x = p.x + (long long)blockIdx.x * p.n;
+    const float* __restrict__ x = p.x + (long long)blockIdx.x * p.n;
     const u32* mask = p.mask ? p.mask + (long long)blockIdx.x * ((p.n + 31) / 32) : nullptr;
     float bv = NAN;
     int bi = 0x7fffffff;
-    for (int i = threadIdx.x; i < p.n; i += blockDim.x) {
-        float v = x[i];
-        if (mask && !((mask[i >> 5] >> (i & 31)) & 1u)) v = -INFINITY;
-        if (better(v, i, bv, bi)) { bv = v; bi = i; }
+    // A row is read four values a load with several loads in flight a thread: one block then
+    // streams a 128k-entry row in a few microseconds (a load at a time took tens of them, on
+    // the critical path of every constrained greedy token). `better` is a total order (value,
+    // then the lower id), so the order of visits does not change the answer.
+    int tail = 0;
+    if (((unsigned long long)x & 15) == 0) {
+        const float4* __restrict__ x4 = (const float4*)x;
+        const int n4 = p.n / 4;
+        tail = 4 * n4;
+#pragma unroll 8
+        for (int j = threadIdx.x; j < n4; j += blockDim.x) {
+            const float4 v = x4[j];
+            consider(v.x, 4 * j, mask, bv, bi);
+            consider(v.y, 4 * j + 1, mask, bv, bi);
+            consider(v.z, 4 * j + 2, mask, bv, bi);
+            consider(v.w, 4 * j + 3, mask, bv, bi);
+        }
     }
+#pragma unroll 4
+    for (int i = tail + threadIdx.x; i < p.n; i += blockDim.x) consider(x[i], i, mask, bv, bi);
     sv[threadIdx.x] = bv;
     si[threadIdx.x] = bi;
     __syncthreads();
