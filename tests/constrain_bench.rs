@@ -2,7 +2,9 @@
 //! vocabulary plus applying it to a row of logits, and advancing past the token.
 //!
 //! Run: `cargo test --release --test constrain_bench -- --ignored --nocapture`
-//! (SmolLM2's 49,152-token vocabulary; Gemma 3's 262,144 where `bash .ci/get-models` put it).
+//! (SmolLM2's 49,152-token vocabulary; Gemma 3's 262,144 where `bash .ci/get-models` put it;
+//! more vocabularies from `WICK_VOCABS`, GGUF paths separated by `:`, such as llama.cpp's
+//! `models/ggml-vocab-llama-bpe.gguf` (Llama 3, 128,256) and `ggml-vocab-qwen2.gguf` (151,936)).
 #![cfg(not(target_arch = "wasm32"))]
 
 mod support;
@@ -49,8 +51,13 @@ fn cases() -> Vec<(&'static str, Constraint, &'static str)> {
 #[test]
 #[ignore]
 fn mask_cost_per_token() {
-    for name in [SMOLLM2, GEMMA3] {
-        let path = models_dir().join(name);
+    let extra = std::env::var("WICK_VOCABS").unwrap_or_default();
+    let paths = [SMOLLM2, GEMMA3]
+        .into_iter()
+        .map(|m| models_dir().join(m))
+        .chain(extra.split(':').filter(|p| !p.is_empty()).map(std::path::PathBuf::from));
+    for path in paths {
+        let name = path.file_name().map_or_else(String::new, |n| n.to_string_lossy().into_owned());
         if !path.exists() {
             eprintln!("SKIPPED {name}: not downloaded");
             continue;
