@@ -18,6 +18,7 @@
 
 mod batch;
 pub mod chat;
+mod clock;
 pub mod constrain;
 pub mod digest;
 mod error;

@@ -516,6 +516,7 @@ impl<'m> Session<'m> {
             context_shift: opts.context_shift,
             n_shifts: 0,
             n_reevaluated: 0,
+            constraint_secs: 0.0,
         })
     }
 }
@@ -541,6 +542,8 @@ pub struct Generation<'s, 'm> {
     context_shift: Option<usize>,
     n_shifts: usize,
     n_reevaluated: usize,
+    /// Host time spent on the constraint: its masks and advancing it past each token.
+    constraint_secs: f64,
 }
 
 impl Generation<'_, '_> {
@@ -573,9 +576,13 @@ impl Generation<'_, '_> {
         let readback = if on_device { Readback::Argmax } else { Readback::LastLogits };
         let pending = std::mem::take(&mut self.pending);
         let n_vocab = self.session.model.n_vocab();
+        let spent = &mut self.constraint_secs;
         let mut next_mask = self.guide.as_mut().map(|g| {
             move || -> Result<Vec<Option<Vec<u32>>>> {
-                let m = g.next_mask(n_vocab)?;
+                let t = crate::clock::now_secs();
+                let m = g.next_mask(n_vocab);
+                *spent += crate::clock::now_secs() - t;
+                let m = m?;
                 Ok(if on_device { vec![Some(m)] } else { Vec::new() })
             }
         });
@@ -603,7 +610,10 @@ impl Generation<'_, '_> {
             return self.end(FinishReason::Eog);
         }
         if let Some(g) = self.guide.as_mut() {
-            if let Err(e) = g.accept(id) {
+            let t = crate::clock::now_secs();
+            let accepted = g.accept(id);
+            self.constraint_secs += crate::clock::now_secs() - t;
+            if let Err(e) = accepted {
                 self.finish = Some(FinishReason::Stop);
                 return Some(Err(e));
             }
@@ -674,6 +684,12 @@ impl Generation<'_, '_> {
     /// Prompt tokens that had to be evaluated (not reused from the cache).
     pub fn n_prompt_evaluated(&self) -> usize {
         self.n_prompt
+    }
+    /// Host time the constraint took so far, in seconds: its token masks (computed while the
+    /// device runs each step, so on a GPU mostly hidden) and advancing it past each token.
+    /// 0 without a constraint.
+    pub fn constraint_secs(&self) -> f64 {
+        self.constraint_secs
     }
     /// Tokens generated so far.
     pub fn n_generated(&self) -> usize {

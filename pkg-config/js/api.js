@@ -17,6 +17,11 @@ function timings(stats) {
     prefill_tokens_per_s: rate(stats.promptEvaluated, stats.prefillMs),
     // The first token comes with the prefill; the rest are decode steps.
     decode_tokens_per_s: rate(Math.max(stats.completionTokens - 1, 0), stats.decodeMs),
+    // With a constraint (response_format, json_schema, grammar, a forced tool call): the host
+    // time its token masks and advancing took, in all and per generated token.
+    ...(stats.constraintMs !== undefined
+      ? { constraint_ms: stats.constraintMs, constraint_ms_per_token: stats.completionTokens > 0 ? stats.constraintMs / stats.completionTokens : null }
+      : {}),
     // Tokens restored from the prompt cache (a conversation saved before a reload), if any.
     ...(stats.promptRestored !== undefined ? { prompt_tokens_restored: stats.promptRestored, restore_ms: stats.restoreMs } : {}),
   };

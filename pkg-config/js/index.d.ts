@@ -234,6 +234,11 @@ export interface Timings {
   /** Prompt tokens restored from the prompt cache instead of evaluated (first turn after a load). */
   prompt_tokens_restored?: number;
   restore_ms?: number;
+  /** With a constraint (structured output, a grammar, a forced tool call): host time spent on
+   *  its token masks and on advancing it past each token, in all and per generated token. On a
+   *  GPU the masks are computed while the device runs each step, so most of it is hidden. */
+  constraint_ms?: number;
+  constraint_ms_per_token?: number | null;
 }
 
 export interface ChatCompletionChunk {
@@ -283,6 +288,8 @@ export interface GenerationStats extends Timings {
   completionTokens: number;
   prefillMs: number;
   decodeMs: number;
+  /** With a constraint: host time its masks and advancing took (`constraint_ms`). */
+  constraintMs?: number;
   finishReason: FinishReason;
   /** Tokens the conversation's KV cache holds after this generation (context fill). */
   contextTokens?: number;

@@ -90,6 +90,8 @@ test('a forced call through chat.completions.create, whole and streamed', async 
     const args = JSON.parse(call.function.arguments);
     assert.ok(Number.isInteger(args.a) && Number.isInteger(args.b), call.function.arguments);
     assert.deepEqual(Object.keys(args).sort(), ['a', 'b']);
+    // The forced call's grammar: its host time is reported.
+    assert.ok(whole.timings.constraint_ms > 0 && whole.timings.constraint_ms_per_token > 0, JSON.stringify(whole.timings));
 
     const chunks = [];
     for await (const c of model.chat.completions.create({ ...request, stream: true })) chunks.push(c.choices[0]);

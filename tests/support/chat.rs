@@ -17,11 +17,15 @@ pub fn chat_prompt(model: &Model, system: &str, user: &str) -> Vec<u32> {
 /// Generate under `opts` to the end; returns the text and the finish reason.
 pub fn generate(session: &mut Session<'_>, prompt: &[u32], opts: GenerateOptions) -> (String, FinishReason) {
     block_on(async {
+        let constrained = opts.constraint.is_some();
         let mut gen = session.generate(prompt, opts).expect("generate");
         let mut text = String::new();
         while let Some(tok) = gen.next().await {
             text.push_str(&tok.expect("token").text);
         }
+        // The constraint's host time is counted when there is one, and only then.
+        let spent = gen.constraint_secs();
+        assert_eq!(constrained && gen.n_generated() > 0, spent > 0.0, "constraint time {spent} s");
         (text, gen.finish_reason().expect("finished"))
     })
 }

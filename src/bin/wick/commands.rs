@@ -158,8 +158,13 @@ async fn run(
     let t_first = t_first.unwrap_or_else(Instant::now);
     let prefill = (t_first - t0).as_secs_f64();
     let decode = t_first.elapsed().as_secs_f64();
+    // The constraint's host time per token (its masks overlap the device's steps on a GPU).
+    let constraint = match gen.constraint_secs() {
+        s if s > 0.0 && n_gen > 0 => format!(" | constraint: {:.0} µs a token", s * 1e6 / n_gen as f64),
+        _ => String::new(),
+    };
     eprintln!(
-        "prompt: {n_eval} tokens in {prefill:.3} s ({:.1} tok/s) | generated: {n_gen} tokens in {decode:.3} s ({:.1} tok/s) | finish: {:?}",
+        "prompt: {n_eval} tokens in {prefill:.3} s ({:.1} tok/s) | generated: {n_gen} tokens in {decode:.3} s ({:.1} tok/s) | finish: {:?}{constraint}",
         n_eval as f64 / prefill.max(1e-9),
         n_gen.saturating_sub(1) as f64 / decode.max(1e-9),
         finish
