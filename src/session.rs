@@ -687,9 +687,9 @@ impl Generation<'_, '_> {
     }
     /// Host time the constraint took so far, in seconds: its token masks (computed while the
     /// device runs each step, so on a GPU mostly hidden) and advancing it past each token.
-    /// 0 without a constraint.
-    pub fn constraint_secs(&self) -> f64 {
-        self.constraint_secs
+    /// `None` without a constraint.
+    pub fn constraint_secs(&self) -> Option<f64> {
+        self.guide.as_ref().map(|_| self.constraint_secs)
     }
     /// Tokens generated so far.
     pub fn n_generated(&self) -> usize {

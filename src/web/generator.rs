@@ -274,7 +274,6 @@ async fn run<'m>(
     let session = session_for(model, slot, req.n_ctx)?;
     let t0 = now_ms();
     let mut opts = req.opts.clone();
-    let req_constrained = opts.constraint.is_some();
     opts.context_shift = req.shift.map(|keep| keep.unwrap_or(ids.len()));
     let mut gen = session.generate(&ids, opts).map_err(js_err)?;
     let n_eval = gen.n_prompt_evaluated();
@@ -306,8 +305,8 @@ async fn run<'m>(
     set(&o, "completionTokens", gen.n_generated() as f64);
     set(&o, "prefillMs", first - t0);
     set(&o, "decodeMs", t_end - first);
-    if req_constrained {
-        set(&o, "constraintMs", gen.constraint_secs() * 1e3);
+    if let Some(s) = gen.constraint_secs() {
+        set(&o, "constraintMs", s * 1e3);
     }
     set(&o, "finishReason", reason);
     drop(gen);

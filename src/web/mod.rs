@@ -38,9 +38,9 @@ fn js_err(msg: impl std::fmt::Display) -> JsValue {
     js_sys::Error::new(&msg.to_string()).into()
 }
 
-/// Milliseconds from a monotonic-enough clock (`Date.now()` exists in windows and workers).
+/// Milliseconds from the core's clock (`performance.now()` in windows and workers).
 fn now_ms() -> f64 {
-    js_sys::Date::now()
+    crate::clock::now_secs() * 1e3
 }
 
 /// Set `obj[key] = value` on a fresh object (cannot fail on a plain object).

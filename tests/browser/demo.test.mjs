@@ -11,6 +11,15 @@ import { join } from 'node:path';
 import { repo, modelPath, startServer, launch, echo, check } from './harness.mjs';
 
 const shots = join(repo, 'target/web-test');
+
+/** Send `prompt` on the demo `page` with at most `maxTokens`, and wait for its `n`th reply. */
+async function ask(page, prompt, maxTokens, n) {
+  await page.fill('#max-tokens', String(maxTokens));
+  await page.fill('#prompt', prompt);
+  await page.click('#send');
+  await page.waitForFunction((k) => window.wickDemo.replies.length === k, n, { timeout: 120_000 });
+  return (await page.evaluate(() => window.wickDemo.replies))[n - 1];
+}
 mkdirSync(shots, { recursive: true });
 
 const server = await startServer();
@@ -40,11 +49,7 @@ try {
   check(await page.$eval('#webgpu-note', (n) => n.hidden), 'no CPU-fallback note with WebGPU');
 
   // 2. A reply streams in.
-  await page.fill('#max-tokens', '24');
-  await page.fill('#prompt', 'Hello! Who are you?');
-  await page.click('#send');
-  await page.waitForFunction(() => window.wickDemo.replies.length === 1, null, { timeout: 120_000 });
-  const first = (await page.evaluate(() => window.wickDemo.replies))[0];
+  const first = await ask(page, 'Hello! Who are you?', 24, 1);
   console.log(`  reply: ${first.pieces} pieces, ${JSON.stringify(first.text.slice(0, 80))}`);
   check(first.outcome === 'done' && first.pieces >= 2 && first.text.length > 0, 'a reply streamed in, piece by piece');
   const stats = await page.textContent('#stats');
@@ -80,10 +85,7 @@ try {
   check(true, 'the conversation is shown again after a reload');
   await page.click('#load');
   await page.waitForFunction(() => document.body.dataset.loaded, null, { timeout: 120_000 });
-  await page.fill('#max-tokens', '8');
-  await page.fill('#prompt', 'And then?');
-  await page.click('#send');
-  await page.waitForFunction(() => window.wickDemo.replies.length === 1, null, { timeout: 120_000 });
+  await ask(page, 'And then?', 8, 1);
   const resumed = await page.textContent('#stats');
   console.log(`  after the reload: ${resumed}`);
   check(/\d+ prompt tokens restored from the cache/.test(resumed), 'the next reply restored the conversation from the prompt cache');
@@ -142,11 +144,7 @@ try {
   check(await nogpu.$eval('#webgpu-note', (n) => !n.hidden && /CPU/.test(n.textContent)), 'without WebGPU the page shows the CPU-fallback note');
   await nogpu.waitForFunction(() => document.body.dataset.loaded, null, { timeout: 120_000 });
   check(/on cpu/.test(await nogpu.textContent('#load-status')), 'the model loaded on the CPU executor');
-  await nogpu.fill('#max-tokens', '8');
-  await nogpu.fill('#prompt', 'Hi');
-  await nogpu.click('#send');
-  await nogpu.waitForFunction(() => window.wickDemo.replies.length === 1, null, { timeout: 120_000 });
-  const cpuReply = (await nogpu.evaluate(() => window.wickDemo.replies))[0];
+  const cpuReply = await ask(nogpu, 'Hi', 8, 1);
   check(cpuReply.outcome === 'done' && cpuReply.text.length > 0, 'the CPU fallback streams a reply');
 
   // 8. JSON mode: a reply under the page's example schema parses and fits it; the tool
@@ -154,11 +152,7 @@ try {
   await nogpu.click('#clear');
   await nogpu.click('#shape summary');
   await nogpu.selectOption('#format', 'json_schema');
-  await nogpu.fill('#max-tokens', '96');
-  await nogpu.fill('#prompt', 'Describe yourself.');
-  await nogpu.click('#send');
-  await nogpu.waitForFunction(() => window.wickDemo.replies.length === 2, null, { timeout: 120_000 });
-  const json = (await nogpu.evaluate(() => window.wickDemo.replies))[1];
+  const json = await ask(nogpu, 'Describe yourself.', 96, 2);
   console.log(`  JSON mode: ${json.text}`);
   const obj = json.json;
   check(json.outcome === 'done' && obj && typeof obj === 'object', 'the JSON-mode reply parses');
@@ -168,11 +162,7 @@ try {
   );
   await nogpu.selectOption('#format', 'text');
   await nogpu.selectOption('#tools', 'required');
-  await nogpu.fill('#max-tokens', '48');
-  await nogpu.fill('#prompt', 'What is 2 plus 3?');
-  await nogpu.click('#send');
-  await nogpu.waitForFunction(() => window.wickDemo.replies.length === 3, null, { timeout: 120_000 });
-  const tooled = (await nogpu.evaluate(() => window.wickDemo.replies))[2];
+  const tooled = await ask(nogpu, 'What is 2 plus 3?', 48, 3);
   console.log(`  tools: ${JSON.stringify(tooled.calls)}, then ${JSON.stringify(tooled.text.slice(0, 60))} (${tooled.finish})`);
   const call0 = tooled.calls[0];
   check(tooled.outcome === 'done' && call0 && ['add', 'get_time'].includes(call0.name), 'the forced tool call was made');

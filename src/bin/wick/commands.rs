@@ -160,7 +160,7 @@ async fn run(
     let decode = t_first.elapsed().as_secs_f64();
     // The constraint's host time per token (its masks overlap the device's steps on a GPU).
     let constraint = match gen.constraint_secs() {
-        s if s > 0.0 && n_gen > 0 => format!(" | constraint: {:.0} µs a token", s * 1e6 / n_gen as f64),
+        Some(s) if n_gen > 0 => format!(" | constraint: {:.0} µs a token", s * 1e6 / n_gen as f64),
         _ => String::new(),
     };
     eprintln!(

@@ -68,9 +68,7 @@ pub fn copy_bandwidth() -> f64 {
 fn web_time_now() -> f64 {
     #[cfg(not(target_arch = "wasm32"))]
     {
-        use std::sync::OnceLock;
-        static START: OnceLock<std::time::Instant> = OnceLock::new();
-        START.get_or_init(std::time::Instant::now).elapsed().as_secs_f64()
+        crate::clock::now_secs()
     }
     #[cfg(target_arch = "wasm32")]
     {
