@@ -86,6 +86,33 @@ fn kernels_compile_with_nvrtc() {
     assert!(bin.len() > 1000 && bin.starts_with(b"\x7fELF"), "not an ELF cubin: {} bytes", bin.len());
 }
 
+/// Diagnostic: each module's cubin for sm_90, compiled by NVRTC (and ptxas) as a cold start
+/// compiles it, on `WICK_TIMES_THREADS` threads (default: a core each), with its time and
+/// size (`cargo test --release --features cuda --test ops_cuda -- --ignored kernel_compile_times`).
+#[test]
+#[ignore]
+fn kernel_compile_times() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let modules = wick::exec::cuda::Module::all();
+    let threads = std::env::var("WICK_TIMES_THREADS")
+        .ok()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(2, |n| n.get()));
+    let next = AtomicUsize::new(0);
+    let start = std::time::Instant::now();
+    std::thread::scope(|s| {
+        for _ in 0..threads {
+            s.spawn(|| loop {
+                let Some(&m) = modules.get(next.fetch_add(1, Ordering::Relaxed)) else { return };
+                let t = std::time::Instant::now();
+                let bin = wick::exec::cuda::compile_cubin(m, (9, 0)).expect("NVRTC makes a cubin");
+                eprintln!("{:24} {:6.2} s {:9} bytes", m.name(), t.elapsed().as_secs_f64(), bin.len());
+            });
+        }
+    });
+    eprintln!("{} modules on {threads} threads: {:.2} s", modules.len(), start.elapsed().as_secs_f64());
+}
+
 /// Diagnostic: prints the reference, CPU and CUDA outputs side by side for small quantized
 /// products (`cargo test --features cuda --test ops_cuda -- --ignored matmul_side_by_side`).
 #[test]

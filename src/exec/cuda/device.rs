@@ -118,7 +118,18 @@ impl CudaExecutor {
         unsafe { ctx.disable_event_tracking() };
         // A stream of its own: the legacy default stream cannot be captured into a graph.
         let stream = ctx.new_stream().map_err(drv("creating a CUDA stream"))?;
-        let fns = kernels::load(&ctx)?;
+        let kernels = kernels::Kernels::new(&ctx)?;
+        kernels.prefetch([
+            kernels::Module::Sampling,
+            kernels::Module::Elementwise,
+            kernels::Module::Norm,
+            kernels::Module::Rope,
+            kernels::Module::Quantize,
+        ]);
+        // The smallest module, loaded now: an NVRTC that cannot compile for this device, or a
+        // driver that loads neither its cubin nor its PTX, fails here (where `Auto` can still
+        // choose another executor) rather than at the first step.
+        kernels.get(kernels::Kernel::Argmax)?;
         let device = ctx.name().unwrap_or_else(|_| "unknown".into());
         let occ = match std::env::var("WICK_CUDA_OCC").as_deref() {
             Ok("0") => Some(false),
@@ -138,7 +149,9 @@ impl CudaExecutor {
             _ctx: ctx,
             blas: std::cell::OnceCell::new(),
             stream,
-            fns,
+            kernels,
+            capturing: std::cell::Cell::new(false),
+            missing: std::cell::RefCell::new(Vec::new()),
             weights: Vec::new(),
             kvs: Vec::new(),
             graphs: Vec::new(),
@@ -201,9 +214,27 @@ impl CudaExecutor {
         };
         let buf = Buf::zeros(&self.stream, device)
             .map_err(|e| err(format!("allocating {device} bytes for '{name}' on the device: {e}")))?;
+        if rows > 1 {
+            self.prefetch_products(dtype);
+        }
         let repack = split.map(layout::Repacker::new);
         self.weights.push(Weight { name: name.into(), dtype, dims: dims.to_vec(), bytes, buf, repack });
         Ok(WeightId(self.weights.len() as u32 - 1))
+    }
+
+    /// Ask for the kernels of products with a matrix of type `t` (compiled while the weights
+    /// stream in): the first matrix of each type asks for its type's modules, and matrices of
+    /// two K-quant types for the mixed Q/K/V decode kernel.
+    fn prefetch_products(&self, t: GgmlType) {
+        let matrices = || self.weights.iter().filter(|w| w.n_rows() > 1);
+        if matrices().any(|w| w.dtype == t) {
+            return;
+        }
+        self.kernels.prefetch(kernels::Module::for_weights(t, self.mmq));
+        let k_quant = |t: GgmlType| matches!(t, GgmlType::Q4_K | GgmlType::Q5_K | GgmlType::Q6_K);
+        if k_quant(t) && matrices().any(|w| k_quant(w.dtype)) {
+            self.kernels.prefetch([kernels::Module::Mmv3Kmix]);
+        }
     }
 
     /// Upload `bytes` of the file's tensor at byte `offset` (split as they arrive for block

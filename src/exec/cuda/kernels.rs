@@ -1,34 +1,46 @@
-//! The kernels: every entry point named by [`Kernel`], each living in one NVRTC [`Module`] (one
-//! op family). A module's source is common.cuh, the generated parameter header of its family
-//! (params.rs) and its own files from `kernels/`, compiled by NVRTC at first use to the device's
-//! own machine code (a cubin for sm_XY, so the driver has nothing to compile at load), all
-//! modules at once on as many threads, and cached on disk keyed by a hash of that source, the
-//! options, the architecture and NVRTC's version (`$WICK_CACHE_DIR`, else
-//! `$XDG_CACHE_HOME/wick`, else `~/.cache/wick`). Changing one family's kernels recompiles only
-//! its module. Where the driver refuses the cubin (older than the NVRTC that made it), the
-//! module is compiled to PTX instead and the driver compiles that (`WICK_CUDA_CUBIN=0` always
-//! does).
+//! The kernels: every entry point named by [`Kernel`], each living in one NVRTC [`Module`]: a
+//! few kernels of one op family ([`Family`]: the products of one weight type, the attention
+//! of one head size, ...). A module's source is common.cuh, the macro that selects its entry
+//! points, the generated parameter header of its family (params.rs) and the family's files
+//! from `kernels/`, compiled by NVRTC to the device's own machine code (a cubin for sm_XY, so
+//! the driver has nothing to compile at load) and cached on disk keyed by a hash of that
+//! source, the options, the architecture and NVRTC's version (`$WICK_CACHE_DIR`, else
+//! `$XDG_CACHE_HOME/wick`, else `~/.cache/wick`). Changing one family's kernels recompiles
+//! only its modules.
+//!
+//! Only the modules a model can launch are compiled: the executor asks for the common ones
+//! when it starts, for each weight type's products when a matrix of that type is allocated
+//! (before its bytes stream in) and for the attention of a head size when a graph has it
+//! ([`Kernels::prefetch`]); worker threads, a core each, compile them in that order while the
+//! weights load, and a launch waits only for its own kernel's module (compiling it on its own
+//! thread if no worker has started it). Where the driver refuses the cubin (older than the
+//! NVRTC that made it), the module is compiled to PTX instead and the driver compiles that
+//! (`WICK_CUDA_CUBIN=0` always does).
 
-use std::collections::HashMap;
+use std::cell::{Cell, RefCell};
+use std::collections::{HashMap, VecDeque};
 use std::path::PathBuf;
-use std::sync::Arc;
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock};
 
 use cudarc::driver::sys::CUfunction_attribute;
-use cudarc::driver::{CudaContext, CudaFunction};
+use cudarc::driver::{CudaContext, CudaFunction, CudaModule};
 use cudarc::nvrtc::{CompileOptions, Ptx};
 
 use super::{err, params};
 use crate::quant::GgmlType;
-use crate::Result;
+use crate::{Error, Result};
 
-/// One NVRTC program: the kernels of one op family.
+/// An op family: the kernel files its modules are compiled from and the parameter structs
+/// they take (params.rs). Each of its modules compiles the family's files with one
+/// `MOD_<name>` macro defined, which selects the module's own entry points (the `#ifdef`s
+/// around the instantiations in `kernels/`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Module {
+pub enum Family {
     /// Embedding rows, gated activations, addition, copy (elementwise.cu).
     Elementwise,
     /// RMSNorm, alone or fused with the q8 conversion (norm.cu).
     Norm,
-    /// RoPE, RoPE with the KV store, and the KV store (rope.cu).
+    /// RoPE, RoPE with the KV store, and the KV store (rope.cu, kv_shift.cu).
     Rope,
     /// Attention: one query row, many, decode split along the keys, prefill on the tensor
     /// cores (attention*.cu).
@@ -38,55 +50,32 @@ pub enum Module {
     /// The q8 conversion of activations and the dp4a matrix products, decode and prefill
     /// (matmul_*.cu).
     Matmul,
-    /// The tensor-core prefill products (mmq.cu).
+    /// The tensor-core prefill products (mmq.cu, mmq_small.cu).
     Mmq,
 }
 
-impl Module {
-    /// Every module.
-    pub const ALL: [Module; 7] = [
-        Module::Elementwise,
-        Module::Norm,
-        Module::Rope,
-        Module::Attention,
-        Module::Sampling,
-        Module::Matmul,
-        Module::Mmq,
-    ];
-
-    /// Lowercase name, for the cache file and error messages.
-    pub fn name(self) -> &'static str {
-        match self {
-            Module::Elementwise => "elementwise",
-            Module::Norm => "norm",
-            Module::Rope => "rope",
-            Module::Attention => "attention",
-            Module::Sampling => "sampling",
-            Module::Matmul => "matmul",
-            Module::Mmq => "mmq",
-        }
-    }
-
-    /// The module's own files, in order (after common.cuh and the parameter header).
+impl Family {
+    /// The family's files, in order (after common.cuh, the module's selection and the
+    /// parameter header).
     fn files(self) -> &'static [(&'static str, &'static str)] {
         const Q8: (&str, &str) = ("q8.cuh", include_str!("kernels/q8.cuh"));
         const MATMUL: (&str, &str) = ("matmul.cuh", include_str!("kernels/matmul.cuh"));
         match self {
-            Module::Elementwise => &[("elementwise.cu", include_str!("kernels/elementwise.cu"))],
-            Module::Norm => &[Q8, ("norm.cu", include_str!("kernels/norm.cu"))],
-            Module::Rope => &[
+            Family::Elementwise => &[("elementwise.cu", include_str!("kernels/elementwise.cu"))],
+            Family::Norm => &[Q8, ("norm.cu", include_str!("kernels/norm.cu"))],
+            Family::Rope => &[
                 ("rope.cu", include_str!("kernels/rope.cu")),
                 ("kv_shift.cu", include_str!("kernels/kv_shift.cu")),
             ],
-            Module::Attention => &[
+            Family::Attention => &[
                 ("attention.cu", include_str!("kernels/attention.cu")),
                 ("attention_rows.cu", include_str!("kernels/attention_rows.cu")),
                 ("attention_split.cu", include_str!("kernels/attention_split.cu")),
                 ("attention_flash.cu", include_str!("kernels/attention_flash.cu")),
                 ("attention_decode.cu", include_str!("kernels/attention_decode.cu")),
             ],
-            Module::Sampling => &[("sampling.cu", include_str!("kernels/sampling.cu"))],
-            Module::Matmul => &[
+            Family::Sampling => &[("sampling.cu", include_str!("kernels/sampling.cu"))],
+            Family::Matmul => &[
                 Q8,
                 ("matmul_quantize.cu", include_str!("kernels/matmul_quantize.cu")),
                 MATMUL,
@@ -96,7 +85,7 @@ impl Module {
                 ("matmul_blas.cu", include_str!("kernels/matmul_blas.cu")),
             ],
             // The 16-byte load and bit helpers of matmul.cuh.
-            Module::Mmq => &[
+            Family::Mmq => &[
                 MATMUL,
                 ("mmq.cu", include_str!("kernels/mmq.cu")),
                 ("mmq_small.cu", include_str!("kernels/mmq_small.cu")),
@@ -105,9 +94,152 @@ impl Module {
     }
 }
 
+/// One NVRTC program: a few kernels of one [`Family`], small enough that no module bounds a
+/// cold start alone, and split so that a model compiles only what it can launch: the
+/// products of the weight types it holds, the attention of its head size.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Module {
+    /// `embed`, `gated_act`, `add`, `copy`.
+    Elementwise,
+    /// `rms_norm`, `rms_norm_q8s`.
+    Norm,
+    /// `rope`, `rope_kv`, `kv_store`, `kv_shift`.
+    Rope,
+    /// `argmax`.
+    Sampling,
+    /// The activations' q8 and f16 conversions and cuBLAS's helpers (matmul_quantize.cu,
+    /// matmul_blas.cu).
+    Quantize,
+    /// `attention`: one query row a block, any head size.
+    Attention,
+    /// `attention_rows_D`.
+    AttentionRows(HeadDims),
+    /// `attention_split_D_G`, every head group.
+    AttentionSplit(HeadDims),
+    /// `attention_flash_D`.
+    AttentionFlash(HeadDims),
+    /// `attention_decode_D_G`, every head group (heads of 64 and 128).
+    AttentionDecode(HeadDims),
+    /// `matvec_T`, `matvec_T_r8`.
+    MatVec(MatVecType),
+    /// `mmv_T`, `mmv2_T`, `mmv3_T` and their `_o` builds.
+    Mmv(Block),
+    /// `mmvn_T`, `mmvn2_T` or `mmvn3_T` by form.
+    MmvRows(Block, MmvForm),
+    /// `mmv3_kmix`, `mmv3_kmix_o`.
+    Mmv3Kmix,
+    /// `mmq_T`, `mmq_T_n32` and `mmqs_T` where the type has one.
+    Mmq(Block),
+    /// `mmq_reduce`.
+    MmqReduce,
+}
+
+impl Module {
+    /// Every module, each once (those of [`Kernel::all`], in its order).
+    pub fn all() -> Vec<Module> {
+        let mut v: Vec<Module> = Vec::new();
+        for k in Kernel::all() {
+            if !v.contains(&k.module()) {
+                v.push(k.module());
+            }
+        }
+        v
+    }
+
+    /// The family whose files and parameter structs the module compiles.
+    pub fn family(self) -> Family {
+        match self {
+            Module::Elementwise => Family::Elementwise,
+            Module::Norm => Family::Norm,
+            Module::Rope => Family::Rope,
+            Module::Sampling => Family::Sampling,
+            Module::Attention
+            | Module::AttentionRows(_)
+            | Module::AttentionSplit(_)
+            | Module::AttentionFlash(_)
+            | Module::AttentionDecode(_) => Family::Attention,
+            Module::Quantize
+            | Module::MatVec(_)
+            | Module::Mmv(_)
+            | Module::MmvRows(..)
+            | Module::Mmv3Kmix => Family::Matmul,
+            Module::Mmq(_) | Module::MmqReduce => Family::Mmq,
+        }
+    }
+
+    /// Lowercase name, for the cache file, the selecting macro (`MOD_<name>`) and error
+    /// messages.
+    pub fn name(self) -> String {
+        let fixed = match self {
+            Module::Elementwise => "elementwise",
+            Module::Norm => "norm",
+            Module::Rope => "rope",
+            Module::Sampling => "sampling",
+            Module::Quantize => "quantize",
+            Module::Attention => "attention",
+            Module::AttentionRows(d) => return format!("attention_rows_{}", d.size()),
+            Module::AttentionSplit(d) => return format!("attention_split_{}", d.size()),
+            Module::AttentionFlash(d) => return format!("attention_flash_{}", d.size()),
+            Module::AttentionDecode(d) => return format!("attention_decode_{}", d.size()),
+            Module::MatVec(t) => return format!("matvec_{}", t.suffix()),
+            Module::Mmv(t) => return format!("mmv_{}", t.suffix()),
+            Module::MmvRows(t, form) => return format!("{}_{}", form.mmvn(), t.suffix()),
+            Module::Mmv3Kmix => "mmv3_kmix",
+            Module::Mmq(t) => return format!("mmq_{}", t.suffix()),
+            Module::MmqReduce => "mmq_reduce",
+        };
+        fixed.to_string()
+    }
+
+    /// The macros that select the module's entry points from its family's files: `MOD_<name>`
+    /// (the `#ifdef`s around the instantiations), for `mmvn` kernels the type's and the form.
+    fn defines(self) -> String {
+        match self {
+            Module::MmvRows(t, form) => {
+                format!("#define MOD_mmvn_{} 1\n#define MMVN_FORM {}\n", t.suffix(), form.number())
+            }
+            _ => format!("#define MOD_{} 1\n", self.name()),
+        }
+    }
+
+    /// The modules whose products a matrix of type `t` can take (decode, prefill and, with
+    /// `mmq`, the tensor cores), most needed first; none for types without kernels.
+    pub(crate) fn for_weights(t: GgmlType, mmq: bool) -> Vec<Module> {
+        match (Block::of(t), MatVecType::of(t)) {
+            (Some(b), _) => {
+                let mut v = if mmq { vec![Module::Mmq(b), Module::MmqReduce] } else { Vec::new() };
+                v.extend([Module::MatVec(MatVecType::Block(b)), Module::Mmv(b)]);
+                v.extend(MmvForm::ALL.map(|form| Module::MmvRows(b, form)));
+                v
+            }
+            (None, Some(f)) => vec![Module::MatVec(f)],
+            (None, None) => Vec::new(),
+        }
+    }
+
+    /// The attention modules an op with heads of `head_dim` values can launch: prefill on the
+    /// tensor cores with `flash`, else the many-row kernel; decode split along the keys (on
+    /// the tensor cores with `decode_mma`); the one-row kernel for other head sizes.
+    pub(crate) fn for_attention(head_dim: usize, flash: bool, decode_mma: bool) -> Vec<Module> {
+        let dims = match head_dim {
+            64 => HeadDims::D64,
+            128 => HeadDims::D128,
+            256 => HeadDims::D256,
+            _ => return vec![Module::Attention, Module::AttentionRows(HeadDims::fitting(head_dim))],
+        };
+        let prefill = if flash { Module::AttentionFlash(dims) } else { Module::AttentionRows(dims) };
+        let decode = if decode_mma && dims != HeadDims::D256 {
+            Module::AttentionDecode(dims)
+        } else {
+            Module::AttentionSplit(dims)
+        };
+        vec![prefill, decode]
+    }
+}
+
 /// The eight block types of the quantized kernels (decode, prefill and tensor-core products).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub(crate) enum Block {
+pub enum Block {
     Q4_0,
     Q4_1,
     Q5_0,
@@ -154,7 +286,7 @@ impl Block {
 
 /// Weights of the dp4a prefill products (`matvec_*`): a block type or a float type.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub(crate) enum MatVecType {
+pub enum MatVecType {
     Block(Block),
     F16,
     BF16,
@@ -185,16 +317,38 @@ impl MatVecType {
 /// The decode products (matmul.cuh): one matrix (`mmv_`), gate and up with their activation
 /// (`mmv2_`), or three matrices of one input (`mmv3_`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub(crate) enum MmvForm {
+pub enum MmvForm {
     One,
     Gated,
     Three,
 }
 
+impl MmvForm {
+    const ALL: [MmvForm; 3] = [MmvForm::One, MmvForm::Gated, MmvForm::Three];
+
+    /// Its number: 1, 2 (gated), 3 (three matrices); the names of its entry points carry it
+    /// from 2 (`mmv2_`, `mmvn3_`).
+    fn number(self) -> usize {
+        match self {
+            MmvForm::One => 1,
+            MmvForm::Gated => 2,
+            MmvForm::Three => 3,
+        }
+    }
+
+    /// `mmvn` and the number from 2 on: the prefix of its `mmvn` entry points.
+    fn mmvn(self) -> String {
+        match self {
+            MmvForm::One => "mmvn".into(),
+            f => format!("mmvn{}", f.number()),
+        }
+    }
+}
+
 /// The head size a many-row attention entry point is unrolled for (`attention_rows_64`,
 /// `_128`, `_256`): heads of up to that many values.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub(crate) enum HeadDims {
+pub enum HeadDims {
     D64,
     D128,
     D256,
@@ -415,14 +569,7 @@ impl Kernel {
                 return format!("{prefix}_{}{}", t.suffix(), if occ { "_o" } else { "" });
             }
             Kernel::Mmv3Kmix { occ } => return format!("mmv3_kmix{}", if occ { "_o" } else { "" }),
-            Kernel::MmvRows { t, form } => {
-                let prefix = match form {
-                    MmvForm::One => "mmvn",
-                    MmvForm::Gated => "mmvn2",
-                    MmvForm::Three => "mmvn3",
-                };
-                return format!("{prefix}_{}", t.suffix());
-            }
+            Kernel::MmvRows { t, form } => return format!("{}_{}", form.mmvn(), t.suffix()),
             Kernel::Mmq { t, n32 } => return format!("mmq_{}{}", t.suffix(), if n32 { "_n32" } else { "" }),
             Kernel::MmqSmall { t } => return format!("mmqs_{}", t.suffix()),
         };
@@ -471,11 +618,11 @@ impl Kernel {
             Kernel::Embed | Kernel::GatedAct | Kernel::Add | Kernel::Copy => Module::Elementwise,
             Kernel::RmsNorm | Kernel::RmsNormQ8 => Module::Norm,
             Kernel::Rope | Kernel::RopeKv | Kernel::KvStore | Kernel::KvShift => Module::Rope,
-            Kernel::Attention
-            | Kernel::AttentionRows(_)
-            | Kernel::AttentionSplit { .. }
-            | Kernel::AttentionDecode { .. }
-            | Kernel::AttentionFlash(_) => Module::Attention,
+            Kernel::Attention => Module::Attention,
+            Kernel::AttentionRows(d) => Module::AttentionRows(d),
+            Kernel::AttentionSplit { dims, .. } => Module::AttentionSplit(dims),
+            Kernel::AttentionDecode { dims, .. } => Module::AttentionDecode(dims),
+            Kernel::AttentionFlash(d) => Module::AttentionFlash(d),
             Kernel::Argmax => Module::Sampling,
             Kernel::QuantizeQ8_0
             | Kernel::QuantizeQ8K
@@ -483,12 +630,13 @@ impl Kernel {
             | Kernel::ToHalves
             | Kernel::BiasRows
             | Kernel::QuantizeQ8s
-            | Kernel::QuantizeQ8Ks
-            | Kernel::MatVec { .. }
-            | Kernel::MmvRows { .. }
-            | Kernel::Mmv { .. }
-            | Kernel::Mmv3Kmix { .. } => Module::Matmul,
-            Kernel::Mmq { .. } | Kernel::MmqReduce | Kernel::MmqSmall { .. } => Module::Mmq,
+            | Kernel::QuantizeQ8Ks => Module::Quantize,
+            Kernel::MatVec { t, .. } => Module::MatVec(t),
+            Kernel::MmvRows { t, form } => Module::MmvRows(t, form),
+            Kernel::Mmv { t, .. } => Module::Mmv(t),
+            Kernel::Mmv3Kmix { .. } => Module::Mmv3Kmix,
+            Kernel::Mmq { t, .. } | Kernel::MmqSmall { t } => Module::Mmq(t),
+            Kernel::MmqReduce => Module::MmqReduce,
         }
     }
 
@@ -586,12 +734,14 @@ pub(crate) fn decode_stages() -> usize {
     })
 }
 
-/// The CUDA C source of `module`, as NVRTC compiles it: common.cuh, the generated parameter
-/// header, then the module's own files.
+/// The CUDA C source of `module`, as NVRTC compiles it: common.cuh, the macro that selects
+/// the module's entry points (`MOD_<name>`), the generated parameter header of its family,
+/// then the family's files.
 pub fn source(module: Module) -> String {
     let mut s = format!("// ---- common.cuh\n{}\n", include_str!("kernels/common.cuh"));
-    s += &format!("// ---- params.rs (generated)\n{}\n", params::header(module));
-    for (name, text) in module.files() {
+    s += &format!("// ---- module {}\n{}", module.name(), module.defines());
+    s += &format!("// ---- params.rs (generated)\n{}\n", params::header(module.family()));
+    for (name, text) in module.family().files() {
         s += &format!("// ---- {name}\n{text}\n");
     }
     s
@@ -617,14 +767,41 @@ pub fn compile_module(module: Module, arch: (i32, i32)) -> Result<String> {
     Ok(ptx.to_src())
 }
 
-/// Compile every module for `arch` with NVRTC (no GPU needed), returning their PTX texts one
-/// after the other. Checks that every [`Kernel`] is an entry point of its module's PTX, so CI
-/// (which runs this without a GPU) catches a name or module the enum gets wrong.
+/// Compile every module for `arch` with NVRTC (no GPU needed, a thread a core), returning
+/// their PTX texts one after the other. Checks that every [`Kernel`] is an entry point of its
+/// module's PTX, taking the one parameter struct `launch` passes, and that a module holds no
+/// other entry point (a missing `#ifdef MOD_` would compile a kernel into every module of
+/// its family), so CI (which runs this without a GPU) catches a name or module the enum gets
+/// wrong.
 pub fn compile(arch: (i32, i32)) -> Result<String> {
+    let modules = Module::all();
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let threads = std::thread::available_parallelism().map_or(2, |n| n.get()).min(modules.len());
+    let mut ptx: Vec<Option<Result<String>>> = (0..modules.len()).map(|_| None).collect();
+    std::thread::scope(|s| {
+        let jobs: Vec<_> = (0..threads)
+            .map(|_| {
+                s.spawn(|| {
+                    let mut done = Vec::new();
+                    loop {
+                        let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        let Some(&m) = modules.get(i) else { return done };
+                        done.push((i, compile_module(m, arch)));
+                    }
+                })
+            })
+            .collect();
+        for j in jobs {
+            for (i, r) in j.join().unwrap_or_default() {
+                ptx[i] = Some(r);
+            }
+        }
+    });
     let mut all = String::new();
-    for m in Module::ALL {
-        let ptx = compile_module(m, arch)?;
-        for k in Kernel::all().into_iter().filter(|k| k.module() == m) {
+    for (&m, ptx) in modules.iter().zip(ptx) {
+        let ptx = ptx.ok_or_else(|| err(format!("the {} kernels were not compiled", m.name())))??;
+        let kernels: Vec<Kernel> = Kernel::all().into_iter().filter(|k| k.module() == m).collect();
+        for k in &kernels {
             let name = k.name();
             if !ptx.contains(&format!(".entry {name}(")) {
                 return Err(err(format!("kernel '{name}' is not an entry point of the {} module", m.name())));
@@ -634,6 +811,14 @@ pub fn compile(arch: (i32, i32)) -> Result<String> {
             if !ptx.contains(&format!("{name}_param_0[{size}]")) || ptx.contains(&format!("{name}_param_1")) {
                 return Err(err(format!("kernel '{name}' does not take one {} ({size} bytes)", k.params())));
             }
+        }
+        let entries = ptx.matches(".entry ").count();
+        if entries != kernels.len() {
+            return Err(err(format!(
+                "the {} module has {entries} entry points, not its {} kernels",
+                m.name(),
+                kernels.len()
+            )));
         }
         all += &ptx;
     }
@@ -674,10 +859,13 @@ pub fn compile_cubin(module: Module, arch: (i32, i32)) -> Result<Vec<u8>> {
 
 /// NVRTC's version, part of the cache key (another NVRTC makes other code).
 fn nvrtc_version() -> (i32, i32) {
-    let (mut major, mut minor) = (0, 0);
-    // SAFETY: two out-parameters.
-    let _ = unsafe { cudarc::nvrtc::sys::nvrtcVersion(&mut major, &mut minor) };
-    (major, minor)
+    static VERSION: OnceLock<(i32, i32)> = OnceLock::new();
+    *VERSION.get_or_init(|| {
+        let (mut major, mut minor) = (0, 0);
+        // SAFETY: two out-parameters.
+        let _ = unsafe { cudarc::nvrtc::sys::nvrtcVersion(&mut major, &mut minor) };
+        (major, minor)
+    })
 }
 
 /// `module`'s code for `arch` (a cubin, or PTX when `cubin` is false), from the disk cache or
@@ -695,79 +883,320 @@ fn code(module: Module, arch: (i32, i32), cubin: bool) -> Result<Vec<u8>> {
     if let Some(p) = &path {
         let _ = p.parent().map(std::fs::create_dir_all);
         let tmp = p.with_extension(format!("tmp{}", std::process::id()));
-        if std::fs::write(&tmp, &bytes).is_ok() {
-            let _ = std::fs::rename(&tmp, p);
+        if std::fs::write(&tmp, &bytes).is_ok() && std::fs::rename(&tmp, p).is_err() {
+            let _ = std::fs::remove_file(&tmp);
         }
     }
     Ok(bytes)
 }
 
-/// Load `module` into `ctx` from its cubin (made beforehand, `cubin`), or from PTX where there
-/// is none or the driver refuses it.
-fn load_module(
-    ctx: &Arc<CudaContext>,
+/// One module's code for one architecture, options and kind (cubin or PTX), made once a
+/// process: queued by [`request`], then made by a worker thread, or by the first [`wait`]
+/// that finds it still queued (a launch never waits behind modules it does not need).
+struct Build {
     module: Module,
     arch: (i32, i32),
-    cubin: Option<Vec<u8>>,
-) -> Result<Arc<cudarc::driver::CudaModule>> {
-    if let Some(bin) = cubin {
-        if let Ok(m) = ctx.load_module(Ptx::from_binary(bin)) {
-            return Ok(m);
-        }
-    }
-    let ptx = String::from_utf8(code(module, arch, false)?).map_err(|e| err(format!("cached PTX: {e}")))?;
-    ctx.load_module(Ptx::from_src(ptx))
-        .map_err(|e| err(format!("loading the {} kernels for sm_{}{}: {e}", module.name(), arch.0, arch.1)))
+    cubin: bool,
+    state: Mutex<BuildState>,
+    done: Condvar,
 }
 
-/// Load every module into `ctx` and look up every entry point.
-pub(crate) fn load(ctx: &Arc<CudaContext>) -> Result<HashMap<Kernel, CudaFunction>> {
-    let arch = ctx.compute_capability().map_err(|e| err(format!("compute capability: {e}")))?;
-    let all = Kernel::all();
-    let mut fns = HashMap::with_capacity(all.len());
-    // Every module's cubin, compiled (or read from the cache) on a thread each: the largest
-    // module bounds a cold start instead of the sum of them.
-    let cubins: Vec<Option<Vec<u8>>> = if std::env::var("WICK_CUDA_CUBIN").as_deref() == Ok("0") {
-        Module::ALL.iter().map(|_| None).collect()
-    } else {
-        std::thread::scope(|s| {
-            let jobs: Vec<_> = Module::ALL.iter().map(|&m| s.spawn(move || code(m, arch, true))).collect();
-            jobs.into_iter().map(|j| j.join().ok().and_then(|r| r.ok())).collect()
-        })
-    };
-    for (module, cubin) in Module::ALL.into_iter().zip(cubins) {
-        let loaded = load_module(ctx, module, arch, cubin)?;
-        for &k in all.iter().filter(|k| k.module() == module) {
-            let f =
-                loaded.load_function(&k.name()).map_err(|e| err(format!("kernel '{}': {e}", k.name())))?;
-            if k.dynamic_smem() > 0 {
-                // Above 48 KiB a kernel must ask for its dynamic shared memory.
-                f.set_attribute(
-                    CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-                    k.dynamic_smem() as i32,
-                )
-                .map_err(|e| {
-                    err(format!("kernel '{}': {} bytes of shared memory: {e}", k.name(), k.dynamic_smem()))
-                })?;
+enum BuildState {
+    Queued,
+    Running,
+    /// The code, or the error's message.
+    Done(std::result::Result<Arc<Vec<u8>>, String>),
+}
+
+/// What tells builds apart: the module, the architecture, cubin or PTX, and the options
+/// (tuning knobs read from the environment).
+type BuildKey = (Module, (i32, i32), bool, Vec<String>);
+
+/// Every build of the process, the queue of those not started, and the workers taking them.
+#[derive(Default)]
+struct Builds {
+    all: HashMap<BuildKey, Arc<Build>>,
+    queue: VecDeque<Arc<Build>>,
+    workers: usize,
+}
+
+fn builds() -> MutexGuard<'static, Builds> {
+    static BUILDS: OnceLock<Mutex<Builds>> = OnceLock::new();
+    lock(BUILDS.get_or_init(Mutex::default))
+}
+
+/// A lock that a panicking holder did not spoil (the state it guards is set in one step).
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Worker threads that make queued modules: a core each (`WICK_CUDA_COMPILE_THREADS`).
+fn max_workers() -> usize {
+    std::env::var("WICK_CUDA_COMPILE_THREADS")
+        .ok()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(4, |n| n.get()))
+        .max(1)
+}
+
+/// Queue `module`'s code for `arch` (a cubin, or PTX) unless it is made, being made or queued,
+/// and start a worker if fewer than [`max_workers`] run.
+fn request(module: Module, arch: (i32, i32), cubin: bool) -> Arc<Build> {
+    let mut b = builds();
+    let key = (module, arch, cubin, options(arch));
+    if let Some(build) = b.all.get(&key) {
+        return build.clone();
+    }
+    let build =
+        Arc::new(Build { module, arch, cubin, state: Mutex::new(BuildState::Queued), done: Condvar::new() });
+    b.all.insert(key, build.clone());
+    b.queue.push_back(build.clone());
+    if b.workers < max_workers() && std::thread::Builder::new().name("wick-nvrtc".into()).spawn(work).is_ok()
+    {
+        b.workers += 1;
+    }
+    build
+}
+
+/// A worker: make queued modules until the queue is empty.
+fn work() {
+    loop {
+        let next = {
+            let mut b = builds();
+            loop {
+                match b.queue.pop_front() {
+                    // Started under the lock, so that `settle` sees it running.
+                    Some(build) if start(&build) => break build,
+                    Some(_) => {}
+                    None => {
+                        b.workers -= 1;
+                        return;
+                    }
+                }
             }
-            fns.insert(k, f);
+        };
+        finish(&next);
+    }
+}
+
+/// Take `build` for this thread (false: another thread took it).
+fn start(build: &Build) -> bool {
+    let mut state = lock(&build.state);
+    let queued = matches!(*state, BuildState::Queued);
+    if queued {
+        *state = BuildState::Running;
+    }
+    queued
+}
+
+/// Make `build`, taken by [`start`].
+fn finish(build: &Build) {
+    let (module, arch, cubin) = (build.module, build.arch, build.cubin);
+    let made = match std::panic::catch_unwind(move || code(module, arch, cubin)) {
+        Ok(Ok(bytes)) => Ok(Arc::new(bytes)),
+        Ok(Err(Error::Executor { message, .. })) => Err(message),
+        Ok(Err(e)) => Err(e.to_string()),
+        Err(_) => Err(format!("compiling the {} kernels panicked", module.name())),
+    };
+    *lock(&build.state) = BuildState::Done(made);
+    build.done.notify_all();
+}
+
+/// `build`'s code: made here if no thread has started it, else waited for.
+fn wait(build: &Build) -> Result<Arc<Vec<u8>>> {
+    if start(build) {
+        finish(build);
+    }
+    let mut state = lock(&build.state);
+    loop {
+        if let BuildState::Done(made) = &*state {
+            return made.clone().map_err(err);
+        }
+        state = build.done.wait(state).unwrap_or_else(|e| e.into_inner());
+    }
+}
+
+/// Forget the builds no thread has started and wait for those running, so that no compile is
+/// left running when the process exits (NVRTC's teardown under a running compile can crash
+/// it): called when an executor is dropped. A later request queues them again, and a
+/// [`wait`] on one forgotten here makes it on its own thread.
+fn settle() {
+    let running: Vec<Arc<Build>> = {
+        let mut b = builds();
+        b.queue.clear();
+        b.all.retain(|_, build| !matches!(*lock(&build.state), BuildState::Queued));
+        b.all.values().filter(|build| matches!(*lock(&build.state), BuildState::Running)).cloned().collect()
+    };
+    for build in running {
+        let mut state = lock(&build.state);
+        while matches!(*state, BuildState::Running) {
+            state = build.done.wait(state).unwrap_or_else(|e| e.into_inner());
         }
     }
-    Ok(fns)
+}
+
+/// An executor's kernels: the modules it has loaded into its context and the entry points
+/// it has looked up, both on first use. Modules are compiled (or read from the disk cache)
+/// on worker threads, in the order [`Kernels::prefetch`] asks for them: the executor asks
+/// for the modules a model needs as soon as it knows them (the weights' types, the
+/// attention's head size), and a launch waits only for its own kernel's module.
+pub(crate) struct Kernels {
+    ctx: Arc<CudaContext>,
+    arch: (i32, i32),
+    /// Cubins (false with `WICK_CUDA_CUBIN=0`, and once the driver has refused one: PTX).
+    cubin: Cell<bool>,
+    modules: RefCell<HashMap<Module, Arc<CudaModule>>>,
+    fns: RefCell<HashMap<Kernel, CudaFunction>>,
+}
+
+impl Kernels {
+    /// No module loaded yet.
+    pub(crate) fn new(ctx: &Arc<CudaContext>) -> Result<Kernels> {
+        let arch = ctx.compute_capability().map_err(|e| err(format!("compute capability: {e}")))?;
+        Ok(Kernels {
+            ctx: ctx.clone(),
+            arch,
+            cubin: Cell::new(std::env::var("WICK_CUDA_CUBIN").as_deref() != Ok("0")),
+            modules: RefCell::new(HashMap::new()),
+            fns: RefCell::new(HashMap::new()),
+        })
+    }
+
+    /// Start compiling `modules` on worker threads (those not loaded yet), in this order.
+    pub(crate) fn prefetch(&self, modules: impl IntoIterator<Item = Module>) {
+        for m in modules {
+            if !self.modules.borrow().contains_key(&m) {
+                request(m, self.arch, self.cubin.get());
+            }
+        }
+    }
+
+    /// Whether `k` has been looked up (a launch of it needs no compile nor load).
+    pub(crate) fn ready(&self, k: Kernel) -> bool {
+        self.fns.borrow().contains_key(&k)
+    }
+
+    /// Entry point `k`, its module compiled and loaded first if need be.
+    pub(crate) fn get(&self, k: Kernel) -> Result<CudaFunction> {
+        if let Some(f) = self.fns.borrow().get(&k) {
+            return Ok(f.clone());
+        }
+        let module = self.module(k.module())?;
+        let f = module.load_function(&k.name()).map_err(|e| err(format!("kernel '{}': {e}", k.name())))?;
+        if k.dynamic_smem() > 0 {
+            // Above 48 KiB a kernel must ask for its dynamic shared memory.
+            f.set_attribute(
+                CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                k.dynamic_smem() as i32,
+            )
+            .map_err(|e| {
+                err(format!("kernel '{}': {} bytes of shared memory: {e}", k.name(), k.dynamic_smem()))
+            })?;
+        }
+        self.fns.borrow_mut().insert(k, f.clone());
+        Ok(f)
+    }
+
+    /// `module`, loaded into the context (once).
+    fn module(&self, module: Module) -> Result<Arc<CudaModule>> {
+        if let Some(m) = self.modules.borrow().get(&module) {
+            return Ok(m.clone());
+        }
+        let loaded = self.load(module)?;
+        self.modules.borrow_mut().insert(module, loaded.clone());
+        Ok(loaded)
+    }
+
+    /// Load `module` from its cubin, or from PTX where the cubin could not be made or the
+    /// driver refuses it (older than the NVRTC that made it: then PTX from here on).
+    fn load(&self, module: Module) -> Result<Arc<CudaModule>> {
+        let arch = self.arch;
+        if self.cubin.get() {
+            if let Ok(bin) = wait(&request(module, arch, true)) {
+                match self.ctx.load_module(Ptx::from_binary(bin.to_vec())) {
+                    Ok(m) => return Ok(m),
+                    Err(_) => self.cubin.set(false),
+                }
+            }
+        }
+        let ptx = wait(&request(module, arch, false))?;
+        let ptx = String::from_utf8(ptx.to_vec()).map_err(|e| err(format!("cached PTX: {e}")))?;
+        self.ctx.load_module(Ptx::from_src(ptx)).map_err(|e| {
+            err(format!("loading the {} kernels for sm_{}{}: {e}", module.name(), arch.0, arch.1))
+        })
+    }
+}
+
+impl Drop for Kernels {
+    fn drop(&mut self) {
+        settle();
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    /// The 159 entry points, each named once (that each is in its module's PTX is checked by
-    /// `compile`, run in CI with NVRTC).
+    /// The 159 entry points, each named once (that each is in its module's PTX, and nothing
+    /// else is, is checked by `compile`, run in CI with NVRTC).
     #[test]
     fn every_kernel_named_once() {
         let all = Kernel::all();
         assert_eq!(all.len(), 159);
         let names: std::collections::HashSet<String> = all.iter().map(|k| k.name()).collect();
         assert_eq!(names.len(), all.len());
+    }
+
+    /// 70 modules, each named once (the cache file and the selecting macro), of 1 to 7 kernels
+    /// (no longer one module a family: the matmul family's 103 kernels were one), each with
+    /// its selection in its source.
+    #[test]
+    fn modules_split_the_kernels() {
+        let modules = Module::all();
+        assert_eq!(modules.len(), 70);
+        let names: std::collections::HashSet<String> = modules.iter().map(|m| m.name()).collect();
+        assert_eq!(names.len(), modules.len());
+        for m in &modules {
+            let n = Kernel::all().into_iter().filter(|k| k.module() == *m).count();
+            assert!((1..=7).contains(&n), "{}: {n} kernels", m.name());
+            assert!(source(*m).contains(&m.defines()), "{}", m.name());
+        }
+        assert_eq!(Module::Mmv(Block::Q4K).name(), "mmv_q4_k");
+        assert_eq!(Module::MmvRows(Block::Q6K, MmvForm::Gated).name(), "mmvn2_q6_k");
+        assert!(Module::MmvRows(Block::Q6K, MmvForm::Gated).defines().contains("#define MMVN_FORM 2\n"));
+    }
+
+    /// A model asks for its weight types' products and its head size's attention only.
+    #[test]
+    fn modules_a_model_needs() {
+        let q4k = Module::for_weights(GgmlType::Q4_K, true);
+        assert_eq!(q4k[0], Module::Mmq(Block::Q4K));
+        assert!(q4k.contains(&Module::MatVec(MatVecType::Block(Block::Q4K))));
+        assert!(q4k.contains(&Module::MmvRows(Block::Q4K, MmvForm::Three)));
+        assert!(q4k.iter().all(|m| m.name().ends_with("q4_k") || *m == Module::MmqReduce));
+        assert!(!Module::for_weights(GgmlType::Q8_0, false).contains(&Module::Mmq(Block::Q8_0)));
+        assert_eq!(Module::for_weights(GgmlType::F16, true), [Module::MatVec(MatVecType::F16)]);
+        assert!(Module::for_weights(GgmlType::Q2_K, true).is_empty());
+        let all = Module::all();
+        for t in [GgmlType::Q4_0, GgmlType::Q5_1, GgmlType::Q6_K, GgmlType::BF16, GgmlType::F32] {
+            assert!(Module::for_weights(t, true).iter().all(|m| all.contains(m)), "{t}");
+        }
+        assert_eq!(
+            Module::for_attention(128, true, true),
+            [Module::AttentionFlash(HeadDims::D128), Module::AttentionDecode(HeadDims::D128)]
+        );
+        assert_eq!(
+            Module::for_attention(256, true, true),
+            [Module::AttentionFlash(HeadDims::D256), Module::AttentionSplit(HeadDims::D256)]
+        );
+        assert_eq!(
+            Module::for_attention(64, false, false),
+            [Module::AttentionRows(HeadDims::D64), Module::AttentionSplit(HeadDims::D64)]
+        );
+        assert_eq!(
+            Module::for_attention(96, true, true),
+            [Module::Attention, Module::AttentionRows(HeadDims::D128)]
+        );
     }
 
     /// Decode builds: `_o` for short rows except Q8_0; forced either way; others untouched.

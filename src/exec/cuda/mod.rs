@@ -6,7 +6,9 @@
 //!   machine without them gets [`Error::Executor`] from [`CudaExecutor::new`], never a panic
 //!   (cudarc panics on a missing library, so its presence is checked first).
 //! - Kernels are CUDA C in `kernels/`, one op family per file, compiled by NVRTC for the
-//!   device's own architecture as one module per family and cached on disk (`kernels.rs`).
+//!   device's own architecture in small modules (a weight type's products, a head size's
+//!   attention), only those the model needs, on worker threads while the weights load, and
+//!   cached on disk (`kernels.rs`).
 //!   They are named by the [`kernels::Kernel`] enum, never by strings at call sites, and each
 //!   takes one `#[repr(C)]` parameter struct by value, declared once in `params.rs`, whose C
 //!   twin is generated with layout `static_assert`s that NVRTC checks.
@@ -48,10 +50,9 @@ mod ops;
 mod params;
 mod record;
 
-use std::collections::HashMap;
 use std::sync::Arc;
 
-use cudarc::driver::{CudaContext, CudaFunction, CudaStream};
+use cudarc::driver::{CudaContext, CudaStream};
 
 use super::{
     Executor, Graph, GraphId, HostWork, KvId, KvShift, KvSpec, LocalFuture, Readback, SeqStep, StepOutput,
@@ -64,7 +65,7 @@ use kernels::Kernel;
 use record::Compiled;
 
 pub use kernels::{
-    compile as compile_kernels, compile_cubin, compile_module, source as kernel_source, Module,
+    compile as compile_kernels, compile_cubin, compile_module, source as kernel_source, Family, Module,
 };
 
 /// An error of this executor.
@@ -85,7 +86,13 @@ pub struct CudaExecutor {
     blas: std::cell::OnceCell<Option<ops::Blas>>,
     _ctx: Arc<CudaContext>,
     stream: Arc<CudaStream>,
-    fns: HashMap<Kernel, CudaFunction>,
+    /// The kernels, compiled and loaded on first use (or asked for ahead: `Kernels::prefetch`).
+    kernels: kernels::Kernels,
+    /// Set while a step is captured as a CUDA graph: a launch of a kernel not loaded yet is
+    /// then skipped and noted in `missing` (nothing is compiled or loaded during a capture),
+    /// and the capture is made again once they are loaded.
+    capturing: std::cell::Cell<bool>,
+    missing: std::cell::RefCell<Vec<Kernel>>,
     weights: Vec<Weight>,
     kvs: Vec<Option<Kv>>,
     /// Compiled graphs by [`GraphId`]; `None` once freed.

@@ -3,11 +3,11 @@
 //!
 //! Each struct is declared once, here, by [`params!`]: the macro defines the Rust struct and
 //! records its C field types, from which [`header`] writes the C declarations that are
-//! prepended to the kernels of its module, each followed by `static_assert`s of its size,
-//! alignment and every field's offset as Rust computed them. NVRTC thus proves that both
-//! sides agree on the layout; a field added on one side only fails to compile. Device
-//! addresses are `u64` here and typed pointers in C (8 bytes on every CUDA target). Fields are
-//! ordered 8-byte first, so no struct has padding between fields.
+//! prepended to the kernels of its family (every module of it), each followed by
+//! `static_assert`s of its size, alignment and every field's offset as Rust computed them.
+//! NVRTC thus proves that both sides agree on the layout; a field added on one side only fails
+//! to compile. Device addresses are `u64` here and typed pointers in C (8 bytes on every CUDA
+//! target). Fields are ordered 8-byte first, so no struct has padding between fields.
 //!
 //! The driver copies a launch's parameters when the launch is enqueued (and a CUDA graph
 //! keeps its own copy when it is captured), so a struct built on the stack for one launch is
@@ -15,11 +15,11 @@
 
 use std::fmt::Write;
 
-use super::kernels::Module;
+use super::kernels::Family;
 
 /// One struct's layout, as Rust computed it: for the generated C declaration.
 struct Layout {
-    module: Module,
+    family: Family,
     name: &'static str,
     size: usize,
     align: usize,
@@ -33,12 +33,12 @@ pub(crate) trait KernelParams: cudarc::driver::DeviceRepr {
     const NAME: &'static str;
 }
 
-/// Declares the parameter structs (each: doc comment, `[Module]`, `struct Name { field: RustType
+/// Declares the parameter structs (each: doc comment, `[Family]`, `struct Name { field: RustType
 /// = "C type", ... }`) and `layouts()`, their layouts for the C header.
 macro_rules! params {
     ($(
         $(#[doc = $doc:literal])+
-        [$module:ident] struct $name:ident {
+        [$family:ident] struct $name:ident {
             $($field:ident: $ty:ty = $c:literal,)+
         }
     )+) => {
@@ -60,7 +60,7 @@ macro_rules! params {
         /// Every parameter struct's layout.
         fn layouts() -> Vec<Layout> {
             vec![$(Layout {
-                module: Module::$module,
+                family: Family::$family,
                 name: stringify!($name),
                 size: std::mem::size_of::<$name>(),
                 align: std::mem::align_of::<$name>(),
@@ -402,17 +402,18 @@ params! {
     }
 }
 
-/// The C declarations of `module`'s parameter structs with their layout checks (prepended to
-/// the module's sources after common.cuh, which defines the integer types).
-pub fn header(module: Module) -> String {
+/// The C declarations of the parameter structs of `family`'s kernels with their layout checks
+/// (prepended to the sources of each of its modules after common.cuh, which defines the
+/// integer types).
+pub fn header(family: Family) -> String {
     let mut h = String::from(
-        "// Generated from src/exec/cuda/params.rs: the parameter structs of this module's kernels.\n\
+        "// Generated from src/exec/cuda/params.rs: the parameter structs of this family's kernels.\n\
          // Each static_assert holds what Rust computed, so NVRTC checks both sides agree.\n\
          // NVRTC has no <cstddef> and no __builtin_offsetof; its front end (EDG) takes a member's\n\
          // address in a null object as a constant inside __INTADDR__, as EDG's own offsetof does.\n\
          #ifndef offsetof\n#define offsetof(T, f) __INTADDR__(&(((T*)0)->f))\n#endif\n",
     );
-    for l in layouts().iter().filter(|l| l.module == module) {
+    for l in layouts().iter().filter(|l| l.family == family) {
         declare(&mut h, l);
     }
     h
@@ -462,8 +463,8 @@ mod tests {
              static_assert(offsetof(CopyParams, rows) == 16, \"CopyParams.rows: offset differs from Rust's\");\n\
              static_assert(offsetof(CopyParams, n) == 24, \"CopyParams.n: offset differs from Rust's\");\n"
         );
-        assert!(header(Module::Elementwise).contains("struct CopyParams {"));
-        assert!(!header(Module::Norm).contains("CopyParams"));
+        assert!(header(Family::Elementwise).contains("struct CopyParams {"));
+        assert!(!header(Family::Norm).contains("CopyParams"));
     }
 
     /// No struct has padding between fields (8-byte fields first): every byte up to the last

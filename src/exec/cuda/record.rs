@@ -11,7 +11,7 @@ use cudarc::driver::{
 };
 
 use super::device::Buf;
-use super::kernels::Kernel;
+use super::kernels::{Kernel, Module};
 use super::ops::attention::SPLIT_COUNTERS;
 use super::params::KernelParams;
 use super::{drv, err, ops, CudaExecutor};
@@ -159,10 +159,15 @@ impl CudaExecutor {
         block: u32,
         p: &P,
     ) -> Result<()> {
-        let f = self.fns.get(&k).ok_or_else(|| err(format!("no kernel '{}'", k.name())))?;
         if P::NAME != k.params() {
             return Err(err(format!("kernel '{}' takes {}, not {}", k.name(), k.params(), P::NAME)));
         }
+        if self.capturing.get() && !self.kernels.ready(k) {
+            // Loaded after the capture, which is then made again (`capture`).
+            self.missing.borrow_mut().push(k);
+            return Ok(());
+        }
+        let f = &self.kernels.get(k)?;
         if self.pdl && k.pdl_aware() {
             return self.launch_pdl(k, f, grid, block, p);
         }
@@ -248,6 +253,13 @@ impl CudaExecutor {
     /// Validate `graph`, allocate its buffers and plan its fusions.
     pub(super) fn compile_graph(&mut self, graph: &Graph) -> Result<GraphId> {
         self.validate(graph)?;
+        // The attention kernels of the graph's head sizes, prefill and decode, compiled while
+        // the first steps run what is ready.
+        for op in &graph.ops {
+            if let Op::Attention { head_dim, .. } = *op {
+                self.kernels.prefetch(Module::for_attention(head_dim, self.flash, self.decode_mma));
+            }
+        }
         let mut acts = Vec::with_capacity(graph.acts.len());
         for i in 0..graph.acts.len() {
             let a = ActId(i as u32);
@@ -598,17 +610,32 @@ impl CudaExecutor {
         Ok(out)
     }
 
-    /// Capture the steps of graph `gi` on cache `kv` as a CUDA graph.
+    /// Capture the steps of graph `gi` on cache `kv` as a CUDA graph. A capture that met
+    /// kernels not loaded yet (the launch skipped) is thrown away, and made again once they
+    /// are loaded.
     fn capture(&self, gi: usize, kv: KvId) -> Result<CudaGraph> {
         let c = self.graphs[gi].as_ref().ok_or_else(|| err("unknown graph"))?;
-        self.stream
-            .begin_capture(CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)
-            .map_err(drv("starting a graph capture"))?;
-        let recorded = self.record_all(c, kv);
-        // End the capture whatever happened, so the stream is usable again.
-        let graph =
-            self.stream.end_capture(CUgraphInstantiate_flags(0)).map_err(drv("ending a graph capture"));
-        recorded?;
-        graph?.ok_or_else(|| err("the graph capture came back empty"))
+        // The second pass finds every kernel loaded; a third is a bug, not a wait.
+        for _ in 0..3 {
+            self.stream
+                .begin_capture(CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)
+                .map_err(drv("starting a graph capture"))?;
+            self.capturing.set(true);
+            let recorded = self.record_all(c, kv);
+            self.capturing.set(false);
+            // End the capture whatever happened, so the stream is usable again.
+            let graph =
+                self.stream.end_capture(CUgraphInstantiate_flags(0)).map_err(drv("ending a graph capture"));
+            let missing = std::mem::take(&mut *self.missing.borrow_mut());
+            recorded?;
+            let graph = graph?;
+            if missing.is_empty() {
+                return graph.ok_or_else(|| err("the graph capture came back empty"));
+            }
+            for k in missing {
+                self.kernels.get(k)?;
+            }
+        }
+        Err(err("a graph capture kept meeting kernels not loaded"))
     }
 }

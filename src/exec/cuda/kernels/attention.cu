@@ -90,7 +90,9 @@ __device__ __forceinline__ void attention_one(const float* q, float* dst, const 
     }
 }
 
+#ifdef MOD_attention
 extern "C" __global__ void attention(const AttentionParams p) {
     attention_one(p.q, p.dst, p.kc, p.vc, p.scores, p.pos, p.seq, p.tables, p.tstride, p.n_ctx, p.n_heads,
                   p.n_kv_heads, p.head_dim, p.k_dim, p.v_dim, p.scale, p.window, p.softcap);
 }
+#endif

@@ -195,11 +195,15 @@ __device__ __forceinline__ void attention_decode_t(const AttentionSplitParams& p
     extern "C" __global__ void __launch_bounds__(128) attention_decode_##HD##_##GB(const AttentionSplitParams p) { \
         attention_decode_t<HD, GB>(p);                                                                           \
     }
+#ifdef MOD_attention_decode_64
 ATTENTION_DECODE(64, 1)
 ATTENTION_DECODE(64, 2)
 ATTENTION_DECODE(64, 4)
 ATTENTION_DECODE(64, 8)
+#endif
+#ifdef MOD_attention_decode_128
 ATTENTION_DECODE(128, 1)
 ATTENTION_DECODE(128, 2)
 ATTENTION_DECODE(128, 4)
 ATTENTION_DECODE(128, 8)
+#endif

@@ -336,6 +336,12 @@ __device__ __forceinline__ void attention_flash_t(const AttentionFlashParams& p)
     extern "C" __global__ void __launch_bounds__(32 * FA_WARPS, FA_MIN_BLOCKS) attention_flash_##HD(const AttentionFlashParams p) { \
         attention_flash_t<HD>(p);                                                                                \
     }
+#ifdef MOD_attention_flash_64
 ATTENTION_FLASH(64)
+#endif
+#ifdef MOD_attention_flash_128
 ATTENTION_FLASH(128)
+#endif
+#ifdef MOD_attention_flash_256
 ATTENTION_FLASH(256)
+#endif

@@ -142,6 +142,12 @@ __device__ __forceinline__ void attention_rows_t(const float* q, float* dst, con
                              p.n_ctx, p.n_heads, p.n_kv_heads,                                                 \
                              p.head_dim, p.k_dim, p.v_dim, p.scale, p.window, p.softcap, p.n_rows);            \
     }
+#ifdef MOD_attention_rows_64
 ATTENTION_ROWS(64)
+#endif
+#ifdef MOD_attention_rows_128
 ATTENTION_ROWS(128)
+#endif
+#ifdef MOD_attention_rows_256
 ATTENTION_ROWS(256)
+#endif

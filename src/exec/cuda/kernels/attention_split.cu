@@ -343,14 +343,20 @@ __device__ __forceinline__ void attention_split_t(const AttentionSplitParams& p)
     extern "C" __global__ void __launch_bounds__(128) attention_split_##HD##_##GB(const AttentionSplitParams p) { \
         attention_split_t<HD, GB>(p);                                                                          \
     }
+#ifdef MOD_attention_split_64
 ATTENTION_SPLIT(64, 1)
 ATTENTION_SPLIT(64, 2)
 ATTENTION_SPLIT(64, 4)
 ATTENTION_SPLIT(64, 8)
+#endif
+#ifdef MOD_attention_split_128
 ATTENTION_SPLIT(128, 1)
 ATTENTION_SPLIT(128, 2)
 ATTENTION_SPLIT(128, 4)
 ATTENTION_SPLIT(128, 8)
+#endif
+#ifdef MOD_attention_split_256
 ATTENTION_SPLIT(256, 1)
 ATTENTION_SPLIT(256, 2)
 ATTENTION_SPLIT(256, 4)
+#endif

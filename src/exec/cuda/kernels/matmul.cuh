@@ -312,7 +312,7 @@ __device__ __forceinline__ void mmvn_three(const u8* W, const u8* bias, int bt, 
         if (threadIdx.x % 32 == 0) out[(long long)r * n + row] = bias ? v + bv : v;
     }
 }
-#define MMVN(T, TPB, AF, PART)                                                                                \
+#define MMVN_ONE(T, TPB, AF, PART)                                                                            \
     extern "C" __global__ void __launch_bounds__(MMV_THREADS, MMVN_MIN_BLOCKS) mmvn_##T(const MmvParams p) {  \
         pdl_trigger();                                                                                        \
         int row = mmv_out_row();                                                                              \
@@ -320,7 +320,8 @@ __device__ __forceinline__ void mmvn_three(const u8* W, const u8* bias, int bt, 
         mmv_prefetch<QB_##T, Q_##T, H_##T>(p.w, p.k, p.n, row);                                               \
         pdl_wait();                                                                                           \
         MMVN_SWITCH(p.rows, mmvn_one<NR, TPB, QB_##T, Q_##T, H_##T, AF, PART>(p, row))                        \
-    }                                                                                                         \
+    }
+#define MMVN_GATED(T, TPB, AF, PART)                                                                          \
     extern "C" __global__ void __launch_bounds__(MMV_THREADS, MMVN_MIN_BLOCKS) mmvn2_##T(const Mmv2Params p) { \
         pdl_trigger();                                                                                        \
         int row = mmv_out_row();                                                                              \
@@ -329,7 +330,8 @@ __device__ __forceinline__ void mmvn_three(const u8* W, const u8* bias, int bt, 
         mmv_prefetch<QB_##T, Q_##T, H_##T>(p.w2, p.k, p.n, row);                                              \
         pdl_wait();                                                                                           \
         MMVN_SWITCH(p.rows, mmvn_gated<NR, TPB, QB_##T, Q_##T, H_##T, AF, PART>(p, row))                      \
-    }                                                                                                         \
+    }
+#define MMVN_THREE(T, TPB, AF, PART)                                                                          \
     extern "C" __global__ void __launch_bounds__(MMV_THREADS, MMVN_MIN_BLOCKS) mmvn3_##T(const Mmv3Params p) { \
         pdl_trigger();                                                                                        \
         int row = mmv_out_row(), n0 = p.n0, n1 = p.n1;                                                        \
@@ -346,6 +348,16 @@ __device__ __forceinline__ void mmvn_three(const u8* W, const u8* bias, int bt, 
         pdl_wait();                                                                                           \
         MMVN_SWITCH(p.rows, mmvn_three<NR, TPB, QB_##T, Q_##T, H_##T, AF, PART>(W, bias, bt, out, p.aq, p.ad, p.k, n, row)) \
     }
+// A module holds one form of one type's `mmvn` kernels (kernels.rs defines MMVN_FORM: 1
+// `mmvn_T`, 2 `mmvn2_T`, 3 `mmvn3_T`): with a body per row count they are the slowest
+// kernels to compile, and a module of the three took 4 s of NVRTC and ptxas (Q4_K).
+#if MMVN_FORM == 1
+#define MMVN(T, TPB, AF, PART) MMVN_ONE(T, TPB, AF, PART)
+#elif MMVN_FORM == 2
+#define MMVN(T, TPB, AF, PART) MMVN_GATED(T, TPB, AF, PART)
+#else
+#define MMVN(T, TPB, AF, PART) MMVN_THREE(T, TPB, AF, PART)
+#endif
 
 // 16-byte loads (16-byte aligned addresses) and dot products of 16 int8 pairs.
 __device__ __forceinline__ uint4 ld16(const void* p) { return *(const uint4*)p; }

@@ -1,6 +1,7 @@
 // Around cuBLAS's products of f16 and bf16 weights (ops/matmul_blas.rs): the activations
 // converted to the weights' 16-bit type, and the bias added to the product's rows.
 
+#ifdef MOD_quantize
 // n values to f16 (bf16 when p.bf16, by matmul_float.cu's bf16r), round to nearest even: the
 // CPU's conversion (quant::quantize_row_into) of a dot product's activations for these weights.
 extern "C" __global__ void to_halves(const HalvesParams p) {
@@ -17,3 +18,4 @@ extern "C" __global__ void bias_rows(const BiasRowsParams p) {
     int j = (int)(i % p.n);
     p.out[i] += deq(p.btype, p.bias, p.n, j);
 }
+#endif

@@ -76,6 +76,12 @@ __device__ __forceinline__ float bf16r(float v) {
     extern "C" __global__ void name(const MatVecParams p) { name##_rows<1>(p); }                           \
     extern "C" __global__ void name##_r8(const MatVecParams p) { name##_rows<8>(p); }
 
+#ifdef MOD_matvec_f32
 MATVEC_FLOAT(matvec_f32, float, ld_f, ld_f, false)
+#endif
+#ifdef MOD_matvec_f16
 MATVEC_FLOAT(matvec_f16, u16, ld_h, ld_f, true)
+#endif
+#ifdef MOD_matvec_bf16
 MATVEC_FLOAT(matvec_bf16, u16, ld_b, bf16r, true)
+#endif

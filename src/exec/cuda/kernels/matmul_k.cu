@@ -50,9 +50,15 @@ __device__ float dot_q6_k(const u8* q, const u8* h, const u8* a) {
     return ld_f32(a) * (ld_f16(h + 16) * (float)isum);
 }
 
+#ifdef MOD_matvec_q4_k
 MATVEC(q4_k, 292, dot_q4_k)
+#endif
+#ifdef MOD_matvec_q5_k
 MATVEC(q5_k, 292, dot_q5_k)
+#endif
+#ifdef MOD_matvec_q6_k
 MATVEC(q6_k, 292, dot_q6_k)
+#endif
 
 // ---- decode: parts of a super-block against the split q8_K activation (ad: d). The mins
 // are taken with the thread's own activation sums: their total is the per-16 sums' total.
@@ -105,12 +111,24 @@ __device__ float part_q6_k(const u8* q, const u8* h, const i8* a, const float* a
     return ad[0] * (ld_f16(h + 16) * (float)isum);
 }
 
+#ifdef MOD_mmv_q4_k
 MMV(q4_k, 8, 1, part_q4_k)
+#endif
+#ifdef MOD_mmv_q5_k
 MMV(q5_k, 8, 1, part_q5_k)
+#endif
+#ifdef MOD_mmv_q6_k
 MMV_B(q6_k, 8, 1, part_q6_k, MMV_MIN_BLOCKS_Q6K)
+#endif
+#ifdef MOD_mmvn_q4_k
 MMVN(q4_k, 8, 1, part_q4_k)
+#endif
+#ifdef MOD_mmvn_q5_k
 MMVN(q5_k, 8, 1, part_q5_k)
+#endif
+#ifdef MOD_mmvn_q6_k
 MMVN(q6_k, 8, 1, part_q6_k)
+#endif
 
 // Q, K and V of mixed K-quant types (llama-quantize's Q4_K_M gives V more bits than Q and
 // K): as mmv3_T, each third of the rows with its own type (all take q8_K activations).
@@ -162,5 +180,7 @@ __device__ __forceinline__ void mmv3_kmix_body(const u8* W0, const u8* W1, const
         mmv3_kmix_body(p.w0, p.w1, p.w2, p.o0, p.o1, p.o2, p.b0, p.b1, p.b2, p.bt0, p.bt1, p.bt2, p.n0, p.n1, \
                        p.n2, p.aq, p.ad, p.k, p.t0, p.t1, p.t2);                                              \
     }
+#ifdef MOD_mmv3_kmix
 MMV3_KMIX(, MMV_MIN_BLOCKS)
 MMV3_KMIX(_o, MMV_OCC_BLOCKS)
+#endif

@@ -49,11 +49,21 @@ __device__ float dot_q8_0(const u8* q, const u8* h, const u8* a) {
     return ld_f16(h) * ld_f16(a) * (float)s;
 }
 
+#ifdef MOD_matvec_q4_0
 MATVEC(q4_0, 34, dot_q4_0)
+#endif
+#ifdef MOD_matvec_q4_1
 MATVEC(q4_1, 36, dot_q4_1)
+#endif
+#ifdef MOD_matvec_q5_0
 MATVEC(q5_0, 34, dot_q5_0)
+#endif
+#ifdef MOD_matvec_q5_1
 MATVEC(q5_1, 36, dot_q5_1)
+#endif
+#ifdef MOD_matvec_q8_0
 MATVEC(q8_0, 34, dot_q8_0)
+#endif
 
 // ---- decode: part s of a block against the split q8 activation (ad: d, s)
 
@@ -98,13 +108,33 @@ __device__ float part_q8_0(const u8* q, const u8* h, const i8* a, const float* a
     return ld_f16(h) * ad[0] * (float)dot16(ld16(q + 16 * s), ld16(a + 16 * s), 0);
 }
 
+#ifdef MOD_mmv_q4_0
 MMV(q4_0, 1, 2, part_q4_0)
+#endif
+#ifdef MOD_mmv_q4_1
 MMV(q4_1, 1, 2, part_q4_1)
+#endif
+#ifdef MOD_mmv_q5_0
 MMV(q5_0, 1, 2, part_q5_0)
+#endif
+#ifdef MOD_mmv_q5_1
 MMV(q5_1, 1, 2, part_q5_1)
+#endif
+#ifdef MOD_mmv_q8_0
 MMV(q8_0, 2, 2, part_q8_0)
+#endif
+#ifdef MOD_mmvn_q4_0
 MMVN(q4_0, 1, 2, part_q4_0)
+#endif
+#ifdef MOD_mmvn_q4_1
 MMVN(q4_1, 1, 2, part_q4_1)
+#endif
+#ifdef MOD_mmvn_q5_0
 MMVN(q5_0, 1, 2, part_q5_0)
+#endif
+#ifdef MOD_mmvn_q5_1
 MMVN(q5_1, 1, 2, part_q5_1)
+#endif
+#ifdef MOD_mmvn_q8_0
 MMVN(q8_0, 2, 2, part_q8_0)
+#endif

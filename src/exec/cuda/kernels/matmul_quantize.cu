@@ -2,6 +2,7 @@
 // executor does (src/quant/quantize.rs): q8_0/q8_1 blocks for the legacy types, q8_K
 // super-blocks for the K-quants, f16-rounded values for f16 weights.
 
+#ifdef MOD_quantize
 // One warp per 32-element block: d = amax/127 (as f16), q = round-half-even(x·127/amax).
 // with_sum: q8_1 (d, s = d·Σq, qs), else q8_0 (d, qs).
 extern "C" __global__ void quantize_q8_0(const QuantizeParams p) {
@@ -87,3 +88,4 @@ extern "C" __global__ void quantize_q8ks(const QuantizeSplitParams p) {
     int b = blockIdx.x;
     q8_k_store(p.x[256 * b + threadIdx.x], b, p.qs, p.ds);
 }
+#endif

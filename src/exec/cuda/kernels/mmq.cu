@@ -460,6 +460,7 @@ __device__ __forceinline__ void mmq_tile(const u8* W, const i8* aq, const float*
 
 // The split-K sum: out[t][r] = part[0][t][r] + ... + part[splits − 1][t][r] (+ bias[r]), a
 // thread an output, the runs in order.
+#ifdef MOD_mmq_reduce
 extern "C" __global__ void mmq_reduce(const MmqParams p) {
     long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x, total = (long long)p.rows * p.n;
     if (i >= total) return;
@@ -468,12 +469,29 @@ extern "C" __global__ void mmq_reduce(const MmqParams p) {
     int row = (int)(i % p.n);
     p.out[i] = p.bias ? v + deq(p.btype, p.bias, p.n, row) : v;
 }
+#endif
 
+#ifdef MOD_mmq_q4_0
 MMQ(q4_0, 32, false, false)
+#endif
+#ifdef MOD_mmq_q4_1
 MMQ(q4_1, 32, true, false)
+#endif
+#ifdef MOD_mmq_q5_0
 MMQ(q5_0, 32, false, false)
+#endif
+#ifdef MOD_mmq_q5_1
 MMQ(q5_1, 32, true, false)
+#endif
+#ifdef MOD_mmq_q8_0
 MMQ(q8_0, 32, false, false)
+#endif
+#ifdef MOD_mmq_q4_k
 MMQ(q4_k, 32, true, true)
+#endif
+#ifdef MOD_mmq_q5_k
 MMQ(q5_k, 32, true, true)
+#endif
+#ifdef MOD_mmq_q6_k
 MMQ(q6_k, 16, false, true)
+#endif

@@ -235,5 +235,9 @@ __device__ __forceinline__ void mmqs_tile(const MmqParams& p) {
     }
 }
 
+#ifdef MOD_mmq_q4_k
 extern "C" __global__ void __launch_bounds__(MMQ_THREADS) mmqs_q4_k(const MmqParams p) { mmqs_tile<false>(p); }
+#endif
+#ifdef MOD_mmq_q6_k
 extern "C" __global__ void __launch_bounds__(MMQ_THREADS) mmqs_q6_k(const MmqParams p) { mmqs_tile<true>(p); }
+#endif
