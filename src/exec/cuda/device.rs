@@ -101,6 +101,7 @@ impl CudaExecutor {
     /// Open device 0 and load the kernels. Errors (never panics) when the driver, NVRTC or a
     /// device is missing.
     pub fn new() -> Result<Self> {
+        kernels::trace(|| "opening the CUDA executor".into());
         // SAFETY: these only try to open the shared libraries.
         if !unsafe { cudarc::driver::sys::is_culib_present() } {
             return Err(err("no CUDA driver library (libcuda) found on this machine"));
@@ -130,6 +131,7 @@ impl CudaExecutor {
         // driver that loads neither its cubin nor its PTX, fails here (where `Auto` can still
         // choose another executor) rather than at the first step.
         kernels.get(kernels::Kernel::Argmax)?;
+        kernels::trace(|| "CUDA executor open".into());
         let device = ctx.name().unwrap_or_else(|_| "unknown".into());
         let occ = match std::env::var("WICK_CUDA_OCC").as_deref() {
             Ok("0") => Some(false),
@@ -214,6 +216,9 @@ impl CudaExecutor {
         };
         let buf = Buf::zeros(&self.stream, device)
             .map_err(|e| err(format!("allocating {device} bytes for '{name}' on the device: {e}")))?;
+        if self.weights.is_empty() {
+            kernels::trace(|| "allocating the weights".into());
+        }
         if rows > 1 {
             self.prefetch_products(dtype);
         }
@@ -296,6 +301,7 @@ impl CudaExecutor {
     pub(super) fn finish_weights(&mut self) -> Result<()> {
         let r = self.stream.synchronize().map_err(drv("finishing the upload"));
         self.staging = None;
+        kernels::trace(|| format!("{} weights uploaded", self.weights.len()));
         r
     }
 

@@ -114,12 +114,12 @@ pub enum Module {
     Attention,
     /// `attention_rows_D`.
     AttentionRows(HeadDims),
-    /// `attention_split_D_G`, every head group.
-    AttentionSplit(HeadDims),
+    /// `attention_split_D_G`: heads of D values, G query heads a block (a model launches one).
+    AttentionSplit(HeadDims, u8),
     /// `attention_flash_D`.
     AttentionFlash(HeadDims),
-    /// `attention_decode_D_G`, every head group (heads of 64 and 128).
-    AttentionDecode(HeadDims),
+    /// `attention_decode_D_G` (heads of 64 and 128), as `AttentionSplit`.
+    AttentionDecode(HeadDims, u8),
     /// `matvec_T`, `matvec_T_r8`.
     MatVec(MatVecType),
     /// `mmv_T`, `mmv2_T`, `mmv3_T` and their `_o` builds.
@@ -155,9 +155,9 @@ impl Module {
             Module::Sampling => Family::Sampling,
             Module::Attention
             | Module::AttentionRows(_)
-            | Module::AttentionSplit(_)
+            | Module::AttentionSplit(..)
             | Module::AttentionFlash(_)
-            | Module::AttentionDecode(_) => Family::Attention,
+            | Module::AttentionDecode(..) => Family::Attention,
             Module::Quantize
             | Module::MatVec(_)
             | Module::Mmv(_)
@@ -178,9 +178,9 @@ impl Module {
             Module::Quantize => "quantize",
             Module::Attention => "attention",
             Module::AttentionRows(d) => return format!("attention_rows_{}", d.size()),
-            Module::AttentionSplit(d) => return format!("attention_split_{}", d.size()),
+            Module::AttentionSplit(d, g) => return format!("attention_split_{}_{g}", d.size()),
             Module::AttentionFlash(d) => return format!("attention_flash_{}", d.size()),
-            Module::AttentionDecode(d) => return format!("attention_decode_{}", d.size()),
+            Module::AttentionDecode(d, g) => return format!("attention_decode_{}_{g}", d.size()),
             Module::MatVec(t) => return format!("matvec_{}", t.suffix()),
             Module::Mmv(t) => return format!("mmv_{}", t.suffix()),
             Module::MmvRows(t, form) => return format!("{}_{}", form.mmvn(), t.suffix()),
@@ -217,10 +217,11 @@ impl Module {
         }
     }
 
-    /// The attention modules an op with heads of `head_dim` values can launch: prefill on the
-    /// tensor cores with `flash`, else the many-row kernel; decode split along the keys (on
-    /// the tensor cores with `decode_mma`); the one-row kernel for other head sizes.
-    pub(crate) fn for_attention(head_dim: usize, flash: bool, decode_mma: bool) -> Vec<Module> {
+    /// The attention modules an op with heads of `head_dim` values, `group` query heads a KV
+    /// head, can launch: prefill on the tensor cores with `flash`, else the many-row kernel;
+    /// decode split along the keys (on the tensor cores with `decode_mma`), built for the
+    /// group; the one-row kernel for other head sizes.
+    pub(crate) fn for_attention(head_dim: usize, group: usize, flash: bool, decode_mma: bool) -> Vec<Module> {
         let dims = match head_dim {
             64 => HeadDims::D64,
             128 => HeadDims::D128,
@@ -228,10 +229,11 @@ impl Module {
             _ => return vec![Module::Attention, Module::AttentionRows(HeadDims::fitting(head_dim))],
         };
         let prefill = if flash { Module::AttentionFlash(dims) } else { Module::AttentionRows(dims) };
+        let heads = dims.split_group(group);
         let decode = if decode_mma && dims != HeadDims::D256 {
-            Module::AttentionDecode(dims)
+            Module::AttentionDecode(dims, heads)
         } else {
-            Module::AttentionSplit(dims)
+            Module::AttentionSplit(dims, heads)
         };
         vec![prefill, decode]
     }
@@ -371,6 +373,13 @@ impl HeadDims {
             HeadDims::D128 => 128,
             HeadDims::D256 => 256,
         }
+    }
+
+    /// The head group of the `attention_split_*` (and `attention_decode_*`) kernel for `group`
+    /// query heads a KV head: the smallest that holds them, else the largest.
+    pub(crate) fn split_group(self, group: usize) -> u8 {
+        let choices = self.split_heads();
+        choices.iter().copied().find(|&h| usize::from(h) >= group).unwrap_or(choices[choices.len() - 1])
     }
 
     /// The head-group sizes of `attention_split_*` for heads of this size (group × size at
@@ -620,8 +629,8 @@ impl Kernel {
             Kernel::Rope | Kernel::RopeKv | Kernel::KvStore | Kernel::KvShift => Module::Rope,
             Kernel::Attention => Module::Attention,
             Kernel::AttentionRows(d) => Module::AttentionRows(d),
-            Kernel::AttentionSplit { dims, .. } => Module::AttentionSplit(dims),
-            Kernel::AttentionDecode { dims, .. } => Module::AttentionDecode(dims),
+            Kernel::AttentionSplit { dims, heads } => Module::AttentionSplit(dims, heads),
+            Kernel::AttentionDecode { dims, heads } => Module::AttentionDecode(dims, heads),
             Kernel::AttentionFlash(d) => Module::AttentionFlash(d),
             Kernel::Argmax => Module::Sampling,
             Kernel::QuantizeQ8_0
@@ -992,7 +1001,17 @@ fn start(build: &Build) -> bool {
 /// Make `build`, taken by [`start`].
 fn finish(build: &Build) {
     let (module, arch, cubin) = (build.module, build.arch, build.cubin);
-    let made = match std::panic::catch_unwind(move || code(module, arch, cubin)) {
+    let t = std::time::Instant::now();
+    let made = std::panic::catch_unwind(move || code(module, arch, cubin));
+    trace(|| {
+        format!(
+            "{} {} in {:.3} s",
+            module.name(),
+            if cubin { "cubin" } else { "PTX" },
+            t.elapsed().as_secs_f64()
+        )
+    });
+    let made = match made {
         Ok(Ok(bytes)) => Ok(Arc::new(bytes)),
         Ok(Err(Error::Executor { message, .. })) => Err(message),
         Ok(Err(e)) => Err(e.to_string()),
@@ -1021,17 +1040,32 @@ fn wait(build: &Build) -> Result<Arc<Vec<u8>>> {
 /// it): called when an executor is dropped. A later request queues them again, and a
 /// [`wait`] on one forgotten here makes it on its own thread.
 fn settle() {
+    let t = std::time::Instant::now();
     let running: Vec<Arc<Build>> = {
         let mut b = builds();
         b.queue.clear();
         b.all.retain(|_, build| !matches!(*lock(&build.state), BuildState::Queued));
         b.all.values().filter(|build| matches!(*lock(&build.state), BuildState::Running)).cloned().collect()
     };
+    let n = running.len();
     for build in running {
         let mut state = lock(&build.state);
         while matches!(*state, BuildState::Running) {
             state = build.done.wait(state).unwrap_or_else(|e| e.into_inner());
         }
+    }
+    trace(|| format!("dropped: waited {:.3} s for {n} running compiles", t.elapsed().as_secs_f64()));
+}
+
+/// `WICK_CUDA_TRACE=1`: print `msg` to stderr with the seconds since the first trace (the
+/// executor's start): when modules are made and loaded, the weights, graphs and steps.
+pub(crate) fn trace(msg: impl FnOnce() -> String) {
+    static ON: OnceLock<Option<std::time::Instant>> = OnceLock::new();
+    let on = ON.get_or_init(|| {
+        (std::env::var("WICK_CUDA_TRACE").as_deref() == Ok("1")).then(std::time::Instant::now)
+    });
+    if let Some(t0) = on {
+        eprintln!("wick-cuda-trace {:7.3} s  {}", t0.elapsed().as_secs_f64(), msg());
     }
 }
 
@@ -1102,7 +1136,9 @@ impl Kernels {
         if let Some(m) = self.modules.borrow().get(&module) {
             return Ok(m.clone());
         }
+        let t = std::time::Instant::now();
         let loaded = self.load(module)?;
+        trace(|| format!("{} loaded after {:.3} s", module.name(), t.elapsed().as_secs_f64()));
         self.modules.borrow_mut().insert(module, loaded.clone());
         Ok(loaded)
     }
@@ -1147,13 +1183,13 @@ mod tests {
         assert_eq!(names.len(), all.len());
     }
 
-    /// 70 modules, each named once (the cache file and the selecting macro), of 1 to 7 kernels
+    /// 84 modules, each named once (the cache file and the selecting macro), of 1 to 7 kernels
     /// (no longer one module a family: the matmul family's 103 kernels were one), each with
     /// its selection in its source.
     #[test]
     fn modules_split_the_kernels() {
         let modules = Module::all();
-        assert_eq!(modules.len(), 70);
+        assert_eq!(modules.len(), 84);
         let names: std::collections::HashSet<String> = modules.iter().map(|m| m.name()).collect();
         assert_eq!(names.len(), modules.len());
         for m in &modules {
@@ -1182,19 +1218,19 @@ mod tests {
             assert!(Module::for_weights(t, true).iter().all(|m| all.contains(m)), "{t}");
         }
         assert_eq!(
-            Module::for_attention(128, true, true),
-            [Module::AttentionFlash(HeadDims::D128), Module::AttentionDecode(HeadDims::D128)]
+            Module::for_attention(128, 4, true, true),
+            [Module::AttentionFlash(HeadDims::D128), Module::AttentionDecode(HeadDims::D128, 4)]
         );
         assert_eq!(
-            Module::for_attention(256, true, true),
-            [Module::AttentionFlash(HeadDims::D256), Module::AttentionSplit(HeadDims::D256)]
+            Module::for_attention(256, 8, true, true),
+            [Module::AttentionFlash(HeadDims::D256), Module::AttentionSplit(HeadDims::D256, 4)]
         );
         assert_eq!(
-            Module::for_attention(64, false, false),
-            [Module::AttentionRows(HeadDims::D64), Module::AttentionSplit(HeadDims::D64)]
+            Module::for_attention(64, 3, false, false),
+            [Module::AttentionRows(HeadDims::D64), Module::AttentionSplit(HeadDims::D64, 4)]
         );
         assert_eq!(
-            Module::for_attention(96, true, true),
+            Module::for_attention(96, 1, true, true),
             [Module::Attention, Module::AttentionRows(HeadDims::D128)]
         );
     }

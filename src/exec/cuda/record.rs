@@ -256,8 +256,9 @@ impl CudaExecutor {
         // The attention kernels of the graph's head sizes, prefill and decode, compiled while
         // the first steps run what is ready.
         for op in &graph.ops {
-            if let Op::Attention { head_dim, .. } = *op {
-                self.kernels.prefetch(Module::for_attention(head_dim, self.flash, self.decode_mma));
+            if let Op::Attention { head_dim, n_heads, n_kv_heads, .. } = *op {
+                let group = n_heads / n_kv_heads.max(1);
+                self.kernels.prefetch(Module::for_attention(head_dim, group, self.flash, self.decode_mma));
             }
         }
         let mut acts = Vec::with_capacity(graph.acts.len());
@@ -319,6 +320,7 @@ impl CudaExecutor {
             _best_host: best_host,
             captured: None,
         }));
+        super::kernels::trace(|| format!("graph of {} tokens compiled", graph.n_tokens));
         Ok(GraphId(self.graphs.len() as u32 - 1))
     }
 
@@ -432,6 +434,22 @@ impl CudaExecutor {
 
     /// Run compiled graph `graph` on the tokens of `seqs` with cache `kv` and read back.
     pub(super) fn run_sync(
+        &mut self,
+        graph: GraphId,
+        kv: KvId,
+        seqs: &[SeqStep],
+        readback: Readback,
+        work: Option<HostWork>,
+    ) -> Result<StepOutput> {
+        let out = self.run_step(graph, kv, seqs, readback, work);
+        super::kernels::trace(|| {
+            let n = self.graphs.get(graph.0 as usize).and_then(Option::as_ref).map_or(0, |c| c.g.n_tokens);
+            format!("step of a {n}-token graph done")
+        });
+        out
+    }
+
+    fn run_step(
         &mut self,
         graph: GraphId,
         kv: KvId,

@@ -195,15 +195,27 @@ __device__ __forceinline__ void attention_decode_t(const AttentionSplitParams& p
     extern "C" __global__ void __launch_bounds__(128) attention_decode_##HD##_##GB(const AttentionSplitParams p) { \
         attention_decode_t<HD, GB>(p);                                                                           \
     }
-#ifdef MOD_attention_decode_64
+#ifdef MOD_attention_decode_64_1
 ATTENTION_DECODE(64, 1)
+#endif
+#ifdef MOD_attention_decode_64_2
 ATTENTION_DECODE(64, 2)
+#endif
+#ifdef MOD_attention_decode_64_4
 ATTENTION_DECODE(64, 4)
+#endif
+#ifdef MOD_attention_decode_64_8
 ATTENTION_DECODE(64, 8)
 #endif
-#ifdef MOD_attention_decode_128
+#ifdef MOD_attention_decode_128_1
 ATTENTION_DECODE(128, 1)
+#endif
+#ifdef MOD_attention_decode_128_2
 ATTENTION_DECODE(128, 2)
+#endif
+#ifdef MOD_attention_decode_128_4
 ATTENTION_DECODE(128, 4)
+#endif
+#ifdef MOD_attention_decode_128_8
 ATTENTION_DECODE(128, 8)
 #endif

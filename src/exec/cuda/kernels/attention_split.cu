@@ -343,20 +343,36 @@ __device__ __forceinline__ void attention_split_t(const AttentionSplitParams& p)
     extern "C" __global__ void __launch_bounds__(128) attention_split_##HD##_##GB(const AttentionSplitParams p) { \
         attention_split_t<HD, GB>(p);                                                                          \
     }
-#ifdef MOD_attention_split_64
+#ifdef MOD_attention_split_64_1
 ATTENTION_SPLIT(64, 1)
+#endif
+#ifdef MOD_attention_split_64_2
 ATTENTION_SPLIT(64, 2)
+#endif
+#ifdef MOD_attention_split_64_4
 ATTENTION_SPLIT(64, 4)
+#endif
+#ifdef MOD_attention_split_64_8
 ATTENTION_SPLIT(64, 8)
 #endif
-#ifdef MOD_attention_split_128
+#ifdef MOD_attention_split_128_1
 ATTENTION_SPLIT(128, 1)
+#endif
+#ifdef MOD_attention_split_128_2
 ATTENTION_SPLIT(128, 2)
+#endif
+#ifdef MOD_attention_split_128_4
 ATTENTION_SPLIT(128, 4)
+#endif
+#ifdef MOD_attention_split_128_8
 ATTENTION_SPLIT(128, 8)
 #endif
-#ifdef MOD_attention_split_256
+#ifdef MOD_attention_split_256_1
 ATTENTION_SPLIT(256, 1)
+#endif
+#ifdef MOD_attention_split_256_2
 ATTENTION_SPLIT(256, 2)
+#endif
+#ifdef MOD_attention_split_256_4
 ATTENTION_SPLIT(256, 4)
 #endif

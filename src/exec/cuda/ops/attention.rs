@@ -118,9 +118,7 @@ impl SplitPlan {
             _ => return None,
         };
         let group = n_heads / n_kv_heads;
-        let choices = dims.split_heads();
-        let heads =
-            choices.iter().copied().find(|&h| usize::from(h) >= group).unwrap_or(choices[choices.len() - 1]);
+        let heads = dims.split_group(group);
         let blocks_y = rows * n_kv_heads * group.div_ceil(usize::from(heads));
         if blocks_y > SPLIT_COUNTERS {
             return None;
