@@ -84,6 +84,16 @@ pub(super) struct Kv {
     pub(super) layers: Vec<KvLayer>,
 }
 
+/// What the weights tell of the attention before a graph does (`hint_attention`).
+#[derive(Default)]
+pub(super) struct AttnHint {
+    head_dim: Option<usize>,
+    q_rows: Option<usize>,
+    k_rows: Option<usize>,
+    /// The kernels have been asked for.
+    asked: bool,
+}
+
 /// Bytes of each of the two pinned staging buffers of the upload.
 const STAGE_BYTES: usize = 8 << 20;
 
@@ -154,6 +164,7 @@ impl CudaExecutor {
             kernels,
             capturing: std::cell::Cell::new(false),
             missing: std::cell::RefCell::new(Vec::new()),
+            attn_hint: AttnHint::default(),
             weights: Vec::new(),
             kvs: Vec::new(),
             graphs: Vec::new(),
@@ -222,6 +233,7 @@ impl CudaExecutor {
         if rows > 1 {
             self.prefetch_products(dtype);
         }
+        self.hint_attention(name, dims);
         let repack = split.map(layout::Repacker::new);
         self.weights.push(Weight { name: name.into(), dtype, dims: dims.to_vec(), bytes, buf, repack });
         Ok(WeightId(self.weights.len() as u32 - 1))
@@ -239,6 +251,33 @@ impl CudaExecutor {
         let k_quant = |t: GgmlType| matches!(t, GgmlType::Q4_K | GgmlType::Q5_K | GgmlType::Q6_K);
         if k_quant(t) && matrices().any(|w| k_quant(w.dtype)) {
             self.kernels.prefetch([kernels::Module::Mmv3Kmix]);
+        }
+    }
+
+    /// Ask for the attention kernels as soon as the weights tell the head size and the query
+    /// heads a KV head (else the first graph asks: `compile_graph`), so that they compile
+    /// while the weights stream in: the head size is the length of `attn_q_norm` or
+    /// `attn_k_norm` (Qwen3, Gemma 3), else twice that of `rope_freqs` (Llama 3); the group is
+    /// the ratio of the first layer's Q and K rows. A wrong guess costs a compile, no more.
+    fn hint_attention(&mut self, name: &str, dims: &[u64]) {
+        let h = &mut self.attn_hint;
+        if h.asked {
+            return;
+        }
+        let dim = |i: usize| dims.get(i).map(|&d| d as usize);
+        match name {
+            "blk.0.attn_q_norm.weight" | "blk.0.attn_k_norm.weight" => h.head_dim = dim(0),
+            "rope_freqs.weight" => h.head_dim = h.head_dim.or(dim(0).map(|d| 2 * d)),
+            "blk.0.attn_q.weight" => h.q_rows = dim(1),
+            "blk.0.attn_k.weight" => h.k_rows = dim(1),
+            _ => return,
+        }
+        if let (Some(hd), Some(q), Some(k)) = (h.head_dim, h.q_rows, h.k_rows) {
+            if hd > 0 && k > 0 && q % k == 0 {
+                h.asked = true;
+                kernels::trace(|| format!("the weights say heads of {hd}, {} a KV head", q / k));
+                self.kernels.prefetch(kernels::Module::for_attention(hd, q / k, self.flash, self.decode_mma));
+            }
         }
     }
 

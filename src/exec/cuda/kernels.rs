@@ -202,19 +202,27 @@ impl Module {
         }
     }
 
-    /// The modules whose products a matrix of type `t` can take (decode, prefill and, with
-    /// `mmq`, the tensor cores), most needed first; none for types without kernels.
+    /// The modules whose products a matrix of type `t` can take in a prompt and one-token
+    /// decode steps (prefill, with `mmq` on the tensor cores, and decode), most needed first;
+    /// none for types without kernels. Not the `mmvn` kernels of steps of 2 to 15 rows
+    /// ([`Module::for_few_rows`]): the slowest to compile, asked for by the graphs that take
+    /// them.
     pub(crate) fn for_weights(t: GgmlType, mmq: bool) -> Vec<Module> {
         match (Block::of(t), MatVecType::of(t)) {
             (Some(b), _) => {
                 let mut v = if mmq { vec![Module::Mmq(b), Module::MmqReduce] } else { Vec::new() };
                 v.extend([Module::MatVec(MatVecType::Block(b)), Module::Mmv(b)]);
-                v.extend(MmvForm::ALL.map(|form| Module::MmvRows(b, form)));
                 v
             }
             (None, Some(f)) => vec![Module::MatVec(f)],
             (None, None) => Vec::new(),
         }
+    }
+
+    /// The `mmvn` modules of type `t` (products of a few rows: decode steps of several
+    /// sequences, short prompts), none for types without them.
+    pub(crate) fn for_few_rows(t: GgmlType) -> Vec<Module> {
+        Block::of(t).map_or(Vec::new(), |b| MmvForm::ALL.map(|form| Module::MmvRows(b, form)).to_vec())
     }
 
     /// The attention modules an op with heads of `head_dim` values, `group` query heads a KV
@@ -1208,14 +1216,18 @@ mod tests {
         let q4k = Module::for_weights(GgmlType::Q4_K, true);
         assert_eq!(q4k[0], Module::Mmq(Block::Q4K));
         assert!(q4k.contains(&Module::MatVec(MatVecType::Block(Block::Q4K))));
-        assert!(q4k.contains(&Module::MmvRows(Block::Q4K, MmvForm::Three)));
+        assert!(q4k.contains(&Module::Mmv(Block::Q4K)));
         assert!(q4k.iter().all(|m| m.name().ends_with("q4_k") || *m == Module::MmqReduce));
+        assert!(!q4k.iter().any(|m| matches!(m, Module::MmvRows(..))));
+        assert_eq!(Module::for_few_rows(GgmlType::Q4_K)[2], Module::MmvRows(Block::Q4K, MmvForm::Three));
+        assert!(Module::for_few_rows(GgmlType::F16).is_empty());
         assert!(!Module::for_weights(GgmlType::Q8_0, false).contains(&Module::Mmq(Block::Q8_0)));
         assert_eq!(Module::for_weights(GgmlType::F16, true), [Module::MatVec(MatVecType::F16)]);
         assert!(Module::for_weights(GgmlType::Q2_K, true).is_empty());
         let all = Module::all();
         for t in [GgmlType::Q4_0, GgmlType::Q5_1, GgmlType::Q6_K, GgmlType::BF16, GgmlType::F32] {
             assert!(Module::for_weights(t, true).iter().all(|m| all.contains(m)), "{t}");
+            assert!(Module::for_few_rows(t).iter().all(|m| all.contains(m)), "{t}");
         }
         assert_eq!(
             Module::for_attention(128, 4, true, true),

@@ -93,6 +93,8 @@ pub struct CudaExecutor {
     /// and the capture is made again once they are loaded.
     capturing: std::cell::Cell<bool>,
     missing: std::cell::RefCell<Vec<Kernel>>,
+    /// The head size and group the weights tell, for asking for the attention kernels early.
+    attn_hint: device::AttnHint,
     weights: Vec<Weight>,
     kvs: Vec<Option<Kv>>,
     /// Compiled graphs by [`GraphId`]; `None` once freed.

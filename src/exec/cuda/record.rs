@@ -253,12 +253,28 @@ impl CudaExecutor {
     /// Validate `graph`, allocate its buffers and plan its fusions.
     pub(super) fn compile_graph(&mut self, graph: &Graph) -> Result<GraphId> {
         self.validate(graph)?;
-        // The attention kernels of the graph's head sizes, prefill and decode, compiled while
-        // the first steps run what is ready.
+        // The attention kernels of the graph's head sizes, prefill and decode (if the weights
+        // did not tell them: `hint_attention`), and the products of a few rows (steps of several
+        // sequences, short prompts) where the graph has them: compiled while the first steps
+        // run what is ready.
         for op in &graph.ops {
-            if let Op::Attention { head_dim, n_heads, n_kv_heads, .. } = *op {
-                let group = n_heads / n_kv_heads.max(1);
-                self.kernels.prefetch(Module::for_attention(head_dim, group, self.flash, self.decode_mma));
+            match *op {
+                Op::Attention { head_dim, n_heads, n_kv_heads, .. } => {
+                    let group = n_heads / n_kv_heads.max(1);
+                    self.kernels.prefetch(Module::for_attention(
+                        head_dim,
+                        group,
+                        self.flash,
+                        self.decode_mma,
+                    ));
+                }
+                Op::MatMul { w, x, .. } => {
+                    let t = self.weight(w)?.dtype;
+                    if (2..=self.mmvn_limit(t)).contains(&graph.rows(x)) {
+                        self.kernels.prefetch(Module::for_few_rows(t));
+                    }
+                }
+                _ => {}
             }
         }
         let mut acts = Vec::with_capacity(graph.acts.len());
