@@ -5,6 +5,7 @@
 use std::sync::Arc;
 
 use cudarc::driver::{CudaContext, CudaSlice, CudaStream, DevicePtr};
+use rayon::prelude::*;
 
 use super::{drv, err, kernels, layout, ops, CudaExecutor};
 use crate::exec::{kv_io_pieces, KvId, KvPiece, KvSpec, WeightId};
@@ -323,7 +324,11 @@ impl CudaExecutor {
                 e.synchronize().map_err(drv("waiting for an upload"))?;
             }
             let host = st.bufs[i].as_mut_slice().map_err(drv("staging"))?;
-            host[..piece.len()].copy_from_slice(piece);
+            // On rayon's threads: one thread copied 8 GB/s here, a third of the upload.
+            host[..piece.len()]
+                .par_chunks_mut(1 << 20)
+                .zip(piece.par_chunks(1 << 20))
+                .for_each(|(to, from)| to.copy_from_slice(from));
             let at = dst + (n * STAGE_BYTES) as u64;
             // SAFETY: `at` lies in a device buffer of this executor with room for the piece
             // (checked by the caller); the host bytes stay untouched until `done[i]` completes.

@@ -14,6 +14,8 @@
 //! of any size; [`Repacker`] splits each whole block as it arrives and keeps the bytes of a
 //! block cut by a chunk boundary until the next chunk (host memory: one chunk plus one block).
 
+use rayon::prelude::*;
+
 use crate::quant::GgmlType;
 
 /// How one block type splits: `block` bytes, of which `quants` bytes from `quant_offset` are
@@ -65,6 +67,23 @@ pub fn header_offset(s: &Split, blocks: u64) -> u64 {
 /// Device bytes of a tensor of `blocks` blocks in the split layout.
 pub fn device_bytes(s: &Split, blocks: u64) -> u64 {
     header_offset(s, blocks) + blocks * s.header() as u64
+}
+
+/// Blocks a task of the split.
+const SPLIT_GROUP: usize = 2048;
+
+/// An output buffer's start, shared by the split's tasks, each writing bytes of its own.
+#[derive(Clone, Copy)]
+struct Out(*mut u8);
+// SAFETY: the tasks write disjoint ranges (`Repacker::push`).
+unsafe impl Send for Out {}
+unsafe impl Sync for Out {}
+
+impl Out {
+    /// The address of byte `i` (a method, so that closures capture `Out`, not its field).
+    fn at(self, i: usize) -> *mut u8 {
+        self.0.wrapping_add(i)
+    }
 }
 
 /// Splits a tensor's blocks as its bytes arrive in file order.
@@ -121,18 +140,36 @@ impl Repacker {
         whole.extend(rest[..n_whole * s.block].chunks_exact(s.block));
         self.carry.extend_from_slice(&rest[n_whole * s.block..]);
         let n = whole.len();
-        let mut p = Pieces {
-            quant_at: first * s.quants as u64,
-            quants: Vec::with_capacity(n * s.quants),
-            header_at: header_offset(&s, blocks) + first * s.header() as u64,
-            header: Vec::with_capacity(n * s.header()),
-        };
-        for b in whole {
-            p.quants.extend_from_slice(&b[s.quant_offset..s.quant_offset + s.quants]);
-            p.header.extend_from_slice(&b[..s.quant_offset]);
-            p.header.extend_from_slice(&b[s.quant_offset + s.quants..]);
+        let (qs, hs, qo) = (s.quants, s.header(), s.quant_offset);
+        let mut quants: Vec<u8> = Vec::with_capacity(n * qs);
+        let mut header: Vec<u8> = Vec::with_capacity(n * hs);
+        let (q, h) = (Out(quants.as_mut_ptr()), Out(header.as_mut_ptr()));
+        // Groups of blocks on rayon's threads (a chunk of the upload is megabytes: one thread
+        // split 5 GB/s here, a copy 8).
+        whole.par_chunks(SPLIT_GROUP).enumerate().for_each(|(g, group)| {
+            for (i, b) in group.iter().enumerate() {
+                let k = g * SPLIT_GROUP + i;
+                // SAFETY: block k's bytes go to [k·qs, (k+1)·qs) of `quants` and [k·hs,
+                // (k+1)·hs) of `header`, inside their capacities (n blocks) and written by
+                // this task alone; `b` is a whole block (s.block = qo + qs + the rest).
+                unsafe {
+                    std::ptr::copy_nonoverlapping(b.as_ptr().add(qo), q.at(k * qs), qs);
+                    std::ptr::copy_nonoverlapping(b.as_ptr(), h.at(k * hs), qo);
+                    std::ptr::copy_nonoverlapping(b.as_ptr().add(qo + qs), h.at(k * hs + qo), hs - qo);
+                }
+            }
+        });
+        // SAFETY: every byte below the new lengths was written above.
+        unsafe {
+            quants.set_len(n * qs);
+            header.set_len(n * hs);
         }
-        p
+        Pieces {
+            quant_at: first * s.quants as u64,
+            quants,
+            header_at: header_offset(&s, blocks) + first * s.header() as u64,
+            header,
+        }
     }
 }
 
@@ -168,5 +205,33 @@ mod tests {
                 assert_eq!(got, want, "{t:?} in chunks of {chunk}");
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod speed {
+    use super::*;
+
+    /// Diagnostic: split throughput for Q4_K in 4 MiB chunks, against a plain copy.
+    #[test]
+    #[ignore]
+    fn split_speed() {
+        let s = split(GgmlType::Q4_K).unwrap();
+        let blocks = (1u64 << 30) / s.block as u64;
+        let file: Vec<u8> = (0..blocks as usize * s.block).map(|i| i as u8).collect();
+        let t = std::time::Instant::now();
+        let mut r = Repacker::new(s);
+        let mut n = 0;
+        for c in file.chunks(4 << 20) {
+            n += r.push(c, blocks).quants.len();
+        }
+        let dt = t.elapsed().as_secs_f64();
+        eprintln!("split: {:.2} GB/s ({n})", file.len() as f64 / dt / 1e9);
+        let mut out = vec![0u8; 4 << 20];
+        let t = std::time::Instant::now();
+        for c in file.chunks(4 << 20) {
+            out[..c.len()].copy_from_slice(c);
+        }
+        eprintln!("copy: {:.2} GB/s {}", file.len() as f64 / t.elapsed().as_secs_f64() / 1e9, out[7]);
     }
 }
