@@ -17,9 +17,28 @@ wasm-pack build --"$profile" --target web --no-typescript --no-pack --out-dir "$
   . --no-default-features --features webgpu
 # (wasm-pack's own .d.ts is replaced by index.d.ts, which types the whole public API.)
 
+# The threaded build (wick_mt.js, for cross-origin isolated pages; pkg-config/js/threads.js):
+# the same crate with atomics and a shared memory of at most 4 GiB, which needs std rebuilt
+# with atomics (nightly's -Z build-std, and its rust-src; flags in mt-rustflags.sh). wasm-bindgen
+# (Cargo.lock's version, as wasm-pack uses) adds the per-thread stacks. WICK_WASM_THREADS=0
+# skips it (the package then runs one thread).
+mt="$root/target/wasm-mt"
+if [ "${WICK_WASM_THREADS:-1}" != 0 ]; then
+  if ! rustup component list --toolchain nightly --installed 2>/dev/null | grep -q '^rust-src'; then
+    rustup component add rust-src --toolchain nightly
+  fi
+  RUSTFLAGS="$(bash pkg-config/mt-rustflags.sh)" \
+    cargo +nightly build --quiet --target wasm32-unknown-unknown -Z build-std=std,panic_abort \
+    --profile "$profile" --lib --no-default-features --features webgpu --target-dir "$mt"
+  dir="$([ "$profile" = dev ] && echo debug || echo release)"
+  wasm-bindgen --target web --no-typescript --out-dir "$mt/bindgen" --out-name wick_mt \
+    "$mt/wasm32-unknown-unknown/$dir/wick.wasm"
+fi
+
 rm -rf "$out"
 mkdir -p "$out/wasm"
 cp "$raw/wick.js" "$raw/wick_bg.wasm" "$out/wasm/"
+if [ "${WICK_WASM_THREADS:-1}" != 0 ]; then cp "$mt/bindgen/wick_mt.js" "$mt/bindgen/wick_mt_bg.wasm" "$out/wasm/"; fi
 cp pkg-config/js/*.js pkg-config/js/*.d.ts "$out/"
 cp pkg-config/README.md "$out/README.md"
 version="$(awk -F'"' '/^version = / { print $2; exit }' Cargo.toml)"

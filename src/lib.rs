@@ -15,6 +15,9 @@
 //! # Ok(()) }
 //! ```
 #![warn(missing_docs)]
+// The threaded browser build (nightly, `+atomics`: see exec/cpu/web_pool.rs) sleeps its workers
+// with `memory.atomic.wait32`, which core exposes only behind this gate.
+#![cfg_attr(all(target_arch = "wasm32", target_feature = "atomics"), feature(stdarch_wasm_atomic_wait))]
 
 mod batch;
 pub mod chat;

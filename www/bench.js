@@ -50,7 +50,7 @@ $('run').onclick = async () => {
       $('results').append(tr);
     }
     const avg = (k) => window.wickBench.results.reduce((a, s) => a + (s[k] || 0), 0) / window.wickBench.results.length;
-    $('summary').textContent = `${model.info.name || 'model'} on ${model.executor}: prefill ${fmt(avg('prefill_tokens_per_s'))} tokens/s, decode ${fmt(avg('decode_tokens_per_s'))} tokens/s (mean of ${runs})`;
+    $('summary').textContent = `${model.info.name || 'model'} on ${model.executor}${model.executor === 'cpu' ? ` (${model.info.threads} threads)` : ''}: prefill ${fmt(avg('prefill_tokens_per_s'))} tokens/s, decode ${fmt(avg('decode_tokens_per_s'))} tokens/s (mean of ${runs})`;
   } catch (e) {
     $('summary').textContent = `bench failed: ${e.message}`;
   } finally {

@@ -15,6 +15,9 @@ export function setupPicker({ onLoaded, onUnloaded }) {
   // ?executor=webgpu|cpu|auto (default auto: a hardware WebGPU adapter, else the CPU, which
   // beats a software adapter such as SwiftShader).
   const executor = params.get('executor') || undefined;
+  // ?threads=N: the CPU executor's threads (default every core, at most 8, when the page is
+  // cross-origin isolated; 1 takes the one-thread build). The first load of a page decides.
+  const threads = params.has('threads') ? Number(params.get('threads')) : undefined;
   const bar = $('progress');
   const status = $('load-status');
   const note = $('webgpu-note');
@@ -64,6 +67,7 @@ export function setupPicker({ onLoaded, onUnloaded }) {
       const model = await Wick.load(source, {
         worker: useWorker.checked,
         executor,
+        threads,
         signal: ctl.signal,
         onProgress: (p) => {
           if (p.total) {
@@ -76,7 +80,7 @@ export function setupPicker({ onLoaded, onUnloaded }) {
       });
       state.model = model;
       const secs = ((performance.now() - t0) / 1000).toFixed(2);
-      status.textContent = `loaded ${model.info.name || label} on ${model.executor} in ${secs} s (${model.info.arch}, ${model.info.nLayer} layers)`;
+      status.textContent = `loaded ${model.info.name || label} on ${model.executor}${model.executor === 'cpu' ? ` (${model.info.threads} thread${model.info.threads === 1 ? '' : 's'})` : ''} in ${secs} s (${model.info.arch}, ${model.info.nLayer} layers)`;
       if (model.executor === 'cpu' && executor !== 'cpu') {
         note.hidden = false;
         note.textContent = hasWebGPU()

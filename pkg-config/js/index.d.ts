@@ -34,8 +34,15 @@ export interface LoadOptions {
    *  limits cannot tell; on the CPU what the 4 GiB wasm memory can still grow to, less a
    *  margin). The default context is the largest that fits, at most the model's own. */
   memoryBudget?: number;
-  /** Where to fetch `wick_bg.wasm` from (default: next to the package's files). */
+  /** Where to fetch `wick_bg.wasm` from (default: next to the package's files). Setting it
+   *  takes the one-thread build. */
   wasmUrl?: string | URL;
+  /** Threads for the CPU executor (default: every core, at most 8). Above 1 on a cross-origin
+   *  isolated page (COOP `same-origin` and COEP `require-corp` headers) the threaded build
+   *  runs, on Web Workers sharing its memory; elsewhere, or with 1, the one-thread build. The
+   *  first load (or `Wick.init`) in a page or worker decides for it. `info.threads` says what
+   *  the model got. */
+  threads?: number;
   /** Where the worker script is (default: the package's `worker.js`). */
   workerUrl?: string | URL;
   /** Replaces the global `fetch` for a URL's download into the cache (main thread only: a
@@ -311,6 +318,9 @@ export interface ModelInfo {
   nCtxTrain: number;
   nVocab: number;
   hasChatTemplate: boolean;
+  /** Threads the CPU executor runs on: 1, or with the threaded build the model's thread plus
+   *  its workers. */
+  threads: number;
   /** The context a generation gets by default: the largest that fits the memory budget. */
   nCtx?: number;
   /** The estimate at `nCtx`, in bytes. */
@@ -438,7 +448,7 @@ export declare function hasWebGPU(): boolean;
 
 export declare const Wick: {
   load(source: ModelSource, opts?: LoadOptions): Promise<WickModel>;
-  init(wasmUrl?: string | URL): Promise<void>;
+  init(wasmUrl?: string | URL, threads?: number): Promise<void>;
   inspect: typeof inspect;
   hasWebGPU: typeof hasWebGPU;
   listCachedModels: typeof listCachedModels;

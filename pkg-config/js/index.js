@@ -33,8 +33,9 @@ export const Wick = {
    * browser, from its header alone (HTTP Range requests), before downloading it.
    */
   inspect,
-  /** Fetch and compile the wasm module ahead of a main-thread load (optional). */
-  init: (wasmUrl) => initWasm(wasmUrl).then(() => undefined),
+  /** Fetch and compile the wasm module ahead of a main-thread load (optional; `threads` as
+   *  in `load`'s options). */
+  init: (wasmUrl, threads) => initWasm(wasmUrl, threads).then(() => undefined),
   hasWebGPU,
   listCachedModels,
   deleteCachedModel,

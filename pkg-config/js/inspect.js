@@ -4,7 +4,6 @@
 // same a load fits its default context to.
 
 import { initWasm } from './local.js';
-import { inspectHeader } from './wasm/wick.js';
 
 const FIRST_RANGE = 1 << 20;
 const MOST_HEADER = 256 << 20;
@@ -29,7 +28,7 @@ async function pickExecutor(executor) {
 export async function inspect(url, opts = {}) {
   const { nCtx = 0, memoryBudget, wasmUrl, signal } = opts;
   const fetchFn = opts.fetch ?? globalThis.fetch.bind(globalThis);
-  await initWasm(wasmUrl);
+  const { inspectHeader } = await initWasm(wasmUrl);
   const href = new URL(String(url), globalThis.location?.href).href;
   const pick = await pickExecutor(opts.executor ?? 'auto');
   const parse = (bytes) => inspectHeader(bytes, { executor: pick.executor, maxBinding: pick.maxBinding, nCtx, memoryBudget });

@@ -1,20 +1,42 @@
 // The backend that runs the wasm module in this thread (the worker uses it too).
 
-import init, { WickModel as RawModel, ToolCallParser } from './wasm/wick.js';
 import { cacheAvailable, cachedFile } from './cache.js';
 import { DEFAULT_MAX_BYTES, findPromptCache, promptCacheAvailable, savePromptCache, touchPromptCache } from './prompt-cache.js';
+import { defaultThreads, initThreaded, threadsAvailable } from './threads.js';
+// Both builds' glue is imported statically (a few dozen kB of JS; only one build's wasm is
+// fetched): a dynamic import would make the worker's bundle a split one, which bundlers'
+// default worker formats (Vite's iife) refuse.
+import * as single from './wasm/wick.js';
 
 let ready = null;
 
-/** Instantiate the wasm module once (`wasmUrl` overrides where wick_bg.wasm is fetched from). */
-export function initWasm(wasmUrl) {
+/**
+ * Instantiate the wasm module once; resolves to its glue (wick.js or wick_mt.js). `threads`
+ * (default: every core, at most 8) above 1 on a cross-origin isolated page takes the threaded
+ * build; `wasmUrl` (where wick_bg.wasm is fetched from, or its bytes) takes the one-thread build.
+ * The first call decides for this page or worker.
+ */
+export function initWasm(wasmUrl, threads) {
   if (!ready) {
-    ready = init(wasmUrl ? { module_or_path: wasmUrl } : undefined).catch((e) => {
+    ready = instantiate(wasmUrl, threads).catch((e) => {
       ready = null;
       throw e;
     });
   }
   return ready;
+}
+
+async function instantiate(wasmUrl, threads) {
+  const want = Math.floor(threads ?? defaultThreads());
+  if (want > 1 && !wasmUrl && threadsAvailable()) {
+    try {
+      return await initThreaded(want);
+    } catch (e) {
+      console.warn(`wick: the threaded build did not start (${e?.message || e}); running on one thread`);
+    }
+  }
+  await single.default(wasmUrl ? { module_or_path: wasmUrl } : undefined);
+  return single;
 }
 
 /** Resolve to the next turn of the event loop (a macrotask), so that messages, clicks and
@@ -51,10 +73,10 @@ function isUrl(source) {
  * stream, unload }.
  */
 export async function loadLocal(source, opts = {}) {
-  const { onProgress, signal, cache = true, executor = 'auto', wasmUrl, fetch: fetchFn, memoryBudget } = opts;
+  const { onProgress, signal, cache = true, executor = 'auto', wasmUrl, fetch: fetchFn, memoryBudget, threads } = opts;
   const { promptCache = cache, promptCacheMaxBytes = DEFAULT_MAX_BYTES } = opts;
   if (signal?.aborted) throw abortError(signal);
-  await initWasm(wasmUrl);
+  const glue = await initWasm(wasmUrl, threads);
   let src = source;
   if (isUrl(source)) {
     const url = new URL(String(source), globalThis.location?.href).href;
@@ -67,7 +89,7 @@ export async function loadLocal(source, opts = {}) {
   const progress = onProgress ? (p) => onProgress({ phase: 'load', ...p }) : undefined;
   // On abort the wasm load stops at its next chunk; reject at once all the same (and free the
   // model should it have finished meanwhile).
-  const loading = RawModel.load(src, { executor, onProgress: progress, size, signal, memoryBudget });
+  const loading = glue.WickModel.load(src, { executor, onProgress: progress, size, signal, memoryBudget });
   let raw;
   if (signal) {
     let onAbort;
@@ -87,12 +109,13 @@ export async function loadLocal(source, opts = {}) {
     raw = await loading;
   }
   const pc = promptCache && promptCacheAvailable() ? { maxBytes: promptCacheMaxBytes } : null;
-  return new LocalBackend(raw, pc);
+  return new LocalBackend(raw, pc, glue);
 }
 
 class LocalBackend {
-  constructor(raw, promptCache) {
+  constructor(raw, promptCache, glue) {
     this.raw = raw;
+    this.glue = glue;
     this.executor = raw.executor;
     this.info = raw.info();
     this.lock = Promise.resolve();
@@ -151,7 +174,7 @@ class LocalBackend {
   async *stream(prompt, opts = {}, signal) {
     const { signal: _s, stream: _st, messages: _m, toolCalls, ...rest } = opts;
     if (!toolCalls) return yield* this._stream(prompt, rest, signal);
-    const parser = new ToolCallParser(
+    const parser = new this.glue.ToolCallParser(
       this.live().toolFamily,
       toolCalls.parallel !== false,
       toolCalls.idPrefix || 'call_',

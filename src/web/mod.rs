@@ -18,6 +18,7 @@ mod abortable;
 mod generator;
 mod inspect;
 mod options;
+mod threads;
 mod tools;
 
 pub use tools::ToolCallParser;
@@ -134,9 +135,11 @@ impl WickModel {
         self.model.as_ref().and_then(|m| m.name().map(str::to_string))
     }
 
-    /// `{ name, executor, arch, nLayer, nEmbd, nCtxTrain, nVocab, hasChatTemplate, nCtx,
-    /// memory: { weights, kv, scratch, total } }`: `nCtx` is the context a generation gets by
-    /// default (the largest that fits the memory budget) and `memory` the estimate there.
+    /// `{ name, executor, arch, nLayer, nEmbd, nCtxTrain, nVocab, hasChatTemplate, threads,
+    /// nCtx, memory: { weights, kv, scratch, total } }`: `threads` is how many threads the CPU
+    /// executor's loops run on (more than 1 in the threaded build), `nCtx` the context a
+    /// generation gets by default (the largest that fits the memory budget) and `memory` the
+    /// estimate there.
     pub fn info(&self) -> Result<JsValue, JsValue> {
         let m = self.get()?;
         let hp = m.hparams();
@@ -149,6 +152,7 @@ impl WickModel {
         set(&o, "nCtxTrain", hp.n_ctx_train as f64);
         set(&o, "nVocab", m.n_vocab() as f64);
         set(&o, "hasChatTemplate", m.chat_template().is_some());
+        set(&o, "threads", crate::exec::cpu::threads() as f64);
         if let Ok((n_ctx, e)) = m.default_context(0).and_then(|n| Ok((n, m.memory_estimate(n, 0)?))) {
             set(&o, "nCtx", n_ctx as f64);
             let mem = Object::new();

@@ -3,7 +3,7 @@
 // at /pkg from its own folder). Not a test (no .test.mjs): a measurement for benches/RESULTS.md.
 //
 //   WICK_TEST_MODEL=models/SmolLM2-135M-Instruct.Q4_1.gguf \
-//     node tests/browser/bench-cpu.mjs [--prompt 64] [--gen 32] [--runs 3] [--rounds 2] PKG_DIR...
+//     node tests/browser/bench-cpu.mjs [--prompt 64] [--gen 32] [--runs 3] [--rounds 2] [--threads 1,2] PKG_DIR...
 //   (PKG_DIR: a folder pkg-config/build.sh wrote, e.g. pkg/; needs tests/browser's npm packages)
 
 import { resolve } from 'node:path';
@@ -18,19 +18,24 @@ const opt = (name, dflt) => {
   return v;
 };
 const [nPrompt, nGen, runs, rounds] = [opt('prompt', 64), opt('gen', 32), opt('runs', 3), opt('rounds', 2)];
+// --threads 1,2: each build at each thread count (the CPU executor's threads; default: the
+// package's default, every core on this cross-origin isolated page).
+const ti = args.indexOf('--threads');
+const threadCounts = ti < 0 ? [undefined] : args.splice(ti, 2)[1].split(',').map(Number);
 const pkgs = args.length ? args : ['pkg'];
 
 const browser = await launch();
-const all = Object.fromEntries(pkgs.map((p) => [p, []]));
+const configs = pkgs.flatMap((pkg) => threadCounts.map((threads) => ({ pkg, threads, label: threads ? `${pkg} threads=${threads}` : pkg })));
+const all = Object.fromEntries(configs.map((c) => [c.label, []]));
 let ua = '';
 try {
   for (let round = 0; round < rounds; round++) {
-    for (const pkg of pkgs) {
+    for (const { pkg, threads, label } of configs) {
       const server = await startServer({ '/pkg': resolve(pkg) });
       try {
         const page = await browser.context.newPage();
-        echo(page, pkg);
-        const url = `${server.base}/www/bench.html?executor=cpu&autoload=1&model=${encodeURIComponent(modelPath)}`;
+        echo(page, label);
+        const url = `${server.base}/www/bench.html?executor=cpu&autoload=1${threads ? `&threads=${threads}` : ''}&model=${encodeURIComponent(modelPath)}`;
         await page.goto(url);
         await page.waitForFunction(() => document.body.dataset.loaded, null, { timeout: 300_000 });
         await page.fill('#n-prompt', String(nPrompt));
@@ -41,8 +46,8 @@ try {
         const res = await page.evaluate(() => window.wickBench.results);
         ua = await page.evaluate(() => navigator.userAgent);
         const summary = await page.textContent('#summary');
-        console.log(`${pkg} (round ${round + 1}): ${summary}`);
-        for (const r of res) all[pkg].push(r);
+        console.log(`${label} (round ${round + 1}): ${summary}`);
+        for (const r of res) all[label].push(r);
         await page.close();
       } finally {
         server.stop();
@@ -58,8 +63,8 @@ const stat = (v) => {
   return `${m.toFixed(2)} ± ${sd.toFixed(2)}`;
 };
 console.log(`${ua}; pp${nPrompt} / tg${nGen}, ${runs} runs x ${rounds} rounds`);
-for (const [pkg, rs] of Object.entries(all)) {
+for (const [label, rs] of Object.entries(all)) {
   const pp = rs.map((r) => r.prefill_tokens_per_s);
   const tg = rs.map((r) => r.decode_tokens_per_s);
-  console.log(`${pkg}: prefill ${stat(pp)} tok/s (prompt ${rs[0]?.promptEvaluated}), decode ${stat(tg)} tok/s`);
+  console.log(`${label}: prefill ${stat(pp)} tok/s (prompt ${rs[0]?.promptEvaluated}), decode ${stat(tg)} tok/s`);
 }

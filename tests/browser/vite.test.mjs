@@ -16,6 +16,7 @@ const assets = readdirSync(join(dist, 'assets'));
 console.log(`  bundle: ${assets.join(', ')}`);
 check(assets.some((f) => /^worker-.*\.js$/.test(f)), 'vite bundled the worker');
 check(assets.some((f) => /^wick_bg-.*\.wasm$/.test(f)), 'vite emitted the wasm');
+check(assets.some((f) => /^wick_mt_bg-.*\.wasm$/.test(f)) && assets.some((f) => /^thread-.*\.js$/.test(f)), 'vite emitted the threaded build and its thread worker');
 
 // The bundle is built for /vite/ (vite.config.mjs's base), where the server mounts it.
 const server = await startServer({ '/vite': dist });
@@ -29,6 +30,8 @@ try {
     // The default executor (auto) takes the CPU over the test browser's only adapter,
     // SwiftShader (a software one, slower than the CPU executor).
     check(r.executor === 'cpu' && r.text.length > 0, `the bundle generates ${worker ? 'in the worker' : 'on the main thread'} on the CPU: ${JSON.stringify(r.text)}`);
+    // The page is cross-origin isolated (www/serve.mjs), so the bundled threaded build runs.
+    check(r.threads === Math.min(r.cores, 8), `on ${r.threads} threads (the bundled thread workers started)`);
   }
   console.log('vite test: all passed');
 } finally {

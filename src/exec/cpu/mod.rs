@@ -8,6 +8,14 @@ mod kv_io;
 mod kv_shift;
 mod matmul;
 mod par;
+#[cfg(all(target_arch = "wasm32", target_feature = "atomics"))]
+pub(crate) mod web_pool;
+
+/// Threads the CPU executor's parallel loops run on (natively rayon's pool; in the browser 1,
+/// or the workers of the threaded build plus the model's own thread).
+pub fn threads() -> usize {
+    par::threads()
+}
 
 use half::f16;
 

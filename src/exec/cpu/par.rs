@@ -1,4 +1,5 @@
-//! Data parallelism for the CPU executor: rayon's pool natively, a plain loop on wasm.
+//! Data parallelism for the CPU executor: rayon's pool natively; in the browser, the Web Workers
+//! of the threaded build (`web_pool`), else a plain loop.
 
 /// Number of worker threads.
 pub fn threads() -> usize {
@@ -6,7 +7,11 @@ pub fn threads() -> usize {
     {
         rayon::current_num_threads()
     }
-    #[cfg(target_arch = "wasm32")]
+    #[cfg(all(target_arch = "wasm32", target_feature = "atomics"))]
+    {
+        super::web_pool::threads()
+    }
+    #[cfg(all(target_arch = "wasm32", not(target_feature = "atomics")))]
     {
         1
     }
@@ -41,7 +46,29 @@ pub fn for_each_chunk<T: Send>(data: &mut [T], chunk: usize, f: impl Fn(usize, &
         }
         data.par_chunks_mut(chunk).enumerate().for_each(|(i, c)| f(i, c));
     }
-    #[cfg(target_arch = "wasm32")]
+    #[cfg(all(target_arch = "wasm32", target_feature = "atomics"))]
+    {
+        /// The slice's start, shared by the tasks: each makes its own disjoint chunk of it.
+        struct Base<T>(*mut T);
+        // SAFETY: tasks only form disjoint chunks from it (below), and T is Send.
+        unsafe impl<T: Send> Sync for Base<T> {}
+        impl<T> Base<T> {
+            fn at(&self, i: usize) -> *mut T {
+                self.0.wrapping_add(i)
+            }
+        }
+        let len = data.len();
+        let base = Base(data.as_mut_ptr());
+        super::web_pool::run(len.div_ceil(chunk), &|i| {
+            let start = i * chunk;
+            let end = (start + chunk).min(len);
+            // SAFETY: chunk i is [i*chunk, min((i+1)*chunk, len)) of `data`, which is borrowed
+            // mutably for the whole run; the chunks of different i do not overlap.
+            let c = unsafe { std::slice::from_raw_parts_mut(base.at(start), end - start) };
+            f(i, c)
+        });
+    }
+    #[cfg(all(target_arch = "wasm32", not(target_feature = "atomics")))]
     {
         data.chunks_mut(chunk).enumerate().for_each(|(i, c)| f(i, c));
     }

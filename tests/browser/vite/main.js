@@ -6,7 +6,7 @@ window.generate = async (url, worker) => {
   const model = await Wick.load(url, { worker, cache: false });
   let text = '';
   for await (const piece of model.generate('Hello', { max_tokens: 6, temperature: 0 })) text += piece;
-  const executor = model.executor;
+  const { executor, info } = model;
   await model.unload();
-  return { text, executor };
+  return { text, executor, threads: info.threads, cores: navigator.hardwareConcurrency };
 };
