@@ -1,7 +1,7 @@
 // A CPU executor thread of the threaded build (threads.js): instantiates the module over the
 // model thread's shared memory and runs the tasks of its parallel loops until the page ends.
 
-import init, { workerMain } from './wasm/wick_mt.js';
+import init, { workerDied, workerMain } from './wasm/wick_mt.js';
 
 self.onmessage = async ({ data }) => {
   try {
@@ -11,5 +11,10 @@ self.onmessage = async ({ data }) => {
     return;
   }
   self.postMessage('ready');
-  workerMain(); // never returns
+  try {
+    workerMain(); // returns only by throwing: a task trapped
+  } catch (e) {
+    console.error(`wick thread ${self.name}: ${e?.message || e}`);
+    workerDied();
+  }
 };

@@ -24,3 +24,11 @@ pub fn threaded_build() -> bool {
 pub fn worker_main() {
     crate::exec::cpu::web_pool::worker_main()
 }
+
+/// Called by `thread.js` when [`worker_main`] threw: the model's thread then fails its step
+/// (a rejected call) instead of waiting forever for the task the worker held.
+#[cfg(target_feature = "atomics")]
+#[wasm_bindgen(js_name = workerDied)]
+pub fn worker_died() {
+    crate::exec::cpu::web_pool::worker_died()
+}

@@ -37,6 +37,9 @@ static IN_JOB: AtomicUsize = AtomicUsize::new(0);
 static BUSY: AtomicBool = AtomicBool::new(false);
 /// The caller sleeps on its job's `done` counter (the last task to finish notifies it).
 static CALLER_ASLEEP: AtomicBool = AtomicBool::new(false);
+/// A worker trapped (a task panicked: the build aborts on panic). The task it held never
+/// finishes, so the caller stops waiting for it (see [`worker_died`]).
+static DEAD: AtomicBool = AtomicBool::new(false);
 
 /// Spins of a worker's wait loop before it sleeps: tens of microseconds, longer than the gaps
 /// between one step's loops.
@@ -104,6 +107,10 @@ pub fn run(n: usize, task: &(dyn Fn(usize) + Sync)) {
     let (n32, may_wait) = (n as i32, MAY_WAIT.with(|w| *w));
     let mut spins = 0;
     while job.done.load(SeqCst) < n32 {
+        if DEAD.load(SeqCst) {
+            // A hang otherwise: trap here too, so that the page's call rejects.
+            panic!("a CPU executor thread died (see the console): the model cannot continue");
+        }
         if spins < CALLER_SPINS || !may_wait {
             spins += 1;
             std::hint::spin_loop();
@@ -120,7 +127,7 @@ pub fn run(n: usize, task: &(dyn Fn(usize) + Sync)) {
         CALLER_ASLEEP.store(false, SeqCst);
     }
     JOB.store(std::ptr::null_mut(), SeqCst);
-    while IN_JOB.load(SeqCst) != 0 {
+    while IN_JOB.load(SeqCst) != 0 && !DEAD.load(SeqCst) {
         std::hint::spin_loop();
     }
     BUSY.store(false, SeqCst);
@@ -159,4 +166,10 @@ pub fn worker_main() {
         }
         IN_JOB.fetch_sub(1, SeqCst);
     }
+}
+
+/// Called by `thread.js` when [`worker_main`] threw (its task trapped): the model's thread stops
+/// waiting for that worker and fails its step instead of spinning forever.
+pub fn worker_died() {
+    DEAD.store(true, SeqCst);
 }
