@@ -93,3 +93,60 @@ fn unavailable_executors_are_clear_errors() {
     }
     assert!(block_on(Engine::new(ExecutorKind::Auto)).is_ok());
 }
+
+/// A file's source reads large buffers in pieces on several threads: the bytes are the file's
+/// for any read size; a file cut after it was opened ends the stream early (and a reader that
+/// wants more gets `Truncated`, no hang); one that grew is read to its new end.
+#[test]
+fn file_source_reads_in_pieces_and_survives_a_changing_file() {
+    use wick::source::{ByteSource, FileSource};
+    let dir = std::env::temp_dir().join(format!("wick-file-source-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("bytes.bin");
+    let data: Vec<u8> = (0..9_000_017u64).map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8).collect();
+    std::fs::write(&path, &data).unwrap();
+    for size in [1usize, 4093, 1 << 20, (1 << 20) + 7, 4 << 20, 16 << 20] {
+        let mut src = block_on(FileSource::open(&path)).unwrap();
+        let (mut got, mut buf) = (Vec::new(), vec![0u8; size]);
+        loop {
+            let n = block_on(src.read(&mut buf)).unwrap();
+            if n == 0 {
+                break;
+            }
+            got.extend_from_slice(&buf[..n]);
+        }
+        assert!(got == data, "reads of {size} bytes");
+    }
+
+    // Cut to 3 MB after opening: the 4 MiB read gets the 3 MB, then the end.
+    let mut src = block_on(FileSource::open(&path)).unwrap();
+    std::fs::OpenOptions::new().write(true).open(&path).unwrap().set_len(3_000_000).unwrap();
+    let mut buf = vec![0u8; 4 << 20];
+    assert_eq!(block_on(src.read(&mut buf)).unwrap(), 3_000_000);
+    assert_eq!(&buf[..3_000_000], &data[..3_000_000]);
+    assert_eq!(block_on(src.read(&mut buf)).unwrap(), 0);
+    // Grown back past its first length: read on to the new end.
+    std::fs::write(&path, &data[..]).unwrap();
+    let mut tail = Vec::new();
+    loop {
+        let n = block_on(src.read(&mut buf)).unwrap();
+        if n == 0 {
+            break;
+        }
+        tail.extend_from_slice(&buf[..n]);
+    }
+    assert!(tail == data[3_000_000..]);
+
+    // A model file cut after it was opened: the load fails with `Truncated`.
+    let model = std::fs::read(model_path(SMOLLM2)).unwrap();
+    std::fs::write(&path, &model).unwrap();
+    let src = block_on(FileSource::open(&path)).unwrap();
+    std::fs::OpenOptions::new().write(true).open(&path).unwrap().set_len(model.len() as u64 / 2).unwrap();
+    let engine = block_on(Engine::new(ExecutorKind::Cpu)).unwrap();
+    match block_on(engine.load(src, LoadOptions::default())) {
+        Err(Error::Truncated { .. }) => {}
+        Err(e) => panic!("expected Truncated, got {e}"),
+        Ok(_) => panic!("expected Truncated, got a model"),
+    }
+    std::fs::remove_dir_all(&dir).ok();
+}

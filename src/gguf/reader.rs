@@ -153,6 +153,11 @@ impl<S: ByteSource> GgufReader<S> {
         &self.header
     }
 
+    /// The metadata, taken out of the header (left empty): tensor data does not need it.
+    pub(crate) fn take_metadata(&mut self) -> Metadata {
+        std::mem::take(&mut self.header.metadata)
+    }
+
     /// The header, dropping the source.
     pub fn into_header(self) -> GgufHeader {
         self.header

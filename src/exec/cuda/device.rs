@@ -98,14 +98,53 @@ pub(super) struct AttnHint {
 /// Bytes of each of the two pinned staging buffers of the upload.
 const STAGE_BYTES: usize = 8 << 20;
 
-/// The upload's double buffer: weight bytes are copied into page-locked host memory and sent
-/// with asynchronous copies, so the next chunk is read (and repacked) while the last one
-/// travels; a buffer is reused once its copy's event has completed. Dropped when the upload
-/// finishes (page-locked memory is scarce).
+/// The upload's double buffer: weight bytes are copied (or split) into page-locked host memory
+/// and sent with asynchronous copies, so the next chunk is read (and repacked) while the last
+/// one travels; a buffer is reused once its copy's event has completed. Dropped when the
+/// upload finishes (page-locked memory is scarce).
 pub(super) struct Staging {
     bufs: [cudarc::driver::PinnedHostSlice<u8>; 2],
     done: [Option<cudarc::driver::CudaEvent>; 2],
     next: usize,
+}
+
+impl Staging {
+    fn new(stream: &Arc<CudaStream>) -> Result<Staging> {
+        let ctx = stream.context();
+        // SAFETY: page-locked host buffers; every byte is written before it is copied.
+        let alloc =
+            || unsafe { ctx.alloc_pinned::<u8>(STAGE_BYTES) }.map_err(drv("allocating pinned memory"));
+        Ok(Staging { bufs: [alloc()?, alloc()?], done: [None, None], next: 0 })
+    }
+
+    /// The next buffer, once its last copy is done, to fill and [`Staging::send`].
+    fn take(&mut self) -> Result<&mut [u8]> {
+        let i = self.next;
+        if let Some(e) = self.done[i].take() {
+            e.synchronize().map_err(drv("waiting for an upload"))?;
+        }
+        self.bufs[i].as_mut_slice().map_err(drv("staging"))
+    }
+
+    /// Send byte ranges of the buffer [`Staging::take`] gave to device addresses, and move on
+    /// to the other buffer.
+    fn send(&mut self, stream: &Arc<CudaStream>, copies: &[(u64, std::ops::Range<usize>)]) -> Result<()> {
+        let i = self.next;
+        self.next ^= 1;
+        let host = self.bufs[i].as_slice().map_err(drv("staging"))?;
+        for (at, r) in copies {
+            let bytes = host.get(r.clone()).ok_or_else(|| err("staging range out of bounds"))?;
+            if bytes.is_empty() {
+                continue;
+            }
+            // SAFETY: `at` lies in a device buffer of this executor with room for the bytes
+            // (checked by the caller); the host bytes stay untouched until `done[i]` completes.
+            unsafe { cudarc::driver::result::memcpy_htod_async(*at, bytes, stream.cu_stream()) }
+                .map_err(drv("uploading weights"))?;
+        }
+        self.done[i] = Some(stream.record_event(None).map_err(drv("recording an upload"))?);
+        Ok(())
+    }
 }
 
 impl CudaExecutor {
@@ -283,7 +322,7 @@ impl CudaExecutor {
     }
 
     /// Upload `bytes` of the file's tensor at byte `offset` (split as they arrive for block
-    /// types, which must come in order).
+    /// types, which must come in order, straight into the pinned staging buffer).
     pub(super) fn write_weight_bytes(&mut self, id: WeightId, offset: u64, bytes: &[u8]) -> Result<()> {
         let w = self.weights.get_mut(id.0 as usize).ok_or_else(|| err("unknown weight"))?;
         let start = usize::try_from(offset).map_err(|_| err("offset out of range"))?;
@@ -291,8 +330,22 @@ impl CudaExecutor {
         end.ok_or_else(|| err(format!("write past the end of '{}'", w.name)))?;
         let blocks = w.blocks();
         let base = w.buf.ptr;
+        if self.staging.is_none() {
+            self.staging = Some(Staging::new(&self.stream)?);
+        }
+        let st = self.staging.as_mut().ok_or_else(|| err("no staging buffer"))?;
         let Some(repack) = w.repack.as_mut() else {
-            return self.upload(base + offset, bytes);
+            for (n, piece) in bytes.chunks(STAGE_BYTES).enumerate() {
+                let host = st.take()?;
+                // On rayon's threads: one thread copied 8 GB/s here, a third of the upload.
+                host[..piece.len()]
+                    .par_chunks_mut(1 << 20)
+                    .zip(piece.par_chunks(1 << 20))
+                    .for_each(|(to, from)| to.copy_from_slice(from));
+                let at = base + offset + (n * STAGE_BYTES) as u64;
+                st.send(&self.stream, &[(at, 0..piece.len())])?;
+            }
+            return Ok(());
         };
         if offset != repack.received() {
             return Err(err(format!(
@@ -301,42 +354,12 @@ impl CudaExecutor {
                 repack.received()
             )));
         }
-        let p = repack.push(bytes, blocks);
-        self.upload(base + p.quant_at, &p.quants)?;
-        self.upload(base + p.header_at, &p.header)
-    }
-
-    /// Copy `bytes` to device address `dst` through the pinned double buffer (asynchronous:
-    /// `finish_upload` waits for the last copies).
-    fn upload(&mut self, dst: u64, bytes: &[u8]) -> Result<()> {
-        if self.staging.is_none() {
-            let ctx = self.stream.context();
-            // SAFETY: page-locked host buffers; every byte is written before it is copied.
-            let alloc =
-                || unsafe { ctx.alloc_pinned::<u8>(STAGE_BYTES) }.map_err(drv("allocating pinned memory"));
-            self.staging = Some(Staging { bufs: [alloc()?, alloc()?], done: [None, None], next: 0 });
-        }
-        let st = self.staging.as_mut().ok_or_else(|| err("no staging buffer"))?;
-        for (n, piece) in bytes.chunks(STAGE_BYTES).enumerate() {
-            let i = st.next;
-            st.next ^= 1;
-            if let Some(e) = st.done[i].take() {
-                e.synchronize().map_err(drv("waiting for an upload"))?;
-            }
-            let host = st.bufs[i].as_mut_slice().map_err(drv("staging"))?;
-            // On rayon's threads: one thread copied 8 GB/s here, a third of the upload.
-            host[..piece.len()]
-                .par_chunks_mut(1 << 20)
-                .zip(piece.par_chunks(1 << 20))
-                .for_each(|(to, from)| to.copy_from_slice(from));
-            let at = dst + (n * STAGE_BYTES) as u64;
-            // SAFETY: `at` lies in a device buffer of this executor with room for the piece
-            // (checked by the caller); the host bytes stay untouched until `done[i]` completes.
-            unsafe {
-                cudarc::driver::result::memcpy_htod_async(at, &host[..piece.len()], self.stream.cu_stream())
-            }
-            .map_err(drv("uploading weights"))?;
-            st.done[i] = Some(self.stream.record_event(None).map_err(drv("recording an upload"))?);
+        // Pieces whose blocks, with the one carried from the last piece, fit a staging buffer.
+        for piece in bytes.chunks(STAGE_BYTES - repack.block()) {
+            let host = st.take()?;
+            let p = repack.push_into(piece, blocks, host).ok_or_else(|| err("staging buffer too small"))?;
+            let (q, h) = (0..p.quants, p.quants..p.quants + p.header);
+            st.send(&self.stream, &[(base + p.quant_at, q), (base + p.header_at, h)])?;
         }
         Ok(())
     }

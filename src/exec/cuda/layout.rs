@@ -98,6 +98,7 @@ pub struct Repacker {
 
 /// What to copy to the device for one chunk: `quants` at byte `quant_at` of the buffer,
 /// `header` at byte `header_at`.
+#[cfg(test)]
 #[derive(Debug, Default, PartialEq, Eq)]
 pub struct Pieces {
     pub quant_at: u64,
@@ -116,10 +117,30 @@ impl Repacker {
         self.received
     }
 
+    /// Block bytes of the type.
+    pub fn block(&self) -> usize {
+        self.split.block
+    }
+
     /// Split the whole blocks completed by `bytes` (the tensor's bytes from `received()` on)
     /// of a tensor of `blocks` blocks.
+    #[cfg(test)]
     pub fn push(&mut self, bytes: &[u8], blocks: u64) -> Pieces {
+        let mut out = vec![0u8; (self.carry.len() + bytes.len()) / self.split.block * self.split.block];
+        let p = self.push_into(bytes, blocks, &mut out).expect("room for the blocks");
+        let header = out.split_off(p.quants);
+        Pieces { quant_at: p.quant_at, quants: out, header_at: p.header_at, header }
+    }
+
+    /// Split the whole blocks completed by `bytes` into `out`: their quants at its start, their
+    /// headers right after them (`out` must hold the whole blocks these bytes complete:
+    /// `bytes.len()` and a block is always enough; None, nothing taken, when it does not).
+    /// The split goes straight into the pinned staging buffer, no copy in between.
+    pub fn push_into(&mut self, bytes: &[u8], blocks: u64, out: &mut [u8]) -> Option<SplitAt> {
         let s = self.split;
+        if out.len() < (self.carry.len() + bytes.len()) / s.block * s.block {
+            return None;
+        }
         let first = self.received / s.block as u64;
         self.received += bytes.len() as u64;
         let mut rest = bytes;
@@ -141,8 +162,7 @@ impl Repacker {
         self.carry.extend_from_slice(&rest[n_whole * s.block..]);
         let n = whole.len();
         let (qs, hs, qo) = (s.quants, s.header(), s.quant_offset);
-        let mut quants: Vec<u8> = Vec::with_capacity(n * qs);
-        let mut header: Vec<u8> = Vec::with_capacity(n * hs);
+        let (quants, header) = out[..n * s.block].split_at_mut(n * qs);
         let (q, h) = (Out(quants.as_mut_ptr()), Out(header.as_mut_ptr()));
         // Groups of blocks on rayon's threads (a chunk of the upload is megabytes: one thread
         // split 5 GB/s here, a copy 8).
@@ -150,8 +170,8 @@ impl Repacker {
             for (i, b) in group.iter().enumerate() {
                 let k = g * SPLIT_GROUP + i;
                 // SAFETY: block k's bytes go to [k·qs, (k+1)·qs) of `quants` and [k·hs,
-                // (k+1)·hs) of `header`, inside their capacities (n blocks) and written by
-                // this task alone; `b` is a whole block (s.block = qo + qs + the rest).
+                // (k+1)·hs) of `header` (n blocks each, checked by the slicing above), written
+                // by this task alone; `b` is a whole block (s.block = qo + qs + the rest).
                 unsafe {
                     std::ptr::copy_nonoverlapping(b.as_ptr().add(qo), q.at(k * qs), qs);
                     std::ptr::copy_nonoverlapping(b.as_ptr(), h.at(k * hs), qo);
@@ -159,18 +179,23 @@ impl Repacker {
                 }
             }
         });
-        // SAFETY: every byte below the new lengths was written above.
-        unsafe {
-            quants.set_len(n * qs);
-            header.set_len(n * hs);
-        }
-        Pieces {
+        Some(SplitAt {
             quant_at: first * s.quants as u64,
-            quants,
+            quants: n * qs,
             header_at: header_offset(&s, blocks) + first * s.header() as u64,
-            header,
-        }
+            header: n * hs,
+        })
     }
+}
+
+/// Where [`Repacker::push_into`] put the split: `quants` bytes at the start of its output, for
+/// byte `quant_at` of the device buffer, then `header` bytes for byte `header_at`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SplitAt {
+    pub quant_at: u64,
+    pub quants: usize,
+    pub header_at: u64,
+    pub header: usize,
 }
 
 #[cfg(test)]
@@ -205,6 +230,19 @@ mod tests {
                 assert_eq!(got, want, "{t:?} in chunks of {chunk}");
             }
         }
+    }
+
+    /// An output too small for the blocks completed is refused, nothing taken.
+    #[test]
+    fn short_output_is_refused() {
+        let s = split(GgmlType::Q4_K).unwrap();
+        let mut r = Repacker::new(s);
+        let bytes = vec![1u8; 2 * s.block + 5];
+        assert_eq!(r.push_into(&bytes, 4, &mut [0u8; 143]), None);
+        assert_eq!(r.received(), 0);
+        let mut out = vec![0u8; 2 * s.block];
+        let p = r.push_into(&bytes, 4, &mut out).unwrap();
+        assert_eq!((p.quants, p.header, r.received()), (256, 32, bytes.len() as u64));
     }
 }
 

@@ -64,6 +64,7 @@ use device::{Buf, Kv, Staging, Weight};
 use kernels::Kernel;
 use record::Compiled;
 
+pub(crate) use kernels::trace;
 pub use kernels::{
     compile as compile_kernels, compile_cubin, compile_module, source as kernel_source, Family, Module,
 };

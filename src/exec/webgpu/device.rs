@@ -185,6 +185,15 @@ impl Gpu {
         }
     }
 
+    /// Wait for the submission `index` (natively; the browser has no blocking wait).
+    #[cfg(not(target_arch = "wasm32"))]
+    pub fn wait_for(&self, index: wgpu::SubmissionIndex) -> Result<()> {
+        self.device
+            .poll(wgpu::PollType::Wait { submission_index: Some(index), timeout: None })
+            .map_err(|e| err(format!("device lost: {e}")))?;
+        Ok(())
+    }
+
     /// Wait for submitted work (natively; the browser has no blocking wait).
     pub fn wait(&self) -> Result<()> {
         #[cfg(not(target_arch = "wasm32"))]

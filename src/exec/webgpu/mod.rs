@@ -143,6 +143,9 @@ pub struct WebGpuExecutor {
     pipes: Pipelines,
     dummy: wgpu::Buffer,
     unflushed: u64,
+    /// The last flush of weight writes (natively: the next flush waits for it).
+    #[cfg(not(target_arch = "wasm32"))]
+    flushed: Option<wgpu::SubmissionIndex>,
     /// Matrix products with workgroups cooperating on a few weight rows (GPUs) rather than an
     /// invocation per row (CPU-emulated adapters).
     coop_matmul: bool,
@@ -187,6 +190,8 @@ impl WebGpuExecutor {
             pipes: Pipelines::new(gpu.f16),
             dummy,
             unflushed: 0,
+            #[cfg(not(target_arch = "wasm32"))]
+            flushed: None,
             binding_cap: None,
             // WICK_WEBGPU_COOP=1 (0) forces the cooperative (per-row) kernels, e.g. to test the
             // GPU kernels on lavapipe.
@@ -319,8 +324,18 @@ impl Executor for WebGpuExecutor {
         self.unflushed += bytes.len() as u64;
         if self.unflushed >= FLUSH_BYTES {
             // Submitting flushes the queued writes; waiting frees their staging memory.
-            self.gpu.queue.submit(std::iter::empty());
-            self.gpu.wait()?;
+            // Natively the wait is for the flush before this one, so the copies of one flush
+            // run while the next is staged (staging memory: two flushes).
+            let index = self.gpu.queue.submit(std::iter::empty());
+            #[cfg(not(target_arch = "wasm32"))]
+            if let Some(last) = self.flushed.replace(index) {
+                self.gpu.wait_for(last)?;
+            }
+            #[cfg(target_arch = "wasm32")]
+            {
+                let _ = index;
+                self.gpu.wait()?;
+            }
             self.unflushed = 0;
         }
         Ok(())
@@ -329,6 +344,10 @@ impl Executor for WebGpuExecutor {
     fn finish_upload(&mut self) -> LocalFuture<'_, Result<()>> {
         self.gpu.queue.submit(std::iter::empty());
         self.unflushed = 0;
+        #[cfg(not(target_arch = "wasm32"))]
+        {
+            self.flushed = None;
+        }
         let r = self.gpu.wait().and_then(|_| self.gpu.take_error());
         // In the browser, what the upload's scopes caught: a weight's buffer refused (reported
         // by its own scope, naming it), then anything else (writes to it).
