@@ -64,6 +64,23 @@ pub fn vec_dot_gemm4(t: GgmlType, n: usize, w_row: &[u8], acts: &[u8]) -> f32 {
     vec_dot(t, n, w_row, acts)
 }
 
+/// `out[c]` = [`vec_dot_gemm4`] of the weight row `w_row` with activation row `c` of `acts`
+/// (four rows `arb` bytes apart): prefill's four-row groups. On x86 with AVX2, Q4_K and Q6_K
+/// run as one tile (each weight block unpacked once for the four rows), bit-identical to the
+/// four calls; other types and CPUs take the calls.
+#[inline]
+pub fn vec_dot_gemm4_tile(t: GgmlType, n: usize, w_row: &[u8], acts: &[u8], arb: usize, out: &mut [f32; 4]) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        if super::avx2_ktile::gemm4_tile(t, n, w_row, acts, arb, out) {
+            return;
+        }
+    }
+    for (c, o) in out.iter_mut().enumerate() {
+        *o = vec_dot_gemm4(t, n, w_row, acts.get(c * arb..(c + 1) * arb).unwrap_or(&[]));
+    }
+}
+
 /// [`vec_dot_gemm4`] by the portable code alone (what the wasm tests hold the simd128 kernels
 /// to).
 #[doc(hidden)]

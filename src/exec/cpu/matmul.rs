@@ -60,14 +60,14 @@ pub fn matmul(w: &Weight, x: &[f32], rows: usize, out: &mut [f32], s: &mut Scrat
         for (jj, tj) in t.chunks_mut(rows).enumerate() {
             let j = j0 + jj;
             let wr = &data[j * wrb..(j + 1) * wrb];
-            for (r, o) in tj.iter_mut().enumerate() {
-                let a = &acts[r * arb..(r + 1) * arb];
-                // llama.cpp's 4-row kernels take the rows in groups of four, the rest one by one.
-                *o = if r < rows4 {
-                    quant::vec_dot_gemm4(dtype, k, wr, a)
-                } else {
-                    quant::vec_dot(dtype, k, wr, a)
-                };
+            // llama.cpp's 4-row kernels take the rows in groups of four, the rest one by one.
+            for (g, o) in tj[..rows4].chunks_exact_mut(4).enumerate() {
+                if let Ok(o) = <&mut [f32; 4]>::try_from(o) {
+                    quant::vec_dot_gemm4_tile(dtype, k, wr, &acts[4 * g * arb..], arb, o);
+                }
+            }
+            for (r, o) in tj.iter_mut().enumerate().skip(rows4) {
+                *o = quant::vec_dot(dtype, k, wr, &acts[r * arb..(r + 1) * arb]);
             }
         }
     });

@@ -1,0 +1,207 @@
+//! AVX2 tiles for Q4_K and Q6_K weights in prefill: one weight row times four activation rows
+//! (Q8_K) in one pass over the blocks (x86_64 only, behind [`super::avx2::available`]).
+//!
+//! Why: the one-row kernels in avx2.rs unpack every weight block (nibbles, 6-bit scales and
+//! mins, Q6_K's high bits) once per activation row, and reduce each partial sum to a scalar on
+//! its own. Here a weight block is unpacked once for the four rows, and the four rows' integer
+//! sums are reduced together (one transposing horizontal add), so the float steps run in four
+//! lanes at once.
+//!
+//! Every pair keeps the order of its one-row kernel exactly (tests/quant_dot.rs checks the bits):
+//! - Q4_K as [`super::vec_dot_gemm4`] computes it (llama.cpp's 4-row repacked kernel): per 64
+//!   elements one fused multiply-add of the integer sum by `d * d_act`, one for the mins by
+//!   `dmin * d_act`, subtracted at the end. Integer sums are exact, so how they are formed
+//!   (here: four rows reduced at once) cannot change a bit; the float steps are the same
+//!   operations in the same order, one lane per activation row.
+//! - Q6_K as [`super::vec_dot`] computes it (its 4-row path rounds the same): per block the
+//!   whole integer sum less 32 times the scale-weighted activation sums, times the block's `d`,
+//!   then fused into the accumulator by the activation scale.
+
+use super::avx2::load;
+use super::blocks::{Q8_K_BYTES, QK_K};
+use super::GgmlType;
+use std::arch::x86_64::*;
+
+/// Bytes of a Q4_K and a Q6_K block.
+const Q4K: usize = 144;
+const Q6K: usize = 210;
+
+/// The sums of the eight i32 lanes of each of `v[0..4]`, as the four lanes of one vector (exact).
+#[target_feature(enable = "avx2,fma,f16c")]
+#[inline]
+unsafe fn hsum4(v: [__m256i; 4]) -> __m128i {
+    let s01 = _mm256_hadd_epi32(v[0], v[1]);
+    let s23 = _mm256_hadd_epi32(v[2], v[3]);
+    // Lanes 0..4: the low halves' sums of rows 0..4, lanes 4..8 the high halves'.
+    let s = _mm256_hadd_epi32(s01, s23);
+    _mm_add_epi32(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1))
+}
+
+/// f16 at `p` as f32 (one load and conversion; `p` needs 2 readable bytes, 8 are not assumed).
+#[target_feature(enable = "avx2,fma,f16c")]
+#[inline]
+unsafe fn f16(p: *const u8) -> f32 {
+    _mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(u16::from_le_bytes([*p, *p.add(1)]) as i32)))
+}
+
+/// The four activation rows' block scales (f32 at the start of each Q8_K block).
+#[target_feature(enable = "avx2,fma,f16c")]
+#[inline]
+unsafe fn act_scales(a: [*const u8; 4]) -> __m128 {
+    _mm_setr_ps(
+        (a[0] as *const f32).read_unaligned(),
+        (a[1] as *const f32).read_unaligned(),
+        (a[2] as *const f32).read_unaligned(),
+        (a[3] as *const f32).read_unaligned(),
+    )
+}
+
+/// Q4_K row `w` (`nb` blocks) times the four Q8_K rows at `a` (`nb` blocks each), in the order of
+/// llama.cpp's 4-row kernel; `out[c]` for activation row `c`.
+///
+/// # Safety
+/// AVX2, FMA and F16C present; `w` readable for `nb` Q4_K blocks, every `a[c]` for `nb` Q8_K
+/// blocks.
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(super) unsafe fn q4_k_1x4(nb: usize, w: *const u8, a: [*const u8; 4], out: &mut [f32; 4]) {
+    let m4 = _mm256_set1_epi8(0x0F);
+    let (mut acc, mut accm) = (_mm_setzero_ps(), _mm_setzero_ps());
+    for i in 0..nb {
+        let wb = w.add(i * Q4K);
+        let ab: [*const u8; 4] = std::array::from_fn(|c| a[c].add(i * Q8_K_BYTES));
+        let da = act_scales(ab);
+        let d = _mm_mul_ps(_mm_set1_ps(f16(wb)), da);
+        let dmin = _mm_mul_ps(_mm_set1_ps(f16(wb.add(2))), da);
+        // The eight 6-bit scales and mins (blocks::k4_scale_min, all at once).
+        let s = std::slice::from_raw_parts(wb.add(4), 12);
+        let mut sc = [0i16; 8];
+        let mut mn = [0i16; 16];
+        for j in 0..8 {
+            let (x, m) = super::blocks::k4_scale_min(j, s);
+            sc[j] = x as i16;
+            // Each min twice: it weighs the two per-16 activation sums of its 32 elements.
+            mn[2 * j] = m as i16;
+            mn[2 * j + 1] = m as i16;
+        }
+        // Per row, m_k * (bsum[2k] + bsum[2k + 1]) in lane k; lanes 2j and 2j + 1 belong to
+        // the j-th 64 elements.
+        let mv = _mm256_loadu_si256(mn.as_ptr() as *const __m256i);
+        let mins: [__m256i; 4] = std::array::from_fn(|c| _mm256_madd_epi16(load(ab[c].add(260)), mv));
+        // Pairs of lanes summed: lanes (0, 1, 4, 5) hold rows 0/1's sums for 64-element groups
+        // (0, 1, 2, 3) as [r0 j0, r0 j1, r1 j0, r1 j1 | r0 j2, r0 j3, r1 j2, r1 j3].
+        let m01 = _mm256_hadd_epi32(mins[0], mins[1]);
+        let m23 = _mm256_hadd_epi32(mins[2], mins[3]);
+        let (m01lo, m01hi) = (_mm256_castsi256_si128(m01), _mm256_extracti128_si256(m01, 1));
+        let (m23lo, m23hi) = (_mm256_castsi256_si128(m23), _mm256_extracti128_si256(m23, 1));
+        let pick = |x: __m128i, y: __m128i, odd: bool| -> __m128i {
+            let (x, y) = (_mm_castsi128_ps(x), _mm_castsi128_ps(y));
+            _mm_castps_si128(if odd {
+                _mm_shuffle_ps::<0b11_01_11_01>(x, y)
+            } else {
+                _mm_shuffle_ps::<0b10_00_10_00>(x, y)
+            })
+        };
+        let mj = [
+            pick(m01lo, m23lo, false),
+            pick(m01lo, m23lo, true),
+            pick(m01hi, m23hi, false),
+            pick(m01hi, m23hi, true),
+        ];
+        for j in 0..4 {
+            let q = load(wb.add(16 + 32 * j));
+            let lo = _mm256_and_si256(q, m4);
+            let hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
+            let (s0, s1) = (_mm256_set1_epi16(sc[2 * j]), _mm256_set1_epi16(sc[2 * j + 1]));
+            let sums: [__m256i; 4] = std::array::from_fn(|c| {
+                let aq = ab[c].add(4 + 64 * j);
+                let plo = _mm256_madd_epi16(_mm256_maddubs_epi16(lo, load(aq)), s0);
+                let phi = _mm256_madd_epi16(_mm256_maddubs_epi16(hi, load(aq.add(32))), s1);
+                _mm256_add_epi32(plo, phi)
+            });
+            acc = _mm_fmadd_ps(_mm_cvtepi32_ps(hsum4(sums)), d, acc);
+            accm = _mm_fmadd_ps(_mm_cvtepi32_ps(mj[j]), dmin, accm);
+        }
+    }
+    _mm_storeu_ps(out.as_mut_ptr(), _mm_sub_ps(acc, accm));
+}
+
+/// Q6_K row `w` (`nb` blocks) times the four Q8_K rows at `a`, in the order of the one-row
+/// kernel (`avx2::dot_q6_k`); `out[c]` for activation row `c`.
+///
+/// # Safety
+/// As [`q4_k_1x4`], with Q6_K blocks.
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(super) unsafe fn q6_k_1x4(nb: usize, w: *const u8, a: [*const u8; 4], out: &mut [f32; 4]) {
+    let m4 = _mm256_set1_epi8(0x0F);
+    let m2 = _mm256_set1_epi8(3);
+    let mut acc = _mm_setzero_ps();
+    for i in 0..nb {
+        let wb = w.add(i * Q6K);
+        let ab: [*const u8; 4] = std::array::from_fn(|c| a[c].add(i * Q8_K_BYTES));
+        let da = act_scales(ab);
+        let scp = wb.add(192);
+        let sc: [i16; 16] = std::array::from_fn(|k| *scp.add(k) as i8 as i16);
+        // Every row starts from -32 * sum_k sc[k] * bsum[k] (the weights are u - 32).
+        let scv = _mm256_loadu_si256(sc.as_ptr() as *const __m256i);
+        let mut sumi: [__m256i; 4] = std::array::from_fn(|c| {
+            let m = _mm256_madd_epi16(load(ab[c].add(260)), scv);
+            _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(m, 5))
+        });
+        for h in 0..2 {
+            let ql0 = load(wb.add(64 * h));
+            let ql1 = load(wb.add(64 * h + 32));
+            let qh = load(wb.add(128 + 32 * h));
+            let h0 = _mm256_slli_epi16(_mm256_and_si256(qh, m2), 4);
+            let h1 = _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2), m2), 4);
+            let h2 = _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 4), m2), 4);
+            let h3 = _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 6), m2), 4);
+            let q = [
+                _mm256_or_si256(_mm256_and_si256(ql0, m4), h0),
+                _mm256_or_si256(_mm256_and_si256(ql1, m4), h1),
+                _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql0, 4), m4), h2),
+                _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql1, 4), m4), h3),
+            ];
+            for (k, q) in q.into_iter().enumerate() {
+                let s = 8 * h + 2 * k;
+                let scale = _mm256_set_m128i(_mm_set1_epi16(sc[s + 1]), _mm_set1_epi16(sc[s]));
+                for c in 0..4 {
+                    let p = _mm256_maddubs_epi16(q, load(ab[c].add(4 + 128 * h + 32 * k)));
+                    sumi[c] = _mm256_add_epi32(sumi[c], _mm256_madd_epi16(p, scale));
+                }
+            }
+        }
+        let x = _mm_mul_ps(_mm_cvtepi32_ps(hsum4(sumi)), _mm_set1_ps(f16(wb.add(208))));
+        acc = _mm_fmadd_ps(x, da, acc);
+    }
+    _mm_storeu_ps(out.as_mut_ptr(), acc);
+}
+
+/// `out[c]` = [`super::vec_dot_gemm4`] of the weight row `w` with activation row `c` of `a`
+/// (four rows, `arb` bytes apart), rows of `n` elements, for Q4_K and Q6_K. False (nothing
+/// written) for other types, slices too short for the shapes, or a CPU without AVX2.
+pub fn gemm4_tile(t: GgmlType, n: usize, w: &[u8], a: &[u8], arb: usize, out: &mut [f32; 4]) -> bool {
+    let ts = match t {
+        GgmlType::Q4_K => Q4K,
+        GgmlType::Q6_K => Q6K,
+        _ => return false,
+    };
+    let nb = n / QK_K;
+    let fits = n.is_multiple_of(QK_K)
+        && w.len() >= nb * ts
+        && nb * Q8_K_BYTES <= arb
+        && a.len() >= 3 * arb + nb * Q8_K_BYTES;
+    if !fits || !super::avx2::available() {
+        return false;
+    }
+    let ap: [*const u8; 4] = std::array::from_fn(|c| a[c * arb..].as_ptr());
+    // SAFETY: features checked above; the weight row and the four activation rows lie inside
+    // their slices (`fits`).
+    unsafe {
+        if t == GgmlType::Q4_K {
+            q4_k_1x4(nb, w.as_ptr(), ap, out)
+        } else {
+            q6_k_1x4(nb, w.as_ptr(), ap, out)
+        }
+    }
+    true
+}
