@@ -11,8 +11,8 @@ use support::tensors::random_blocks;
 use support::Rng;
 use wick::quant::vec_dot_rows;
 use wick::quant::{
-    dequantize, quantize_row_into, vec_dot, vec_dot_gemm4, vec_dot_gemm4_tile, vec_dot_portable, vec_dot_ref,
-    vec_dot_tile, vec_dot_type, GgmlType,
+    dequantize, quantize_row_into, tile_scales, vec_dot, vec_dot_gemm4, vec_dot_gemm4_tile, vec_dot_portable,
+    vec_dot_ref, vec_dot_tile, vec_dot_tile4, vec_dot_type, GgmlType,
 };
 
 /// Roughly normal (sum of uniforms), mean 0, sd ~ `sd`.
@@ -293,6 +293,39 @@ fn tiles_are_bit_identical_to_vec_dot() {
             check::<4, 1>(t, n, &mut rng);
             check::<1, 4>(t, n, &mut rng);
             check::<2, 4>(t, n, &mut rng);
+        }
+    }
+}
+
+/// Prefill's 1 x 4 tile with the activation scales converted beforehand (`tile_scales`,
+/// `vec_dot_tile4`) gives exactly the bits of one `vec_dot` per row, for every weight type.
+#[test]
+fn scaled_tiles_are_bit_identical_to_vec_dot() {
+    let mut rng = Rng(0x5EED_0006);
+    for t in GgmlType::WEIGHT_TYPES {
+        let at = vec_dot_type(t);
+        for n in lengths(t) {
+            for _ in 0..4 {
+                let w = random_weights(t, n, &mut rng);
+                let a: Vec<Vec<u8>> = (0..4)
+                    .map(|_| {
+                        let x: Vec<f32> = (0..n).map(|_| normal(&mut rng, 0.5)).collect();
+                        let mut acts = Vec::new();
+                        quantize_row_into(at, &x, &mut acts).unwrap();
+                        acts
+                    })
+                    .collect();
+                let (acts, arb) = (a.concat(), a[0].len());
+                let mut sc = vec![f32::NAN; 8 * (n / t.block_size())];
+                tile_scales(t, n, &acts, arb, &mut sc);
+                let mut out = [0f32; 4];
+                vec_dot_tile4(t, n, &w, &acts, arb, &sc, &mut out);
+                for c in 0..4 {
+                    let want = vec_dot(t, n, &w, &a[c]);
+                    assert_eq!(out[c].to_bits(), want.to_bits(), "{t} n={n} row {c}: {} vs {want}", out[c]);
+                }
+                assert!(out.iter().any(|&v| v != 0.0), "{t} n={n}: all zero");
+            }
         }
     }
 }

@@ -155,6 +155,131 @@ unsafe fn tile_body<const T: u32, const R: usize, const C: usize, const V: bool>
     }
 }
 
+/// One weight row times four activation rows whose block scales were converted beforehand
+/// ([`super::tile_scales`]: per block `[d0, d1, d2, d3, s0, s1, s2, s3]` as f32): the 1 x 4 tile of
+/// prefill without a scale conversion, a scalar product and a broadcast per pair, and with the
+/// four rows' min terms in one vector. The same operations per pair as [`tile_body`], in the same
+/// order, so the same bits.
+///
+/// # Safety
+/// As [`tile`]; `sc` readable for `8 * nb` f32.
+#[inline(always)]
+unsafe fn tile4s_body<const T: u32, const V: bool>(
+    ts: usize,
+    nb: usize,
+    w: *const u8,
+    a: [*const u8; 4],
+    sc: *const f32,
+    out: &mut [f32; 4],
+) {
+    let min = T == GgmlType::Q4_1 as u32 || T == GgmlType::Q5_1 as u32;
+    let ats = if min { 36 } else { 34 };
+    let mut acc = [_mm256_setzero_ps(); 4];
+    // Lane c: the min terms m * s of activation row c, summed by fused multiply-adds.
+    let mut summs = _mm_setzero_ps();
+    for i in 0..nb {
+        let wb = w.add(i * ts);
+        let sp = sc.add(8 * i);
+        let wh = f16x2(wb);
+        let wd = _mm256_broadcastss_ps(wh);
+        let q = legacy_q::<T>(wb);
+        let aw = if min { q } else { _mm256_sign_epi8(q, q) };
+        if min {
+            summs = _mm_fmadd_ps(_mm_permute_ps::<0b01_01_01_01>(wh), _mm_loadu_ps(sp.add(4)), summs);
+        }
+        for c in 0..4 {
+            let d = _mm256_mul_ps(wd, _mm256_broadcast_ss(&*sp.add(c)));
+            let aq = load(a[c].add(i * ats + ats - 32));
+            let y = if min { aq } else { _mm256_sign_epi8(aq, q) };
+            let p = _mm256_cvtepi32_ps(if V { dpbusd(aw, y) } else { mul_sum_u8_i8(aw, y) });
+            acc[c] = _mm256_fmadd_ps(d, p, acc[c]);
+        }
+    }
+    let mut m = [0f32; 4];
+    _mm_storeu_ps(m.as_mut_ptr(), summs);
+    for c in 0..4 {
+        let mut s = hsum_ps(acc[c]);
+        if min {
+            s += m[c];
+        }
+        out[c] = s;
+    }
+}
+
+/// [`tile4s_body`] with AVX2 only.
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn tile4s_avx2<const T: u32>(
+    ts: usize,
+    nb: usize,
+    w: *const u8,
+    a: [*const u8; 4],
+    sc: *const f32,
+    out: &mut [f32; 4],
+) {
+    tile4s_body::<T, false>(ts, nb, w, a, sc, out)
+}
+
+/// [`tile4s_body`] with AVX-512 VNNI (`vpdpbusd`).
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn tile4s_vnni<const T: u32>(
+    ts: usize,
+    nb: usize,
+    w: *const u8,
+    a: [*const u8; 4],
+    sc: *const f32,
+    out: &mut [f32; 4],
+) {
+    tile4s_body::<T, true>(ts, nb, w, a, sc, out)
+}
+
+/// `out[c]` = weight row `w` times activation row `c` of `a` (four rows `arb` bytes apart) for a
+/// legacy type `t`, with the activations' block scales from `sc` ([`super::tile_scales`] of the
+/// same four rows). False (nothing written) for other types or slices too short.
+pub fn dot_tile4s(
+    t: GgmlType,
+    n: usize,
+    w: &[u8],
+    a: &[u8],
+    arb: usize,
+    sc: &[f32],
+    out: &mut [f32; 4],
+) -> bool {
+    let at = super::vec_dot_type(t);
+    let nb = n / t.block_size();
+    let (ts, ats) = (t.type_size(), at.type_size());
+    let fits = n.is_multiple_of(t.block_size())
+        && nb * ts <= w.len()
+        && nb * ats <= arb
+        && a.len() >= 3 * arb + nb * ats
+        && sc.len() >= 8 * nb;
+    if !fits || !super::avx2::available() {
+        return false;
+    }
+    let ap: [*const u8; 4] = std::array::from_fn(|c| a[c * arb..].as_ptr());
+    let (wp, sp) = (w.as_ptr(), sc.as_ptr());
+    // SAFETY: features checked above; every row and every scale read lies inside its slice.
+    unsafe {
+        macro_rules! go {
+            ($t:expr) => {
+                if vnni() {
+                    tile4s_vnni::<{ $t as u32 }>(ts, nb, wp, ap, sp, out)
+                } else {
+                    tile4s_avx2::<{ $t as u32 }>(ts, nb, wp, ap, sp, out)
+                }
+            };
+        }
+        match t {
+            GgmlType::Q4_0 => go!(GgmlType::Q4_0),
+            GgmlType::Q4_1 => go!(GgmlType::Q4_1),
+            GgmlType::Q5_0 => go!(GgmlType::Q5_0),
+            GgmlType::Q5_1 => go!(GgmlType::Q5_1),
+            GgmlType::Q8_0 => go!(GgmlType::Q8_0),
+            _ => return false,
+        }
+    }
+    true
+}
+
 /// `out[r * C + c]` = weight row `r` times activation row `c` for a legacy type `t`, rows of `n`
 /// elements: `w` holds `R` rows of `wrb` bytes, `a` holds `C` rows of `arb` bytes. False (and
 /// nothing written) for other types or slices too short for the shapes.
@@ -286,12 +411,19 @@ mod tests {
             let wp: [*const u8; 4] = std::array::from_fn(|r| w[r * nb * ts..].as_ptr());
             let ap: [*const u8; 4] = std::array::from_fn(|c| a[c * arb..].as_ptr());
             let (mut o1, mut o2) = ([0f32; 16], [0f32; 16]);
-            // SAFETY: features checked above; 4 rows of `nb` blocks each in `w` and `a`.
+            // The scaled 1 x 4 tile of weight row 0, both ways.
+            let mut sc = vec![0f32; 8 * nb];
+            super::super::tile_scales(t, n, &a, arb, &mut sc);
+            let (mut s1, mut s2) = ([0f32; 4], [0f32; 4]);
+            // SAFETY: features checked above; 4 rows of `nb` blocks each in `w` and `a`, `8 * nb`
+            // scales.
             unsafe {
                 macro_rules! both {
                     ($t:expr) => {{
                         tile_avx2::<{ $t as u32 }, 4, 4>(ts, nb, wp, ap, &mut o1);
                         tile_vnni::<{ $t as u32 }, 4, 4>(ts, nb, wp, ap, &mut o2);
+                        tile4s_avx2::<{ $t as u32 }>(ts, nb, wp[0], ap, sc.as_ptr(), &mut s1);
+                        tile4s_vnni::<{ $t as u32 }>(ts, nb, wp[0], ap, sc.as_ptr(), &mut s2);
                     }};
                 }
                 match t {
@@ -304,6 +436,22 @@ mod tests {
             }
             for i in 0..16 {
                 assert_eq!(o1[i].to_bits(), o2[i].to_bits(), "{t} pair {i}: {} vs {}", o1[i], o2[i]);
+            }
+            for c in 0..4 {
+                assert_eq!(
+                    s1[c].to_bits(),
+                    o1[c].to_bits(),
+                    "{t} scaled tile, row {c}: {} vs {}",
+                    s1[c],
+                    o1[c]
+                );
+                assert_eq!(
+                    s2[c].to_bits(),
+                    o1[c].to_bits(),
+                    "{t} scaled VNNI tile, row {c}: {} vs {}",
+                    s2[c],
+                    o1[c]
+                );
             }
             assert!(o1.iter().any(|&v| v != 0.0), "{t}: all zero");
         }

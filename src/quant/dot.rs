@@ -152,6 +152,49 @@ pub fn vec_dot_tile<const R: usize, const C: usize>(
     }
 }
 
+/// The activation block scales of four rows (`acts`, rows `arb` bytes apart, of
+/// `vec_dot_type(t)`) as [`vec_dot_tile4`] reads them: per block `[d0, d1, d2, d3, s0, s1, s2,
+/// s3]` as f32 (`s`, Q8_1's `d * sum(q)`, is 0 for Q8_0). Converted once per matmul instead of
+/// once per weight row. Only legacy types have a scale per 32 activations; for others (and
+/// short slices) `out` is left as it is.
+pub fn tile_scales(t: GgmlType, n: usize, acts: &[u8], arb: usize, out: &mut [f32]) {
+    let at = super::vec_dot_type(t);
+    if !matches!(at, GgmlType::Q8_0 | GgmlType::Q8_1) {
+        return;
+    }
+    let (ats, nb) = (at.type_size(), n / QK);
+    for (i, o) in out.chunks_exact_mut(8).take(nb).enumerate() {
+        for c in 0..4 {
+            let Some(b) = acts.get(c * arb + i * ats..c * arb + (i + 1) * ats) else { return };
+            o[c] = f16_at(b, 0);
+            o[4 + c] = if at == GgmlType::Q8_1 { f16_at(b, 2) } else { 0.0 };
+        }
+    }
+}
+
+/// `out[c]` = [`vec_dot`] of the weight row `w_row` with activation row `c` of `acts` (four
+/// rows `arb` bytes apart), `scales` being [`tile_scales`] of those rows: prefill's 1 x 4 tile
+/// for the legacy types on x86, bit-identical to [`vec_dot_tile`]; elsewhere [`vec_dot_tile`].
+#[inline]
+pub fn vec_dot_tile4(
+    t: GgmlType,
+    n: usize,
+    w_row: &[u8],
+    acts: &[u8],
+    arb: usize,
+    scales: &[f32],
+    out: &mut [f32; 4],
+) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        if super::avx2_tile::dot_tile4s(t, n, w_row, acts, arb, scales, out) {
+            return;
+        }
+    }
+    let _ = scales;
+    vec_dot_tile::<1, 4>(t, n, w_row, w_row.len(), acts, arb, out);
+}
+
 #[inline(always)]
 fn dot_i8<const N: usize>(x: &[i8; N], y: &[u8]) -> i32 {
     let mut s = 0i32;

@@ -25,7 +25,9 @@
 //! - Batched forms for the CPU executor's matmul, bit-identical to [`vec_dot`] per pair:
 //!   [`vec_dot_rows`] (decode: many weight rows, one dispatch) and [`vec_dot_tile`] (prefill:
 //!   each weight block unpacked once for several activation rows). On x86_64 the legacy types
-//!   run them as tiles (`avx2_tile.rs`), with `vpdpbusd` where the CPU has AVX-512 VNNI; Q4_K and
+//!   run them as tiles (`avx2_tile.rs`), with `vpdpbusd` where the CPU has AVX-512 VNNI; prefill's
+//!   1 x 4 tile ([`vec_dot_tile4`]) reads the activations' block scales converted once per
+//!   matmul ([`tile_scales`]); Q4_K and
 //!   Q6_K have four-row tiles of their own ([`vec_dot_gemm4_tile`], `avx2_ktile.rs`).
 //! - The hot path never allocates, never panics and never reads out of bounds, even when the
 //!   caller breaks its length contract (debug builds assert it).
@@ -50,8 +52,8 @@ mod types;
 pub(crate) use blocks::f16_to_f32_branchless;
 pub use dequant::dequantize;
 pub use dot::{
-    has_tile, vec_dot, vec_dot_gemm4, vec_dot_gemm4_portable, vec_dot_gemm4_tile, vec_dot_portable,
-    vec_dot_rows, vec_dot_tile,
+    has_tile, tile_scales, vec_dot, vec_dot_gemm4, vec_dot_gemm4_portable, vec_dot_gemm4_tile,
+    vec_dot_portable, vec_dot_rows, vec_dot_tile, vec_dot_tile4,
 };
 pub use dot_ref::vec_dot_ref;
 pub use quantize::quantize_row_into;

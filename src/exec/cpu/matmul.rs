@@ -16,6 +16,7 @@ pub struct Scratch {
     acts: Vec<u8>,
     row: Vec<u8>,
     tmp: Vec<f32>,
+    scales: Vec<f32>,
 }
 
 /// out (rows × n) = x (rows × k) · Wᵀ, W being `w` (n rows of k).
@@ -50,7 +51,7 @@ pub fn matmul(w: &Weight, x: &[f32], rows: usize, out: &mut [f32], s: &mut Scrat
         return Ok(());
     }
     if tiled {
-        return matmul_tiled(dtype, k, n, rows, data, wrb, acts, arb, chunk, out, &mut s.tmp);
+        return matmul_tiled(dtype, k, n, rows, data, wrb, acts, arb, chunk, out, &mut s.tmp, &mut s.scales);
     }
     // Batched: each weight row is read once and dotted with every activation row.
     s.tmp.resize(n * rows, 0.0);
@@ -91,17 +92,28 @@ fn matmul_tiled(
     chunk: usize,
     out: &mut [f32],
     tmp: &mut Vec<f32>,
+    scales: &mut Vec<f32>,
 ) -> Result<()> {
     // tmp[j * rows + r]: weight row j times activation row r.
     tmp.resize(n * rows, 0.0);
     let rows4 = rows / 4 * 4;
+    // The activations' block scales as f32, once for every weight row (8 values a block a group).
+    let gsz = 8 * (k / dtype.block_size());
+    scales.resize(rows4 / 4 * gsz, 0.0);
+    for (g, sc) in scales.chunks_exact_mut(gsz).enumerate() {
+        quant::tile_scales(dtype, k, &acts[4 * g * arb..], arb, sc);
+    }
+    let scales = &scales[..];
     par::for_each_chunk(tmp, chunk * rows, |ci, t| {
         let j0 = ci * chunk;
         for (jj, tj) in t.chunks_mut(rows).enumerate() {
             let j = j0 + jj;
             let wr = &data[j * wrb..(j + 1) * wrb];
-            for r in (0..rows4).step_by(4) {
-                quant::vec_dot_tile::<1, 4>(dtype, k, wr, wrb, &acts[r * arb..], arb, &mut tj[r..r + 4]);
+            for (g, o) in tj[..rows4].chunks_exact_mut(4).enumerate() {
+                if let Ok(o) = <&mut [f32; 4]>::try_from(o) {
+                    let sc = &scales[g * gsz..(g + 1) * gsz];
+                    quant::vec_dot_tile4(dtype, k, wr, &acts[4 * g * arb..], arb, sc, o);
+                }
             }
             for (r, o) in tj.iter_mut().enumerate().skip(rows4) {
                 *o = quant::vec_dot(dtype, k, wr, &acts[r * arb..(r + 1) * arb]);
