@@ -297,24 +297,28 @@ fn tiles_are_bit_identical_to_vec_dot() {
     }
 }
 
+/// `count` rows of random activations (`n` elements each) in `vec_dot_type(t)`.
+fn activation_rows(t: GgmlType, n: usize, count: usize, rng: &mut Rng) -> Vec<Vec<u8>> {
+    (0..count)
+        .map(|_| {
+            let x: Vec<f32> = (0..n).map(|_| normal(rng, 0.5)).collect();
+            let mut acts = Vec::new();
+            quantize_row_into(vec_dot_type(t), &x, &mut acts).unwrap();
+            acts
+        })
+        .collect()
+}
+
 /// Prefill's 1 x 4 tile with the activation scales converted beforehand (`tile_scales`,
 /// `vec_dot_tile4`) gives exactly the bits of one `vec_dot` per row, for every weight type.
 #[test]
 fn scaled_tiles_are_bit_identical_to_vec_dot() {
     let mut rng = Rng(0x5EED_0006);
     for t in GgmlType::WEIGHT_TYPES {
-        let at = vec_dot_type(t);
         for n in lengths(t) {
             for _ in 0..4 {
                 let w = random_weights(t, n, &mut rng);
-                let a: Vec<Vec<u8>> = (0..4)
-                    .map(|_| {
-                        let x: Vec<f32> = (0..n).map(|_| normal(&mut rng, 0.5)).collect();
-                        let mut acts = Vec::new();
-                        quantize_row_into(at, &x, &mut acts).unwrap();
-                        acts
-                    })
-                    .collect();
+                let a = activation_rows(t, n, 4, &mut rng);
                 let (acts, arb) = (a.concat(), a[0].len());
                 let mut sc = vec![f32::NAN; 8 * (n / t.block_size())];
                 tile_scales(t, n, &acts, arb, &mut sc);
@@ -336,18 +340,10 @@ fn scaled_tiles_are_bit_identical_to_vec_dot() {
 fn gemm4_tiles_are_bit_identical_to_gemm4() {
     let mut rng = Rng(0x5EED_0005);
     for t in GgmlType::WEIGHT_TYPES {
-        let at = vec_dot_type(t);
         for n in lengths(t) {
             for _ in 0..4 {
                 let w = random_weights(t, n, &mut rng);
-                let a: Vec<Vec<u8>> = (0..4)
-                    .map(|_| {
-                        let x: Vec<f32> = (0..n).map(|_| normal(&mut rng, 0.5)).collect();
-                        let mut acts = Vec::new();
-                        quantize_row_into(at, &x, &mut acts).unwrap();
-                        acts
-                    })
-                    .collect();
+                let a = activation_rows(t, n, 4, &mut rng);
                 let mut out = [0f32; 4];
                 vec_dot_gemm4_tile(t, n, &w, &a.concat(), a[0].len(), &mut out);
                 for c in 0..4 {

@@ -62,7 +62,7 @@ pub(super) unsafe fn hsum_ps(v: __m256) -> f32 {
 /// to it. `vmovd` from a general register zeroes the rest: no false dependency.
 #[target_feature(enable = "avx2,fma,f16c")]
 #[inline]
-unsafe fn f16_at(p: *const u8) -> f32 {
+pub(super) unsafe fn f16_at(p: *const u8) -> f32 {
     let r: __m128;
     // SAFETY: the caller guarantees 2 readable bytes at `p`; only they are read.
     std::arch::asm!(
@@ -169,7 +169,7 @@ unsafe fn dot_q5_1(nb: usize, w: &[u8], a: &[u8]) -> f32 {
 /// i16 per-16 scales `k` and `k + 1` laid out for `madd` against 32 products.
 #[target_feature(enable = "avx2,fma,f16c")]
 #[inline]
-unsafe fn scale_pair(lo: i16, hi: i16) -> __m256i {
+pub(super) unsafe fn scale_pair(lo: i16, hi: i16) -> __m256i {
     _mm256_set_m128i(_mm_set1_epi16(hi), _mm_set1_epi16(lo))
 }
 
@@ -371,11 +371,31 @@ unsafe fn dot_q5_k(nb: usize, w: &[u8], a: &[u8]) -> f32 {
     dot_q45_k::<true, false>(nb, w, a)
 }
 
+/// The 128 quants of half `h` of the Q6_K block at `wb` as four vectors of unsigned bytes
+/// (`u` in 0..64, the weight being `u - 32`), in the order of the activations: 32 elements each.
+#[target_feature(enable = "avx2,fma,f16c")]
+#[inline]
+pub(super) unsafe fn q6_k_quants(wb: *const u8, h: usize) -> [__m256i; 4] {
+    let (m4, m2) = (_mm256_set1_epi8(0x0F), _mm256_set1_epi8(3));
+    let ql0 = load(wb.add(64 * h));
+    let ql1 = load(wb.add(64 * h + 32));
+    let qh = load(wb.add(128 + 32 * h));
+    // Bits 2c..2c+2 of qh, moved to bits 4..6 of each byte.
+    let h0 = _mm256_slli_epi16(_mm256_and_si256(qh, m2), 4);
+    let h1 = _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2), m2), 4);
+    let h2 = _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 4), m2), 4);
+    let h3 = _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 6), m2), 4);
+    [
+        _mm256_or_si256(_mm256_and_si256(ql0, m4), h0),
+        _mm256_or_si256(_mm256_and_si256(ql1, m4), h1),
+        _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql0, 4), m4), h2),
+        _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql1, 4), m4), h3),
+    ]
+}
+
 #[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn dot_q6_k(nb: usize, w: &[u8], a: &[u8]) -> f32 {
     let mut acc = 0f32;
-    let m4 = _mm256_set1_epi8(0x0F);
-    let m2 = _mm256_set1_epi8(3);
     for (wb, ab) in w.chunks_exact(210).zip(a.chunks_exact(Q8_K_BYTES)).take(nb) {
         let da = f32::from_le_bytes([ab[0], ab[1], ab[2], ab[3]]);
         let bs = bsums(ab);
@@ -385,21 +405,7 @@ unsafe fn dot_q6_k(nb: usize, w: &[u8], a: &[u8]) -> f32 {
         let aq = ab.as_ptr().add(4);
         let mut sumi = _mm256_setzero_si256();
         for h in 0..2 {
-            let ql0 = load(wb.as_ptr().add(64 * h));
-            let ql1 = load(wb.as_ptr().add(64 * h + 32));
-            let qh = load(wb.as_ptr().add(128 + 32 * h));
-            // Bits 2c..2c+2 of qh, moved to bits 4..6 of each byte.
-            let h0 = _mm256_slli_epi16(_mm256_and_si256(qh, m2), 4);
-            let h1 = _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2), m2), 4);
-            let h2 = _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 4), m2), 4);
-            let h3 = _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 6), m2), 4);
-            let q = [
-                _mm256_or_si256(_mm256_and_si256(ql0, m4), h0),
-                _mm256_or_si256(_mm256_and_si256(ql1, m4), h1),
-                _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql0, 4), m4), h2),
-                _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql1, 4), m4), h3),
-            ];
-            for (c, q) in q.into_iter().enumerate() {
+            for (c, q) in q6_k_quants(wb.as_ptr(), h).into_iter().enumerate() {
                 let k = 8 * h + 2 * c;
                 let p = _mm256_maddubs_epi16(q, load(aq.add(128 * h + 32 * c)));
                 sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(p, scale_pair(sc[k], sc[k + 1])));

@@ -17,7 +17,7 @@
 //!   whole integer sum less 32 times the scale-weighted activation sums, times the block's `d`,
 //!   then fused into the accumulator by the activation scale.
 
-use super::avx2::load;
+use super::avx2::{f16_at, load, q6_k_quants, scale_pair};
 use super::blocks::{Q8_K_BYTES, QK_K};
 use super::GgmlType;
 use std::arch::x86_64::*;
@@ -35,13 +35,6 @@ unsafe fn hsum4(v: [__m256i; 4]) -> __m128i {
     // Lanes 0..4: the low halves' sums of rows 0..4, lanes 4..8 the high halves'.
     let s = _mm256_hadd_epi32(s01, s23);
     _mm_add_epi32(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1))
-}
-
-/// f16 at `p` as f32 (one load and conversion; `p` needs 2 readable bytes, 8 are not assumed).
-#[target_feature(enable = "avx2,fma,f16c")]
-#[inline]
-unsafe fn f16(p: *const u8) -> f32 {
-    _mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(u16::from_le_bytes([*p, *p.add(1)]) as i32)))
 }
 
 /// The four activation rows' block scales (f32 at the start of each Q8_K block).
@@ -70,8 +63,8 @@ pub(super) unsafe fn q4_k_1x4(nb: usize, w: *const u8, a: [*const u8; 4], out: &
         let wb = w.add(i * Q4K);
         let ab: [*const u8; 4] = std::array::from_fn(|c| a[c].add(i * Q8_K_BYTES));
         let da = act_scales(ab);
-        let d = _mm_mul_ps(_mm_set1_ps(f16(wb)), da);
-        let dmin = _mm_mul_ps(_mm_set1_ps(f16(wb.add(2))), da);
+        let d = _mm_mul_ps(_mm_set1_ps(f16_at(wb)), da);
+        let dmin = _mm_mul_ps(_mm_set1_ps(f16_at(wb.add(2))), da);
         // The eight 6-bit scales and mins (blocks::k4_scale_min, all at once).
         let s = std::slice::from_raw_parts(wb.add(4), 12);
         let mut sc = [0i16; 8];
@@ -132,8 +125,6 @@ pub(super) unsafe fn q4_k_1x4(nb: usize, w: *const u8, a: [*const u8; 4], out: &
 /// As [`q4_k_1x4`], with Q6_K blocks.
 #[target_feature(enable = "avx2,fma,f16c")]
 pub(super) unsafe fn q6_k_1x4(nb: usize, w: *const u8, a: [*const u8; 4], out: &mut [f32; 4]) {
-    let m4 = _mm256_set1_epi8(0x0F);
-    let m2 = _mm256_set1_epi8(3);
     let mut acc = _mm_setzero_ps();
     for i in 0..nb {
         let wb = w.add(i * Q6K);
@@ -148,29 +139,16 @@ pub(super) unsafe fn q6_k_1x4(nb: usize, w: *const u8, a: [*const u8; 4], out: &
             _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(m, 5))
         });
         for h in 0..2 {
-            let ql0 = load(wb.add(64 * h));
-            let ql1 = load(wb.add(64 * h + 32));
-            let qh = load(wb.add(128 + 32 * h));
-            let h0 = _mm256_slli_epi16(_mm256_and_si256(qh, m2), 4);
-            let h1 = _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2), m2), 4);
-            let h2 = _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 4), m2), 4);
-            let h3 = _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 6), m2), 4);
-            let q = [
-                _mm256_or_si256(_mm256_and_si256(ql0, m4), h0),
-                _mm256_or_si256(_mm256_and_si256(ql1, m4), h1),
-                _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql0, 4), m4), h2),
-                _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql1, 4), m4), h3),
-            ];
-            for (k, q) in q.into_iter().enumerate() {
+            for (k, q) in q6_k_quants(wb, h).into_iter().enumerate() {
                 let s = 8 * h + 2 * k;
-                let scale = _mm256_set_m128i(_mm_set1_epi16(sc[s + 1]), _mm_set1_epi16(sc[s]));
+                let scale = scale_pair(sc[s], sc[s + 1]);
                 for c in 0..4 {
                     let p = _mm256_maddubs_epi16(q, load(ab[c].add(4 + 128 * h + 32 * k)));
                     sumi[c] = _mm256_add_epi32(sumi[c], _mm256_madd_epi16(p, scale));
                 }
             }
         }
-        let x = _mm_mul_ps(_mm_cvtepi32_ps(hsum4(sumi)), _mm_set1_ps(f16(wb.add(208))));
+        let x = _mm_mul_ps(_mm_cvtepi32_ps(hsum4(sumi)), _mm_set1_ps(f16_at(wb.add(208))));
         acc = _mm_fmadd_ps(x, da, acc);
     }
     _mm_storeu_ps(out.as_mut_ptr(), acc);
