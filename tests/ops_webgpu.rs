@@ -1,6 +1,6 @@
 //! The op suite (tests/ops/) on the WebGPU executor, natively (lavapipe without a GPU): every
 //! op against the plain reference, with each matrix-product kernel family (cooperative with and
-//! without subgroup reduction, one row per invocation), with fusion on and off, and with
+//! without subgroup reduction, tiled, one row per invocation), with fusion on and off, and with
 //! weights split across buffers. CI runs it on both precision paths (shader-f16, and
 //! `WICK_WEBGPU_F16=0`).
 // Native only: `wasm-pack test` builds every test target for wasm32 (the browser tests are web_*.rs).
@@ -35,6 +35,16 @@ fn coop(subgroup: bool) -> Option<Box<dyn Executor>> {
     })
 }
 
+/// Products with quantized weights in tiles (matmul_tiled.wgsl) from one token row on, the
+/// other products cooperative; tiles of `shape` (None: each product's choice).
+fn tiled(shape: Option<(u8, u8)>) -> Option<Box<dyn Executor>> {
+    gpu_with(|e| {
+        e.set_cooperative_matmul(true);
+        e.set_tiled_matmul(Some(1));
+        e.set_tile_shape(shape).expect("a tile shape the kernel has");
+    })
+}
+
 /// One matrix-product row per invocation.
 fn rows_kernel() -> Option<Box<dyn Executor>> {
     gpu_with(|e| e.set_cooperative_matmul(false))
@@ -48,6 +58,10 @@ op_rows! { "webgpu";
     matmul_rows => rows_kernel(), cases::matmul();
     matmul_model => gpu(), cases::matmul_model();
     matmul_tiles => gpu(), cases::matmul_tiles();
+    matmul_tiled => tiled(None), cases::matmul();
+    matmul_tiled_prefill => tiled(None), cases::matmul_tiles();
+    matmul_tiled_8x4 => tiled(Some((8, 4))), cases::matmul_tiles();
+    matmul_tiled_4x8 => tiled(Some((4, 8))), cases::matmul_tiles();
     rope => gpu(), cases::rope();
     kv_shift => gpu(), cases::kv_shift();
     kv_copy => gpu(), cases::kv_copy();
@@ -65,6 +79,8 @@ op_rows! { "webgpu";
     fused_patterns_rows => rows_kernel(), fused::patterns();
     fused_layer_coop => coop(true), fused::layer();
     fused_layer_rows => rows_kernel(), fused::layer();
+    fused_patterns_tiled => tiled(None), fused::patterns();
+    fused_layer_tiled => tiled(Some((8, 4))), fused::layer();
     unfused_layer => gpu_with(|e| e.set_fusion(false)), fused::layer();
 }
 

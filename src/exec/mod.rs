@@ -236,14 +236,15 @@ impl ExecutorKind {
     /// tensor-core products and attention want many tokens a step: an 8b pp2048 on an H200
     /// ran at 6,781 / 8,614 / 8,994 / 9,293 tok/s in chunks of 256 / 512 / 1024 / 2048, and
     /// 2048 would double the ~0.2 GB of scratch that 1024 takes); the CPU: 256 (its prefill
-    /// runs at the same speed per token from 64 to 512); WebGPU: 256 (the 8b through Vulkan on
-    /// an H200 ran pp512 / pp2048 at 710 / 654 tok/s in chunks of 256, 512 and 1024 alike), for
-    /// its small default memory budget. `Auto` (an estimate made before the executor is
-    /// known): the largest.
+    /// runs at the same speed per token from 64 to 512); WebGPU: 512 (its tiled products fill
+    /// the GPU better with more tokens: the 8b through Vulkan on an H200 ran pp512 at 1,788 /
+    /// 2,320 tok/s in chunks of 256 / 512, pp2048 at 1,826 / 1,902 in chunks of 512 / 1024).
+    /// `Auto` (an estimate made before the executor is known): the largest.
     pub fn prompt_chunk(self) -> usize {
         match self {
             ExecutorKind::Cuda | ExecutorKind::Auto => 1024,
-            _ => 256,
+            ExecutorKind::WebGpu => 512,
+            ExecutorKind::Cpu => 256,
         }
     }
 }

@@ -30,6 +30,8 @@ const MATVEC_FLOAT: &str = include_str!("shaders/matvec_float.wgsl");
 const MATVEC_GATED: &str = include_str!("shaders/matvec_gated.wgsl");
 const MATVEC_MULTI: &str = include_str!("shaders/matvec_multi.wgsl");
 const MATVEC_SEGMENT: &str = include_str!("shaders/matvec_segment.wgsl");
+const MATMUL_TILED: &str = include_str!("shaders/matmul_tiled.wgsl");
+const MATMUL_TILED_PIECES: &str = include_str!("shaders/matmul_tiled_pieces.wgsl");
 const RMS_NORM: &str = include_str!("shaders/rms_norm.wgsl");
 const ROPE: &str = include_str!("shaders/rope.wgsl");
 const ROPE_MATH: &str = include_str!("shaders/rope_math.wgsl");
@@ -126,6 +128,8 @@ pub enum Kernel {
     MatMul(GgmlType, MatVec),
     /// Gate and up products with SiLU (matvec_gated.wgsl; cooperative kernels only).
     MatMulGated(GgmlType, MatVec),
+    /// Prefill product in tiles with quantized weights of this type (matmul_tiled.wgsl).
+    MatMulTiled(GgmlType, TileShape),
     /// Three products of one input (matvec_multi.wgsl): types and rows per workgroup of each,
     /// and whether to reduce with subgroup operations.
     MatMulMulti([GgmlType; 3], [u8; 3], bool),
@@ -350,6 +354,117 @@ fn matvec_multi_source(
     Ok(out)
 }
 
+/// Whether weights of type `t` have a tiled product (matmul_tiled.wgsl): the quantized types.
+pub fn tiled_type(t: GgmlType) -> bool {
+    ActQuant::for_type(t).is_some()
+}
+
+/// The outputs per invocation of matmul_tiled.wgsl: `rt` token rows × `ct` weight rows (4 or
+/// 8 each), so a workgroup's tile is 16 `rt` × 16 `ct`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct TileShape {
+    pub rt: u8,
+    pub ct: u8,
+    /// 16-value pieces per stage along k: 2 or 4.
+    pub sp: u8,
+}
+
+impl TileShape {
+    /// The shapes the kernel is built for.
+    pub const ALL: [(u8, u8); 3] = [(4, 4), (8, 4), (4, 8)];
+
+    /// Bytes of workgroup memory the kernel declares for weights of type `t`: the stage's
+    /// pieces (16 bytes) and its groups' floats (8 bytes).
+    pub fn workgroup_bytes(self, t: GgmlType) -> usize {
+        let (bm, bn, sp) = (16 * self.rt as usize, 16 * self.ct as usize, self.sp as usize);
+        (16 * sp + 8 * sp / tile_format(t).0) * (bm + bn)
+    }
+}
+
+/// How matmul_tiled.wgsl reads weights of type `t`: 16-value pieces per scale group, the
+/// activations' piece loader, and whether the format has mins.
+fn tile_format(t: GgmlType) -> (usize, &'static str, bool) {
+    match t {
+        GgmlType::Q6_K | GgmlType::Q3_K => (1, "xp_q8_k", false),
+        GgmlType::Q2_K => (1, "xp_q8_k", true),
+        GgmlType::Q4_K | GgmlType::Q5_K => (2, "xp_q8_k", true),
+        GgmlType::Q4_1 | GgmlType::Q5_1 => (2, "xp_q8_1", true),
+        _ => (2, "xp_q8_1", false),
+    }
+}
+
+/// matmul_tiled.wgsl for weights of type `t` in tiles of shape `ts`: its piece functions, and
+/// each invocation's outputs written out (constant register names, no local arrays).
+fn tiled_source(t: GgmlType, ts: TileShape, f16: bool) -> Result<String, String> {
+    let (gp, xpiece, min) = tile_format(t);
+    let (rt, ct, sp) = (ts.rt as usize, ts.ct as usize, ts.sp as usize);
+    let (bm, bn, ng) = (16 * rt, 16 * ct, sp / gp);
+    let each = |f: &dyn Fn(usize, usize) -> String| lines(rt * ct, |i| f(i / ct, i % ct));
+    // Per scale group: its weight pieces and scales in registers, then per token its pieces,
+    // scale and products.
+    let group = |g: usize| {
+        let mut out = lines(ct * gp, |i| {
+            let (c, h) = (i / gp, i % gp);
+            format!("let w{c}_{h} = wq[{}u + tx];", (g * gp + h) * bn + 16 * c)
+        });
+        out += "\n        ";
+        out += &lines(ct, |c| format!("let ws{c} = wsc[{}u + tx];", g * bn + 16 * c));
+        out += "\n        ";
+        out += &lines(rt, |r| {
+            let xs = (0..gp)
+                .map(|h| format!("let x{h} = xq[{}u + ty];", (g * gp + h) * bm + 16 * r))
+                .collect::<Vec<_>>()
+                .join(" ");
+            let prods = (0..ct)
+                .map(|c| {
+                    let dots =
+                        (0..gp).map(|h| format!("dot16(w{c}_{h}, x{h})")).collect::<Vec<_>>().join(" + ");
+                    let m = if min { format!(" + ws{c}.y * xs.y") } else { String::new() };
+                    format!("acc{r}_{c} += xs.x * (ws{c}.x * i2f({dots})){m};")
+                })
+                .collect::<Vec<_>>()
+                .join(" ");
+            format!("{{ {xs} let xs = xsc[{}u + ty]; {prods} }}", g * bm + 16 * r)
+        });
+        format!("{{\n        {out}\n        }}")
+    };
+    let compute = (0..ng).map(group).collect::<Vec<_>>().join("\n        ");
+    // Each invocation's loads, written out: pieces lid, lid + 256, ... of the stage.
+    let loads = |f: &str, base: &str, n: usize| {
+        lines(n.div_ceil(256), |i| {
+            let e = format!("lid + {}u", 256 * i);
+            let call = format!("{f}({e}, {base}, v0);");
+            if 256 * (i + 1) <= n {
+                call
+            } else {
+                format!("if ({e} < {n}u) {{ {call} }}")
+            }
+        })
+    };
+    let loaders = loads("load_w", "j0", sp * bn) + "\n        " + &loads("load_x", "i0", sp * bm);
+    let body = Template::new(MATMUL_TILED)
+        .set("PARAMS", params::MatVecParams::WGSL)
+        .set("GP", gp.to_string())
+        .set("BM", bm.to_string())
+        .set("BN", bn.to_string())
+        .set("SP", sp.to_string())
+        .set("WQ", (sp * bn).to_string())
+        .set("XQ", (sp * bm).to_string())
+        .set("WS", (ng * bn).to_string())
+        .set("XS", (ng * bm).to_string())
+        .set("LOADERS", loaders)
+        .set("WPIECE", format!("wp_{}", type_fn(t)))
+        .set("XPIECE", xpiece)
+        .set("ACC_DECLS", each(&|r, c| format!("var acc{r}_{c} = 0.0;")))
+        .set("COMPUTE", compute)
+        .set(
+            "STORES",
+            each(&|r, c| format!("store(i0 + ty + {}u, j0 + tx + {}u, acc{r}_{c});", 16 * r, 16 * c)),
+        )
+        .render()?;
+    Ok([&weights(f16, MATVEC_WH_BINDING)?, body.as_str(), MATMUL_TILED_PIECES].concat())
+}
+
 /// The binding of the f16 view of the weights (with `shader-f16`) in matvec.wgsl.
 const MATVEC_WH_BINDING: u32 = 5;
 /// The f16 view of the second matrix of matvec_gated.wgsl.
@@ -410,6 +525,7 @@ impl Kernel {
                 [COMMON, &matvec_source(t, mv, f16, false)?].concat(),
                 if mv == MatVec::Rows { "main_rows" } else { "main" },
             ),
+            Kernel::MatMulTiled(t, ts) => ([COMMON, &tiled_source(t, ts, f16)?].concat(), "main"),
             Kernel::MatMulGated(t, mv) => {
                 ([COMMON, &matvec_source(t, mv, f16, true)?].concat(), "main_gated")
             }

@@ -93,7 +93,8 @@
 //!   `WICK_WEBGPU_FUSE=0` turns fusions off, `WICK_WEBGPU_AHEAD=0` recording ahead;
 //!   `WICK_WEBGPU_PROFILE=1` profiles (natively); `WICK_WEBGPU_SPLITS=N` caps the decode
 //!   attention's splits and `WICK_WEBGPU_MV_ROWS=N` the weight rows of a matvec workgroup
-//!   (to measure); `WICK_WEBGPU_MAX_BUFFER=<bytes>` lowers
+//!   (to measure); `WICK_WEBGPU_TILED=N` runs prefill products in tiles from N token rows
+//!   (`0`: never) and `WICK_WEBGPU_TILE=RTxCT` gives them all one tile shape; `WICK_WEBGPU_MAX_BUFFER=<bytes>` lowers
 //!   the buffer and storage binding limits the executor assumes (for tests, as
 //!   [`WebGpuExecutor::limit_buffer_size`]).
 //! - GPU failures are errors, not crashes: every buffer (weight part, KV layer, graph buffer)
@@ -119,9 +120,12 @@ mod template;
 
 use buffers::{err, GpuKv, GpuWeight, KvLayer};
 use device::{env_is, Gpu};
-use kernels::Pipelines;
+use kernels::{Pipelines, TileShape};
 use ops::MatVecMode;
 use record::{Plan, Tail};
+
+/// Token rows from which products with quantized weights run in tiles by default.
+pub const TILED_FROM: usize = 32;
 
 use super::{
     with_masks, Executor, Graph, GraphId, HostWork, KvId, KvShift, KvSpec, LocalFuture, Readback, Rows,
@@ -152,6 +156,10 @@ pub struct WebGpuExecutor {
     /// Reduce the cooperative matmul's partial sums with subgroup operations (if the device
     /// has them).
     subgroup_reduce: bool,
+    /// Token rows from which cooperative products with quantized weights run in tiles.
+    tiled_from: usize,
+    /// The tile shape (RT, CT) of every tiled product (None: chosen per product).
+    tile: Option<(u8, u8)>,
     /// A cap on the binding size for new weights (tests of the split path).
     binding_cap: Option<u64>,
     /// Fuse ops into fewer dispatches in graphs compiled from now on (fuse.rs).
@@ -201,6 +209,15 @@ impl WebGpuExecutor {
                 _ => !gpu.software,
             },
             subgroup_reduce: gpu.subgroups,
+            tiled_from: match std::env::var("WICK_WEBGPU_TILED").ok().and_then(|v| v.parse::<usize>().ok()) {
+                Some(0) => usize::MAX,
+                Some(n) => n,
+                None => TILED_FROM,
+            },
+            tile: std::env::var("WICK_WEBGPU_TILE").ok().and_then(|v| {
+                let (rt, ct) = v.split_once('x')?;
+                Some((rt.parse().ok()?, ct.parse().ok()?)).filter(|s| TileShape::ALL.contains(s))
+            }),
             ahead: !env_is("WICK_WEBGPU_AHEAD", "0"),
             fuse: fuse::enabled(),
             profile: gpu.profiling.then(Vec::new),
@@ -274,9 +291,27 @@ impl WebGpuExecutor {
         self.subgroup_reduce
     }
 
+    /// Run the cooperative products with quantized weights of graphs compiled from now on in
+    /// tiles (matmul_tiled.wgsl) from `rows` token rows on (`None`: never); the default is
+    /// [`TILED_FROM`] (`WICK_WEBGPU_TILED=N` sets it, `0` turns tiles off).
+    pub fn set_tiled_matmul(&mut self, rows: Option<usize>) {
+        self.tiled_from = rows.unwrap_or(usize::MAX);
+    }
+
+    /// Give every tiled product of graphs compiled from now on tiles of `rt` × 16 token rows by
+    /// `ct` × 16 weight rows (4x4, 8x4 or 4x8; `WICK_WEBGPU_TILE=RTxCT` does the same), or let
+    /// each product choose (`None`, the default). For tests and measurements.
+    pub fn set_tile_shape(&mut self, shape: Option<(u8, u8)>) -> Result<()> {
+        if let Some((rt, ct)) = shape.filter(|s| !TileShape::ALL.contains(s)) {
+            return Err(err(format!("no {rt}x{ct} tiles: 4x4, 8x4 or 4x8")));
+        }
+        self.tile = shape;
+        Ok(())
+    }
+
     fn matvec_mode(&self) -> MatVecMode {
         if self.coop_matmul {
-            MatVecMode::Coop { subgroup: self.subgroup_reduce }
+            MatVecMode::Coop { subgroup: self.subgroup_reduce, tiled_from: self.tiled_from, tile: self.tile }
         } else {
             MatVecMode::Rows
         }

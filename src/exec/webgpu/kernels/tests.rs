@@ -31,6 +31,14 @@ fn multi_segments_use_their_matrices() {
     assert!(seg(3).contains("dot_q6_k_3(o1,") && seg(3).contains("p.rb_c"));
 }
 
+/// The smallest tile, in stages of 64 values, fits WebGPU's default workgroup memory (16 KiB) for every type.
+#[test]
+fn small_tiles_fit_the_default_workgroup_memory() {
+    for t in SUPPORTED.into_iter().filter(|&t| tiled_type(t)) {
+        assert!(TileShape { rt: 4, ct: 4, sp: 4 }.workgroup_bytes(t) <= 16384, "{t}");
+    }
+}
+
 /// Every kernel variant, on both precision paths, composes and passes naga's WGSL front
 /// end and validator (what wgpu runs natively before handing a module to the driver), with
 /// its entry point present: a broken composition fails here, without a GPU.
@@ -150,6 +158,13 @@ fn all_kernels() -> Vec<Kernel> {
     ];
     for t in SUPPORTED {
         ks.push(Kernel::Embed(t));
+        if tiled_type(t) {
+            for (rt, ct) in TileShape::ALL {
+                for sp in [2, 4] {
+                    ks.push(Kernel::MatMulTiled(t, TileShape { rt, ct, sp }));
+                }
+            }
+        }
         for mv in mvs {
             ks.push(Kernel::MatMul(t, mv));
             if mv != MatVec::Rows {

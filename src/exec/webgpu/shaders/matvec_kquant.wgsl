@@ -14,9 +14,6 @@
 // - Q3_K (110, 2-aligned): 4 tasks of 64 values; 16 bytes of quants, 16 of high bits, the
 //   12 scale bytes. 3.4 bits.
 
-const M2: u32 = 0x03030303u;
-const M1: u32 = 0x01010101u;
-
 // Sum of the 16 activations i (0..16) of q8_k block b (its record holds them).
 fn asum16(b: u32, i: u32) -> i32 {
     return bitcast<i32>(a[p.recs + 5u * b + 1u + i / 4u][i % 4u]);

@@ -6,15 +6,6 @@
 // Bytes read per 32 weights: the block (18 to 34) + 32 activation bytes and their 16-byte
 // record (shared by the workgroup's rows).
 
-const M4: u32 = 0x0f0f0f0fu;
-
-// The 5th bits of elements 4c..4c+4 (bits of `h`) moved to bit 4 of each byte.
-fn spread4(h: vec4<u32>) -> vec4<u32> {
-    return ((h & vec4<u32>(1u)) << vec4<u32>(4u)) | (((h >> vec4<u32>(1u)) & vec4<u32>(1u)) << vec4<u32>(12u))
-        | (((h >> vec4<u32>(2u)) & vec4<u32>(1u)) << vec4<u32>(20u))
-        | (((h >> vec4<u32>(3u)) & vec4<u32>(1u)) << vec4<u32>(28u));
-}
-
 // One task per block: the block's 32 activations and record.
 fn act_q8_1(r: u32, t: u32) -> Act {
     let b = r * p.nb + t;

@@ -62,3 +62,15 @@ fn q3k_scale(i: u32, s: vec4<u32>) -> i32 {
     let hi = (vbyte(s, 8u + i % 4u) >> (2u * (i / 4u))) & 3u;
     return i32(lo | (hi << 4u)) - 32;
 }
+
+// Byte masks: the low 4, 2 and 1 bits of each byte of a word.
+const M4: u32 = 0x0f0f0f0fu;
+const M2: u32 = 0x03030303u;
+const M1: u32 = 0x01010101u;
+
+// The 5th bits of elements 4c..4c+4 (bits of `h`) moved to bit 4 of each byte.
+fn spread4(h: vec4<u32>) -> vec4<u32> {
+    return ((h & vec4<u32>(1u)) << vec4<u32>(4u)) | (((h >> vec4<u32>(1u)) & vec4<u32>(1u)) << vec4<u32>(12u))
+        | (((h >> vec4<u32>(2u)) & vec4<u32>(1u)) << vec4<u32>(20u))
+        | (((h >> vec4<u32>(3u)) & vec4<u32>(1u)) << vec4<u32>(28u));
+}

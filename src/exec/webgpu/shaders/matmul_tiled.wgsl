@@ -1,0 +1,146 @@
+// dst (rows × n_dst) [, columns n_off..n_off + n] = x · Wᵀ (+ bias) for one part of a
+// quantized W, in tiles: the prefill product (matvec.wgsl reads the activations again for
+// every weight row; here once per BN weight rows, and each weight once per BM tokens).
+//
+// A workgroup of 256 invocations owns a tile of BM token rows × BN weight rows (64 or 128
+// each). The k axis goes in stages of SP 16-value pieces (64 values where the row length and
+// workgroup memory allow, else 32; more loads in flight at each wait). Each stage:
+// - the invocations unpack the tile's weight rows into pieces of signed bytes with their
+//   scale group's float scale and min (matmul_tiled_pieces.wgsl), and load the tile's q8
+//   activations (quantize.wgsl) with their group's scale and scaled sum, into workgroup
+//   memory;
+// - each invocation of the 16 × 16 grid takes RT tokens × CT weight rows (token ty + 16r,
+//   weight row tx + 16c): per scale group (GP pieces: 16 or 32 values) it holds its weight
+//   rows' pieces in registers and, token by token, adds
+//     acc += d_x · (d_w · Σ q_w q_x) [+ m_w · s_x]
+//   where the sum is of `dot4I8Packed`s, s_x is d_x · Σq_x over the group (the q8_1 record's
+//   s for the legacy types) and m_w the format's min (for the formats that have one; the
+//   others' offsets are folded into the signed bytes).
+//
+// `add` chooses the epilogue: 0 store, 1 also add into `res` (the residual), 2 the gate of a
+// SiLU-gated pair: dst := silu(x · Wᵀ) · res, `res` holding the up product (computed first).
+//
+// The upper-case names are placeholders, filled in per weight type (kernels.rs).
+
+{{PARAMS}}
+
+@group(0) @binding(0) var<uniform> p: Params;
+@group(0) @binding(1) var<storage, read> w: array<vec4<u32>>;
+@group(0) @binding(2) var<storage, read> a: array<vec4<u32>>;
+@group(0) @binding(3) var<storage, read_write> dst: array<f32>;
+@group(0) @binding(4) var<storage, read> bias: array<f32>;
+@group(0) @binding(6) var<storage, read_write> res: array<f32>;
+
+// Token rows and weight rows of a tile: RT × CT outputs per invocation of a 16 × 16 grid.
+const BM: u32 = {{BM}}u;
+const BN: u32 = {{BN}}u;
+// 16-value pieces per stage (2 or 4), per scale group (1 or 2), and groups per stage.
+const SP: u32 = {{SP}}u;
+const GP: u32 = {{GP}}u;
+const NG: u32 = SP / GP;
+
+// The stage's pieces, [piece][row] and [piece][token], and each group's two floats,
+// [group][row] and [group][token].
+var<workgroup> wq: array<vec4<u32>, {{WQ}}>;
+var<workgroup> xq: array<vec4<u32>, {{XQ}}>;
+var<workgroup> wsc: array<vec2<f32>, {{WS}}>;
+var<workgroup> xsc: array<vec2<f32>, {{XS}}>;
+
+// 16 values as signed bytes and the scale and min (weights) or scale and scaled sum
+// (activations) of their group.
+struct Piece {
+    q: vec4<u32>,
+    sc: vec2<f32>,
+}
+
+// Sum of four dot products of four signed bytes.
+fn dot16(w4: vec4<u32>, a4: vec4<u32>) -> i32 {
+    return dot4I8Packed(w4.x, a4.x) + dot4I8Packed(w4.y, a4.y) + dot4I8Packed(w4.z, a4.z)
+        + dot4I8Packed(w4.w, a4.w);
+}
+
+// f32(i) for |i| < 2^22 (every group's sum): the integer added to the bits of 1.5 · 2^23,
+// whose unit in the last place is 1, then 1.5 · 2^23 subtracted, both exact; cheaper than a
+// conversion instruction.
+fn i2f(i: i32) -> f32 {
+    return bitcast<f32>(i + 0x4B400000) - 12582912.0;
+}
+
+// q8_1 activations (the legacy types; 32-value groups): piece v of token row t, the block's d
+// and s.
+fn xp_q8_1(t: u32, v: u32) -> Piece {
+    let m = a[p.recs + t * p.nb + v / 2u];
+    return Piece(a[t * p.avec + v], vec2<f32>(bitcast<f32>(m.x), bitcast<f32>(m.y)));
+}
+
+// q8_k activations (the K-quants): piece v of token row t, the block's d and d · Σq over the
+// piece's group of GP pieces (v is the group's first piece).
+fn xp_q8_k(t: u32, v: u32) -> Piece {
+    let b = t * p.nb + v / 16u;
+    let i = v % 16u;
+    let d = bitcast<f32>(a[p.recs + 5u * b].x);
+    let s = bitcast<vec4<i32>>(a[p.recs + 5u * b + 1u + i / 4u]);
+    var sum = s[i % 4u];
+    if (GP == 2u) {
+        sum += s[(i + 1u) % 4u];
+    }
+    return Piece(a[t * p.avec + v], vec2<f32>(d, d * f32(sum)));
+}
+
+fn store(r: u32, j: u32, v: f32) {
+    if (r < p.rows && j < p.n) {
+        var o = v;
+        if (p.has_bias != 0u) {
+            o += bias[p.n_off + j];
+        }
+        let i = r * p.n_dst + p.n_off + j;
+        if (p.add == 2u) {
+            o = o / (1.0 + exp(-o)) * res[i];
+        }
+        dst[i] = o;
+        if (p.add == 1u) {
+            res[i] = res[i] + o;
+        }
+    }
+}
+
+// Weight piece e of a stage: piece e / BN (v0 + e / BN of the row) of tile row e % BN.
+fn load_w(e: u32, j0: u32, v0: u32) {
+    let r = e % BN;
+    let lp = e / BN;
+    let pc = {{WPIECE}}(min(j0 + r, p.n - 1u) * p.row_bytes, v0 + lp);
+    wq[e] = pc.q;
+    if (lp % GP == 0u) {
+        wsc[(lp / GP) * BN + r] = pc.sc;
+    }
+}
+
+// Activation piece e of a stage: piece e / BM of tile token e % BM.
+fn load_x(e: u32, i0: u32, v0: u32) {
+    let r = e % BM;
+    let lp = e / BM;
+    let pc = {{XPIECE}}(min(i0 + r, p.rows - 1u), v0 + lp);
+    xq[e] = pc.q;
+    if (lp % GP == 0u) {
+        xsc[(lp / GP) * BM + r] = pc.sc;
+    }
+}
+
+@compute @workgroup_size(256)
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
+    let j0 = wid.x * BN;
+    let i0 = wid.y * BM;
+    let tx = lid % 16u;
+    let ty = lid / 16u;
+    {{ACC_DECLS}}
+    // p.tasks: stages per row. Rows and tokens past the end repeat the last (their sums are
+    // dropped).
+    for (var s = 0u; s < p.tasks; s++) {
+        let v0 = s * SP;
+        {{LOADERS}}
+        workgroupBarrier();
+        {{COMPUTE}}
+        workgroupBarrier();
+    }
+    {{STORES}}
+}
