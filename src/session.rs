@@ -22,7 +22,8 @@ pub struct SessionOptions {
     /// is an error, before the cache is allocated.
     pub n_ctx: usize,
     /// Largest number of prompt tokens evaluated in one step. 0: the executor's own
-    /// ([`crate::exec::ExecutorKind::prompt_chunk`], [`Model::prompt_chunk`]).
+    /// ([`crate::exec::ExecutorKind::prompt_chunk`], [`Model::prompt_chunk`]). Never more
+    /// than the context.
     pub n_batch: usize,
 }
 
@@ -169,11 +170,14 @@ impl<'m> Session<'m> {
         let n_ctx = if opts.n_ctx == 0 {
             model.default_context(n_batch)?
         } else {
+            // No step of a session evaluates more tokens than its context holds.
             if let Some(budget) = model.memory_budget() {
-                crate::model::check(&model.session_memory(n_batch)?, 0, &budget, true, opts.n_ctx)?;
+                let memory = model.session_memory(n_batch.min(opts.n_ctx))?;
+                crate::model::check(&memory, 0, &budget, true, opts.n_ctx)?;
             }
             opts.n_ctx
         };
+        let n_batch = n_batch.min(n_ctx);
         let n_blocks = blocks_for(n_ctx);
         let spec = KvSpec {
             n_blocks,
