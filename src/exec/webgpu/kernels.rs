@@ -22,6 +22,7 @@ const EMBED: &str = include_str!("shaders/embed.wgsl");
 const QUANTIZE: &str = include_str!("shaders/quantize.wgsl");
 const QUANT_PIECE: &str = include_str!("shaders/quant_piece.wgsl");
 const NORM_QUANT: &str = include_str!("shaders/norm_quant.wgsl");
+const PRODUCTS: &str = include_str!("shaders/products.wgsl");
 const MATVEC: &str = include_str!("shaders/matvec.wgsl");
 const MATVEC_SUBGROUP: &str = include_str!("shaders/matvec_subgroup.wgsl");
 const MATVEC_LEGACY: &str = include_str!("shaders/matvec_legacy.wgsl");
@@ -282,7 +283,6 @@ fn matvec_source(t: GgmlType, mv: MatVec, f16: bool, gated: bool) -> Result<Stri
     };
     let src = if gated { [MATVEC, MATVEC_GATED].concat() } else { MATVEC.to_string() };
     let mut tpl = Template::new(&src)
-        .set("PARAMS", params::MatVecParams::WGSL)
         .set("ROW_OFFSETS", lines(rows, |i| format!("let o{i} = min(j0 + {i}u, last) * p.row_bytes;")))
         .set("ACCUMULATE", lines(rows, |i| format!("acc[{i}] += dot_{}(o{i}, t, act);", type_fn(t))))
         .set("STORES", lines(rows, |i| format!("store(r, j0 + {i}u, tot[{i}]);")))
@@ -304,7 +304,7 @@ fn matvec_source(t: GgmlType, mv: MatVec, f16: bool, gated: bool) -> Result<Stri
         src.push_str(MATVEC_SUBGROUP);
     }
     let fns = [MATVEC_LEGACY, MATVEC_KQUANT, MATVEC_FLOAT].concat();
-    let mut out = [&weights(f16, MATVEC_WH_BINDING)?, &src, fns.as_str()].concat();
+    let mut out = [&products()?, &weights(f16, MATVEC_WH_BINDING)?, &src, fns.as_str()].concat();
     if gated {
         out.push_str(&suffixed(&[&weights(f16, MATVEC_WH2_BINDING)?, fns.as_str()].concat(), "2"));
     }
@@ -443,7 +443,6 @@ fn tiled_source(t: GgmlType, ts: TileShape, f16: bool) -> Result<String, String>
     };
     let loaders = loads("load_w", "j0", sp * bn) + "\n        " + &loads("load_x", "i0", sp * bm);
     let body = Template::new(MATMUL_TILED)
-        .set("PARAMS", params::MatVecParams::WGSL)
         .set("GP", gp.to_string())
         .set("BM", bm.to_string())
         .set("BN", bn.to_string())
@@ -462,7 +461,12 @@ fn tiled_source(t: GgmlType, ts: TileShape, f16: bool) -> Result<String, String>
             each(&|r, c| format!("store(i0 + ty + {}u, j0 + tx + {}u, acc{r}_{c});", 16 * r, 16 * c)),
         )
         .render()?;
-    Ok([&weights(f16, MATVEC_WH_BINDING)?, body.as_str(), MATMUL_TILED_PIECES].concat())
+    Ok([&products()?, &weights(f16, MATVEC_WH_BINDING)?, body.as_str(), MATMUL_TILED_PIECES].concat())
+}
+
+/// What every matrix-product kernel starts with (products.wgsl).
+fn products() -> Result<String, String> {
+    with_params::<params::MatVecParams>(PRODUCTS)
 }
 
 /// The binding of the f16 view of the weights (with `shader-f16`) in matvec.wgsl.

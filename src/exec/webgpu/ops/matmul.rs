@@ -7,8 +7,7 @@
 //! epilogue, the three products as three dispatches.
 
 use super::{check, groups, reads_f16, Builder};
-use crate::exec::webgpu::kernels::TileShape;
-use crate::exec::webgpu::kernels::{task_values, tiled_type, ActQuant, Kernel, MatVec};
+use crate::exec::webgpu::kernels::{task_values, tiled_type, ActQuant, Kernel, MatVec, TileShape};
 use crate::exec::webgpu::params::{MatVecParams, QuantizeParams};
 use crate::exec::webgpu::record::Res;
 use crate::exec::{ActId, Op, WeightId};
@@ -298,10 +297,13 @@ fn tiles(b: &mut Builder, w: WeightId, inp: Input, dst: ActId, bias: Res, epi: E
         Epilogue::Add(r) => (1, Res::Act(r), " +add"),
         Epilogue::Gate(u) => (2, Res::Act(u), " +silu*up"),
     };
-    let MatVecMode::Coop { tile, .. } = b.mode else { unreachable!("tiles in the one-row mode") };
+    let forced = match b.mode {
+        MatVecMode::Coop { tile, .. } => tile,
+        MatVecMode::Rows => None,
+    };
     for part in 0..wt.parts.len() {
         let (start, count) = wt.part_rows(part);
-        let ts = tile_shape(tile, wt.dtype, rows, count as usize, k, b.limits);
+        let ts = tile_shape(forced, wt.dtype, rows, count as usize, k, b.limits);
         let p = MatVecParams {
             n: count as u32,
             rows: rows as u32,

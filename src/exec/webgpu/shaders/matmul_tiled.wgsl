@@ -22,15 +22,6 @@
 //
 // The upper-case names are placeholders, filled in per weight type (kernels.rs).
 
-{{PARAMS}}
-
-@group(0) @binding(0) var<uniform> p: Params;
-@group(0) @binding(1) var<storage, read> w: array<vec4<u32>>;
-@group(0) @binding(2) var<storage, read> a: array<vec4<u32>>;
-@group(0) @binding(3) var<storage, read_write> dst: array<f32>;
-@group(0) @binding(4) var<storage, read> bias: array<f32>;
-@group(0) @binding(6) var<storage, read_write> res: array<f32>;
-
 // Token rows and weight rows of a tile: RT × CT outputs per invocation of a 16 × 16 grid.
 const BM: u32 = {{BM}}u;
 const BN: u32 = {{BN}}u;
@@ -51,12 +42,6 @@ var<workgroup> xsc: array<vec2<f32>, {{XS}}>;
 struct Piece {
     q: vec4<u32>,
     sc: vec2<f32>,
-}
-
-// Sum of four dot products of four signed bytes.
-fn dot16(w4: vec4<u32>, a4: vec4<u32>) -> i32 {
-    return dot4I8Packed(w4.x, a4.x) + dot4I8Packed(w4.y, a4.y) + dot4I8Packed(w4.z, a4.z)
-        + dot4I8Packed(w4.w, a4.w);
 }
 
 // f32(i) for |i| < 2^22 (every group's sum): the integer added to the bits of 1.5 · 2^23,

@@ -73,9 +73,9 @@ fn wp_q5_k(ro: u32, v: u32) -> Piece {
     return Piece(lo | (hi << vec4<u32>(4u)), k4_piece_scale(u, sb));
 }
 
-// Q6_K: piece v of a super-block is values 16lh..16lh+16 of chunk c (0..4) of half n: low
-// bits from the nibbles c / 2 of ql bytes 64n + 32 (c % 2) + 16lh.., high bits from bits 2c
-// of qh bytes 32n + 16lh..; scale byte 8n + 2c + lh.
+// Q6_K: piece pp (0..16) of a super-block is values 16lh..16lh+16 of chunk c (0..4) of half
+// n (pp = 8n + 2c + lh): low bits from the nibbles c / 2 of ql bytes 64n + 32 (c % 2) + 16lh..,
+// high bits from bits 2c of qh bytes 32n + 16lh..; its scale is byte pp of the scales.
 fn wp_q6_k(ro: u32, v: u32) -> Piece {
     let o = ro + (v / 16u) * 210u;
     let pp = v % 16u;
@@ -84,12 +84,13 @@ fn wp_q6_k(ro: u32, v: u32) -> Piece {
     let lh = pp % 2u;
     let ql = (wvec(o + 64u * n + 32u * (c % 2u) + 16u * lh) >> vec4<u32>(4u * (c / 2u))) & vec4<u32>(M4);
     let qh = (wvec(o + 128u + 32u * n + 16u * lh) >> vec4<u32>(2u * c)) & vec4<u32>(M2);
-    let sc = sext8(wbyte(o + 192u + 8u * n + 2u * c + lh), 0u);
+    let sc = sext8(wbyte(o + 192u + pp), 0u);
     return Piece(sub_bytes(ql | (qh << vec4<u32>(4u)), 32u), vec2<f32>(whalf(o + 208u) * f32(sc), 0.0));
 }
 
-// Q2_K and Q3_K: piece v of a super-block is values 16lh..16lh+16 of shift j (0..4) of half
-// n: 2 bits at 2j of quant bytes 32n + 16lh..; scale byte 8n + 2j + lh.
+// Q2_K and Q3_K: piece pp (0..16) of a super-block is values 16lh..16lh+16 of shift j (0..4)
+// of half n (pp = 8n + 2j + lh): 2 bits at 2j of quant bytes 32n + 16lh..; its scale is
+// number pp.
 fn wp_q2_k(ro: u32, v: u32) -> Piece {
     let o = ro + (v / 16u) * 84u;
     let pp = v % 16u;
@@ -97,7 +98,7 @@ fn wp_q2_k(ro: u32, v: u32) -> Piece {
     let j = (pp % 8u) / 2u;
     let lh = pp % 2u;
     let q = (wvec(o + 16u + 32u * n + 16u * lh) >> vec4<u32>(2u * j)) & vec4<u32>(M2);
-    let sc = wbyte(o + 8u * n + 2u * j + lh);
+    let sc = wbyte(o + pp);
     let dm = vec2<f32>(whalf(o + 80u), whalf(o + 82u));
     return Piece(q, vec2<f32>(dm.x * f32(sc & 15u), -dm.y * f32(sc >> 4u)));
 }
@@ -111,6 +112,6 @@ fn wp_q3_k(ro: u32, v: u32) -> Piece {
     let lh = pp % 2u;
     let q = (wvec(o + 32u + 32u * n + 16u * lh) >> vec4<u32>(2u * j)) & vec4<u32>(M2);
     let hm = (wvec(o + 16u * lh) >> vec4<u32>(4u * n + j)) & vec4<u32>(M1);
-    let sc = q3k_scale(8u * n + 2u * j + lh, wvec(o + 96u));
+    let sc = q3k_scale(pp, wvec(o + 96u));
     return Piece(sub_bytes(q | (hm << vec4<u32>(2u)), 4u), vec2<f32>(whalf(o + 108u) * f32(sc), 0.0));
 }

@@ -18,16 +18,6 @@
 //
 // `main_rows` (CPU-emulated adapters): one invocation per weight row, tasks in order.
 
-// The parameters: `MatVecParams` (params.rs), declared once for Rust and WGSL.
-{{PARAMS}}
-
-@group(0) @binding(0) var<uniform> p: Params;
-@group(0) @binding(1) var<storage, read> w: array<vec4<u32>>;
-@group(0) @binding(2) var<storage, read> a: array<vec4<u32>>;
-@group(0) @binding(3) var<storage, read_write> dst: array<f32>;
-@group(0) @binding(4) var<storage, read> bias: array<f32>;
-@group(0) @binding(6) var<storage, read_write> res: array<f32>;
-
 // What one task reads of the activations: up to 64 values (four 16-byte units, q8 or f32
 // bits), the block scale, the q8_1 block's s, and block sums (matvec_kquant.wgsl).
 struct Act {
@@ -55,12 +45,6 @@ fn store(r: u32, j: u32, v: f32) {
             res[i] = res[i] + o;
         }
     }
-}
-
-// Sum of four dot products of four signed bytes.
-fn dot16(w4: vec4<u32>, a4: vec4<u32>) -> i32 {
-    return dot4I8Packed(w4.x, a4.x) + dot4I8Packed(w4.y, a4.y) + dot4I8Packed(w4.z, a4.z)
-        + dot4I8Packed(w4.w, a4.w);
 }
 
 // The 64 invocations' partial sums of the workgroup's rows, through workgroup memory:
