@@ -41,6 +41,17 @@ fn bad_sampling_and_executor_are_rejected_before_loading() {
     fails_cleanly(&["chat", "-m", m, "--logit-bias", "13"], "ID=BIAS");
 }
 
+#[test]
+fn synth_options_are_checked_before_the_donor_is_read() {
+    let (d, o) = ("/nonexistent/donor.gguf", "/nonexistent/out.gguf");
+    fails_cleanly(
+        &["synth", "--donor", d, "-o", o, "--embd-type", "Q9_9"],
+        "unknown --embd-type 'Q9_9' (one of F32",
+    );
+    fails_cleanly(&["synth", "--donor", d, "-o", o, "--layers", "0"], "0");
+    fails_cleanly(&["synth", "--donor", d, "-o", o, "--distinct-rows", "0"], "0");
+}
+
 /// `-p`, `-n` and `-d` take comma lists (as llama-bench's); a bad item is named.
 #[test]
 fn bench_lists_are_parsed_and_checked() {

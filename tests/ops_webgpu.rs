@@ -91,14 +91,14 @@ fn errors_are_errors() {
 
 /// Not a test: writes a benchmark model quickly (`cargo test ... -- --ignored quick_synth`):
 /// the shape and tensor types of `wick synth` (`WICK_QS_SHAPE`, `WICK_QS_TYPE`, donor
-/// `WICK_QS_DONOR`, output `WICK_QS_OUT`), but each tensor's rows repeat 64 quantized random
-/// rows, so an 8B file takes seconds rather than minutes. Decode speed does not depend on the
-/// values; generated text is meaningless.
+/// `WICK_QS_DONOR`, output `WICK_QS_OUT`), each tensor's rows repeating 64 random rows
+/// (`wick synth --distinct-rows 64`), so an 8B file takes seconds rather than minutes. Kept
+/// beside the CLI because the device machine runs this test binary. Decode speed does not
+/// depend on the values; generated text is meaningless.
 #[test]
 #[ignore]
 fn quick_synth() {
     use std::io::Write;
-    use wick::gguf::GgufWriter;
     use wick::synth::{FileType, SynthSpec};
     let var = |k: &str| std::env::var(k).unwrap_or_else(|_| panic!("set {k}"));
     let donor = support::models::read_metadata(std::path::Path::new(&var("WICK_QS_DONOR")));
@@ -106,37 +106,6 @@ fn quick_synth() {
     let spec =
         SynthSpec::shape(&var("WICK_QS_SHAPE"), arch, FileType::parse(&var("WICK_QS_TYPE")).unwrap(), 1)
             .unwrap();
-    let n_vocab = donor.str_array("tokenizer.ggml.tokens").unwrap().len();
-    let md = wick::synth::metadata(&spec, &donor).unwrap();
-    let specs = spec.tensor_specs(n_vocab);
     let file = std::io::BufWriter::with_capacity(1 << 22, std::fs::File::create(var("WICK_QS_OUT")).unwrap());
-    let mut out = GgufWriter::new(file, &md, &specs).unwrap();
-    let mut seed = 1u64;
-    for t in &specs {
-        let k = t.dims[0] as usize;
-        let rows: u64 = t.dims[1..].iter().product();
-        let norm = t.dims.len() == 1;
-        let mut pool = Vec::new();
-        for _ in 0..rows.min(64) {
-            seed += 1;
-            let mut rng = support::Rng::new(seed);
-            let v: Vec<f32> =
-                (0..k)
-                    .map(|_| {
-                        if norm {
-                            1.0 + 0.2 * rng.uniform()
-                        } else {
-                            rng.uniform() * 1.7 / (k as f32).sqrt()
-                        }
-                    })
-                    .collect();
-            let mut b = Vec::new();
-            wick::quant::quantize_weights(t.dtype, &v, &mut b).unwrap();
-            pool.push(b);
-        }
-        for r in 0..rows as usize {
-            out.write_tensor_data(&pool[r % pool.len()]).unwrap();
-        }
-    }
-    out.finish().unwrap().flush().unwrap();
+    wick::synth::write_repeating(file, &spec, &donor, 64).unwrap().flush().unwrap();
 }

@@ -198,3 +198,35 @@ fn tokenizer_only_file_is_a_donor() {
     let b = wick::synth::write(Vec::new(), &spec, &header.metadata).unwrap();
     assert!(a == b, "a model made from the tokenizer-only donor differs");
 }
+
+/// `wick synth --distinct-rows N`: the same header and size as the full file, each tensor's
+/// first N rows the full file's, and every later row a repeat of row `r % N`.
+#[test]
+fn repeating_rows_keep_the_layout_and_the_first_rows() {
+    let donor = donor_metadata();
+    let spec = SynthSpec::shape("small", Arch::Llama, FileType::Q4_K_M, 3).unwrap();
+    let full = wick::synth::write(Vec::new(), &spec, &donor).unwrap();
+    let fast = wick::synth::write_repeating(Vec::new(), &spec, &donor, 5).unwrap();
+    assert_eq!(full.len(), fast.len());
+    let open = |b: &Vec<u8>| {
+        block_on(async { GgufReader::open(MemorySource::new(b.clone())).await.unwrap().into_header() })
+    };
+    let (hf, hr) = (open(&full), open(&fast));
+    assert_eq!(hf.data_offset, hr.data_offset);
+    assert_eq!(full[..hf.data_offset as usize], fast[..hf.data_offset as usize]);
+    let mut repeated = 0;
+    for t in &hf.tensors {
+        let row = t.dtype.row_bytes(t.dims[0]).unwrap() as usize;
+        let rows = (t.n_bytes() as usize) / row;
+        let at = |b: &Vec<u8>, r: usize| {
+            let o = hf.data_offset as usize + t.offset as usize + r * row;
+            b[o..o + row].to_vec()
+        };
+        for r in 0..rows {
+            let want = if r < 5 { at(&full, r) } else { at(&fast, r % 5) };
+            assert!(at(&fast, r) == want, "{} row {r}", t.name);
+        }
+        repeated += usize::from(rows > 5 && at(&full, 5) != at(&fast, 5));
+    }
+    assert!(repeated > 10, "only {repeated} tensors have rows past the fifth that differ in the full file");
+}

@@ -15,6 +15,9 @@ export interface LoadProgress {
   tensorsDone?: number;
   /** Number of tensors (phase `"load"` only). */
   tensorsTotal?: number;
+  /** Bytes of wick's wasm memory (phase `"load"` only). It only grows, so the last report is
+   *  the load's peak; the weights themselves go to the GPU without passing through it whole. */
+  heapBytes?: number;
 }
 
 export interface LoadOptions {
@@ -302,6 +305,8 @@ export interface GenerationStats extends Timings {
   contextTokens?: number;
   /** The context's size in tokens. */
   nCtx?: number;
+  /** Bytes of wick's wasm memory after this generation (it only grows: the peak so far). */
+  heapBytes?: number;
   /** Prompt tokens restored from a saved conversation (the prompt cache) before this
    *  generation, when one was: they were not evaluated. */
   promptRestored?: number;

@@ -95,6 +95,11 @@ impl GgmlType {
         })
     }
 
+    /// The weight type of a ggml name ("Q4_K", "f16"; any case), if wick loads it.
+    pub fn from_name(name: &str) -> Option<GgmlType> {
+        GgmlType::WEIGHT_TYPES.into_iter().find(|t| t.name().eq_ignore_ascii_case(name))
+    }
+
     /// The GGUF type id.
     pub fn id(self) -> u32 {
         self as u32

@@ -312,6 +312,22 @@ const BATCH_ROWS: usize = 64;
 /// and the donor's vocabulary size; splitmix64's state is a counter, so a row's generator can be
 /// started directly at its offset and rows are made in parallel without changing a bit.
 pub fn write<W: Write>(w: W, spec: &SynthSpec, donor: &Metadata) -> Result<W> {
+    write_rows(w, spec, donor, None)
+}
+
+/// [`write`], but each tensor's rows repeat its first `distinct_rows` rows (which are those
+/// [`write`] makes): an 8B file is written in seconds rather than minutes, for speed and load
+/// tests. The file has the same header and size as [`write`]'s.
+pub fn write_repeating<W: Write>(
+    w: W,
+    spec: &SynthSpec,
+    donor: &Metadata,
+    distinct_rows: usize,
+) -> Result<W> {
+    write_rows(w, spec, donor, Some(distinct_rows.max(1)))
+}
+
+fn write_rows<W: Write>(w: W, spec: &SynthSpec, donor: &Metadata, distinct_rows: Option<usize>) -> Result<W> {
     let n_vocab = donor.str_array("tokenizer.ggml.tokens")?.len();
     let md = metadata(spec, donor)?;
     let gens = tensors(spec, n_vocab);
@@ -328,21 +344,33 @@ pub fn write<W: Write>(w: W, spec: &SynthSpec, donor: &Metadata) -> Result<W> {
         }
         let k = g.spec.dims[0] as usize;
         let rows: u64 = g.spec.dims[1..].iter().product();
-        let mut r0 = 0u64;
-        while r0 < rows {
-            let n = (rows - r0).min(BATCH_ROWS as u64) as usize;
-            batch.resize_with(n, Vec::new);
+        // Rows `r0..r0 + rows.len()` of the tensor, quantized.
+        let make = |r0: u64, rows: &mut [Vec<u8>]| {
             let start = counter + r0 * k as u64;
-            let make = |i: usize, bytes: &mut Vec<u8>| -> Result<()> {
+            for_each_row(rows, |i, bytes| {
                 let mut rng = Rng(spec.seed.wrapping_add((start + (i * k) as u64).wrapping_mul(GAMMA)));
                 let row: Vec<f32> = (0..k).map(|_| g.center + g.amplitude * rng.uniform()).collect();
                 quant::quantize_weights(g.spec.dtype, &row, bytes)
-            };
-            for_each_row(&mut batch[..n], make)?;
-            for bytes in &batch[..n] {
-                out.write_tensor_data(bytes)?;
+            })
+        };
+        if let Some(d) = distinct_rows {
+            let d = (d as u64).min(rows) as usize;
+            let mut pool = vec![Vec::new(); d];
+            make(0, &mut pool)?;
+            for r in 0..rows {
+                out.write_tensor_data(&pool[(r % d as u64) as usize])?;
             }
-            r0 += n as u64;
+        } else {
+            let mut r0 = 0u64;
+            while r0 < rows {
+                let n = (rows - r0).min(BATCH_ROWS as u64) as usize;
+                batch.resize_with(n, Vec::new);
+                make(r0, &mut batch[..n])?;
+                for bytes in &batch[..n] {
+                    out.write_tensor_data(bytes)?;
+                }
+                r0 += n as u64;
+            }
         }
         counter += rows * k as u64;
     }

@@ -313,5 +313,6 @@ async fn run<'m>(
     // Context fill: the tokens the session holds now, of its context.
     set(&o, "contextTokens", session.tokens().len() as f64);
     set(&o, "nCtx", session.n_ctx() as f64);
+    set(&o, "heapBytes", super::heap_bytes());
     Ok(o.into())
 }

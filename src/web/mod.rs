@@ -44,6 +44,13 @@ fn now_ms() -> f64 {
     crate::clock::now_secs() * 1e3
 }
 
+/// Bytes of this module's wasm memory. It only grows, so this is also the peak so far: what the
+/// tab holds for wick beyond the GPU's buffers.
+fn heap_bytes() -> f64 {
+    let mem: js_sys::WebAssembly::Memory = wasm_bindgen::memory().unchecked_into();
+    mem.buffer().unchecked_into::<js_sys::ArrayBuffer>().byte_length() as f64
+}
+
 /// Set `obj[key] = value` on a fresh object (cannot fail on a plain object).
 fn set(obj: &Object, key: &str, value: impl Into<JsValue>) {
     let _ = Reflect::set(obj, &JsValue::from_str(key), &value.into());
@@ -82,6 +89,7 @@ impl WickModel {
                 );
                 set(&o, "tensorsDone", p.tensors_done as f64);
                 set(&o, "tensorsTotal", p.tensors_total as f64);
+                set(&o, "heapBytes", heap_bytes());
                 // A throwing progress callback must not abort the load.
                 let _ = f.call1(&JsValue::NULL, &o);
             }

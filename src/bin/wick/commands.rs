@@ -462,6 +462,14 @@ async fn memory_report(
 
 pub async fn synth(a: SynthArgs) -> Result<()> {
     use wick::synth::{FileType, SynthSpec};
+    // Options first, so that a bad one is named before any file is opened.
+    let embd_type = match &a.embd_type {
+        Some(name) => Some(wick::quant::GgmlType::from_name(name).ok_or_else(|| {
+            let names: Vec<&str> = wick::quant::GgmlType::WEIGHT_TYPES.iter().map(|t| t.name()).collect();
+            Error::InvalidArgument(format!("unknown --embd-type '{name}' (one of {})", names.join(", ")))
+        })?),
+        None => None,
+    };
     let donor = GgufReader::open(FileSource::open(&a.donor).await?).await?.into_header().metadata;
     let file = std::fs::File::create(&a.output)
         .map_err(|e| Error::io(format!("creating {}", a.output.display()), e))?;
@@ -471,7 +479,9 @@ pub async fn synth(a: SynthArgs) -> Result<()> {
         wick::synth::write_tokenizer_only(w, &donor)?
     } else {
         let arch = wick::model::Arch::from_name(&a.arch)?;
-        let spec = SynthSpec::shape(&a.shape, arch, FileType::parse(&a.dtype)?, a.seed)?;
+        let mut spec = SynthSpec::shape(&a.shape, arch, FileType::parse(&a.dtype)?, a.seed)?;
+        spec.n_layer = a.layers.unwrap_or(spec.n_layer);
+        spec.embd_type = embd_type.or(spec.embd_type);
         let n_vocab = donor.str_array("tokenizer.ggml.tokens")?.len();
         eprintln!(
             "writing {} {} {} ({:.2} B parameters)...",
@@ -480,7 +490,10 @@ pub async fn synth(a: SynthArgs) -> Result<()> {
             spec.file_type.name(),
             spec.n_params(n_vocab) as f64 / 1e9
         );
-        wick::synth::write(w, &spec, &donor)?
+        match a.distinct_rows {
+            Some(d) => wick::synth::write_repeating(w, &spec, &donor, d)?,
+            None => wick::synth::write(w, &spec, &donor)?,
+        }
     };
     let file = w.into_inner().map_err(|e| Error::io("writing the model", e.error()))?;
     let size = file.metadata().map(|m| m.len()).unwrap_or(0);

@@ -321,6 +321,18 @@ struct SynthArgs {
     /// A GGUF whose tokenizer metadata is copied (a real model or a tokenizer-only file).
     #[arg(long)]
     donor: PathBuf,
+    /// Blocks (layers), instead of the shape's.
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..=1024).map(|v| v as usize))]
+    layers: Option<usize>,
+    /// The token embedding's type (F32, F16, BF16, Q8_0, Q4_K, ...), instead of the file type's.
+    /// An F32 embedding of a large vocabulary makes a file of several GB that decodes at the
+    /// speed of a smaller one (a decoded token reads one row of it).
+    #[arg(long)]
+    embd_type: Option<String>,
+    /// Make only N distinct random rows per tensor and repeat them: an 8B file in seconds
+    /// rather than minutes, for speed and load tests (same header and size).
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..=1 << 20).map(|v| v as usize))]
+    distinct_rows: Option<usize>,
     /// Write a tokenizer-only GGUF (the donor's tokenizer metadata, no tensors; a small donor
     /// for other machines) instead of a model.
     #[arg(long)]
