@@ -8,6 +8,8 @@ use crate::exec::{blocks_for, HostWork, KvId, KvSpec, Readback, SeqStep, StepOut
 use crate::kv::{BlockPool, SeqBlocks};
 use crate::load::Model;
 use crate::model::Logits;
+use crate::shift::{self, Cached};
+use crate::ShiftMode;
 use crate::{Error, Result};
 
 /// A sequence of a [`Batch`].
@@ -81,6 +83,30 @@ impl<'m> Batch<'m> {
     /// Tokens in the cache for sequence `id`.
     pub fn tokens(&self, id: SeqId) -> Result<&[u32]> {
         Ok(&self.seq(id)?.tokens)
+    }
+
+    /// Make room for sequence `id` in a window of `window` positions before evaluating
+    /// `pending`, as [`crate::Session::shift_context`] does for a session (with
+    /// [`ShiftMode::Rotate`]): keep its first `keep` tokens (at most half the window), drop
+    /// about half of the rest, and return what to evaluate next: `pending`, after any cached
+    /// tokens that must be evaluated again (where a moved block is shared with another
+    /// sequence, or the keys cannot be rotated).
+    pub fn shift_context(
+        &mut self,
+        id: SeqId,
+        window: usize,
+        keep: usize,
+        pending: &[u32],
+    ) -> Result<Vec<u32>> {
+        let s = self.seqs.get_mut(id.0).and_then(Option::as_mut).ok_or_else(|| unknown(id))?;
+        let cached = Cached {
+            model: self.model,
+            kv: self.kv,
+            pool: &mut self.pool,
+            blocks: &mut s.blocks,
+            tokens: &mut s.tokens,
+        };
+        Ok(shift::shift(cached, window, ShiftMode::Rotate, keep, pending).0)
     }
 
     /// Free positions of the cache (whole blocks).

@@ -35,6 +35,7 @@ pub mod prompt_cache;
 pub mod quant;
 pub mod sampling;
 mod session;
+mod shift;
 pub mod source;
 pub mod stop;
 pub mod synth;

@@ -1,13 +1,14 @@
 //! Sessions (a conversation's KV cache) and generation as an async stream of tokens.
 
 use crate::constrain::{Constraint, Guide};
-use crate::exec::{blocks_for, HostWork, KvId, KvShift, KvSpec, Readback, SeqStep, StepOutput, KV_BLOCK};
+use crate::exec::{blocks_for, HostWork, KvId, KvSpec, Readback, SeqStep, StepOutput};
 use crate::kv::{BlockPool, SeqBlocks};
 use crate::load::Model;
 use crate::logprobs::{logprobs, Logprobs, MAX_TOP_LOGPROBS};
 use crate::model::Logits;
 use crate::prompt_cache::{self, CacheHeader, Checksum};
 use crate::sampling::{Sampler, SamplingParams};
+use crate::shift::{self, Cached};
 use crate::source::{ByteSource, MemorySource};
 use crate::stop::StopMatcher;
 use crate::tokenizer::StreamDecoder;
@@ -239,52 +240,16 @@ impl<'m> Session<'m> {
     /// possible) the cache is cut back to `keep` and the tokens after the dropped span are
     /// returned for evaluation before `pending`.
     pub fn shift_context(&mut self, keep: usize, pending: &[u32]) -> Vec<u32> {
-        let n = self.tokens.len();
-        let keep = keep.min(self.n_ctx / 2).min(n);
-        if self.shift_mode != ShiftMode::Recompute && self.shift_blocks(keep, n + pending.len()) {
-            return pending.to_vec();
-        }
-        let mut all = std::mem::take(&mut self.tokens);
-        all.extend_from_slice(pending);
-        self.tokens = all[..n].to_vec();
-        // More than keep + 1 tokens: rest >= 2, so 1 <= drop < rest and at least the newest
-        // token is left to evaluate.
-        let rest = all.len() - keep;
-        let drop = (rest / 2).div_ceil(KV_BLOCK).saturating_mul(KV_BLOCK).min(rest.saturating_sub(1));
-        let kept = self.truncate(keep);
-        self.n_shift_reevaluated += (keep - kept) + n.saturating_sub(keep + drop);
-        all[kept..keep].iter().chain(&all[keep + drop..]).copied().collect()
-    }
-
-    /// The block-wise shift of [`Session::shift_context`] for `total` tokens (cached and
-    /// pending): false (nothing changed) where it cannot be done.
-    fn shift_blocks(&mut self, keep: usize, total: usize) -> bool {
-        let n = self.tokens.len();
-        let first = keep.div_ceil(KV_BLOCK);
-        let whole = n / KV_BLOCK;
-        let rest = total.saturating_sub(first * KV_BLOCK);
-        let n_drop = (rest / 2).div_ceil(KV_BLOCK).min(whole.saturating_sub(first));
-        if n_drop == 0 {
-            return false;
-        }
-        let moved = self.blocks.table()[first + n_drop..].to_vec();
-        // Rotating a block in place would move it for every sequence that shares it.
-        if moved.iter().any(|&b| self.pool.refs(b) > 1) {
-            return false;
-        }
-        if self.shift_mode == ShiftMode::Rotate && !moved.is_empty() {
-            let Some(layers) = self.model.kv_rope() else { return false };
-            let shift =
-                KvShift { blocks: moved, delta: -((n_drop * KV_BLOCK) as i32), layers: layers.to_vec() };
-            let Ok(mut exec) = self.model.exec.try_borrow_mut() else { return false };
-            if exec.shift_kv(self.kv, &shift).is_err() {
-                // The moved blocks are undefined now: the caller's recomputation drops them.
-                return false;
-            }
-        }
-        self.blocks.remove_blocks(&mut self.pool, first..first + n_drop);
-        self.tokens.drain(first * KV_BLOCK..(first + n_drop) * KV_BLOCK);
-        true
+        let cached = Cached {
+            model: self.model,
+            kv: self.kv,
+            pool: &mut self.pool,
+            blocks: &mut self.blocks,
+            tokens: &mut self.tokens,
+        };
+        let (next, again) = shift::shift(cached, self.n_ctx, self.shift_mode, keep, pending);
+        self.n_shift_reevaluated += again;
+        next
     }
 
     /// Save the cached conversation: its tokens and the KV blocks that hold them, keyed by the

@@ -184,6 +184,55 @@ fn errors(kind: ExecutorKind) {
     assert_eq!(out.tokens.len(), 2);
 }
 
+/// A sequence generating three times its window with context shifts (`Batch::shift_context`)
+/// gives a session's tokens with `context_shift` (the same shift), while another sequence of the
+/// batch keeps its cache.
+fn shift(kind: ExecutorKind) {
+    let Some(model) = load(kind) else { return };
+    let prompt = prompts(&model).swap_remove(1);
+    let (window, n_gen) = (256, 3 * 256);
+    let alone: Vec<u32> = block_on(async {
+        let mut s = model.session(SessionOptions { n_ctx: window, ..Default::default() }).unwrap();
+        let opts = wick::GenerateOptions {
+            max_tokens: n_gen,
+            sampling: wick::sampling::SamplingParams::greedy(),
+            ignore_eog: true,
+            context_shift: Some(prompt.len()),
+            ..Default::default()
+        };
+        let mut gen = s.generate(&prompt, opts).unwrap();
+        let mut out = Vec::new();
+        while let Some(t) = gen.next().await {
+            out.extend(t.unwrap().id);
+        }
+        assert!(gen.n_context_shifts() >= 5, "{kind:?}: {} shifts", gen.n_context_shifts());
+        out
+    });
+    let mut b = model.batch(2 * window).unwrap();
+    let other = prompts(&model).swap_remove(0);
+    let y = b.add();
+    let y_next = block_on(b.step(&[(y, &other)], Readback::Argmax)).unwrap().tokens[0];
+    let x = b.add();
+    let (mut pending, mut out) = (prompt.clone(), Vec::new());
+    while out.len() < n_gen {
+        if b.tokens(x).unwrap().len() + pending.len() > window {
+            pending = b.shift_context(x, window, prompt.len(), &pending).unwrap();
+        }
+        let t = block_on(b.step(&[(x, &pending)], Readback::Argmax)).unwrap().tokens[0];
+        out.push(t);
+        pending = vec![t];
+    }
+    assert!(b.tokens(x).unwrap().len() <= window && b.tokens(x).unwrap().starts_with(&prompt));
+    assert_eq!(out, alone, "{kind:?}: the batch's shifted generation differs from the session's");
+    // The other sequence's cache was left alone: it continues as a fresh copy of it does.
+    let z = b.add();
+    let z_next = block_on(b.step(&[(z, &other)], Readback::Argmax)).unwrap().tokens[0];
+    assert_eq!(z_next, y_next);
+    let mut after = |s| block_on(b.step(&[(s, &[y_next][..])], Readback::Argmax)).unwrap().tokens[0];
+    let (ya, za) = (after(y), after(z));
+    assert_eq!(ya, za, "{kind:?}: the idle sequence's cache changed");
+}
+
 fn kinds() -> Vec<ExecutorKind> {
     #[allow(unused_mut)]
     let mut k = vec![ExecutorKind::Cpu];
@@ -209,4 +258,9 @@ fn fork_shares_a_prefix() {
 #[test]
 fn batch_errors() {
     kinds().into_iter().for_each(errors);
+}
+
+#[test]
+fn a_sequence_shifts_as_a_session_does() {
+    kinds().into_iter().for_each(shift);
 }

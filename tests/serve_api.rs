@@ -732,3 +732,57 @@ fn n_choices_whole_and_streamed() {
     assert!(shared >= 512, "a prompt of {prompt} tokens");
     assert!(cached() - before >= 3 * shared, "{} tokens reused, not 3 x {shared}", cached() - before);
 }
+
+/// `--context-shift`: a completion three times the window runs to max_tokens (the window
+/// shifted as `wick generate --context-shift` shifts a session, so the text is the same);
+/// without it the reply ends with "length" when the window is full.
+#[test]
+fn context_shift_goes_past_the_window() {
+    let _turn = turn();
+    let prompt = "Once upon a time, in a small village by the sea,";
+    let body = json!({ "prompt": prompt, "max_tokens": 600, "temperature": 0, "ignore_eos": true });
+    let shifted = {
+        let srv = start(&["--ctx", "256", "--parallel", "1", "--context-shift"]);
+        let (code, v) = json_call(&srv.addr, "/v1/completions", &body, None);
+        assert_eq!(code, 200, "{v}");
+        let (_, r) = request(&srv.addr, "GET", "/metrics", None, None);
+        let metrics = body_text(r);
+        let shifts: u64 = metrics
+            .lines()
+            .find_map(|l| l.strip_prefix("wick_context_shifts_total "))
+            .and_then(|n| n.trim().parse().ok())
+            .unwrap_or_else(|| panic!("no shift count in /metrics:\n{metrics}"));
+        // Each shift frees half the window after the kept prompt block: 128 positions.
+        assert!(shifts >= 3, "{shifts} shifts for 600 tokens in a window of 256");
+        v
+    };
+    assert_eq!(shifted["usage"]["completion_tokens"], 600, "{shifted}");
+    assert_eq!(shifted["choices"][0]["finish_reason"], "length");
+    // The CLI's session, shifted the same way, writes the same text.
+    let model = support::models::model_path("SmolLM2-135M-Instruct.Q4_1.gguf");
+    let out = Command::new(env!("CARGO_BIN_EXE_wick"))
+        .args([
+            "generate",
+            "-m",
+            model.to_str().unwrap(),
+            "--executor",
+            "cpu",
+            "--ctx",
+            "256",
+            "--context-shift",
+        ])
+        .args(["--ignore-eos", "--temp", "0", "-n", "600", "--no-progress", "-p", prompt])
+        .output()
+        .expect("run wick generate");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let text = String::from_utf8_lossy(&out.stdout);
+    let served = shifted["choices"][0]["text"].as_str().unwrap();
+    assert!(text.contains(served) && served.len() > 1000, "served:\n{served}\n\nwick generate:\n{text}");
+    // Without the flag the window ends the reply.
+    let srv = start(&["--ctx", "256", "--parallel", "1"]);
+    let (code, v) = json_call(&srv.addr, "/v1/completions", &body, None);
+    assert_eq!(code, 200, "{v}");
+    let (p, c) =
+        (v["usage"]["prompt_tokens"].as_u64().unwrap(), v["usage"]["completion_tokens"].as_u64().unwrap());
+    assert_eq!((p + c, v["choices"][0]["finish_reason"].as_str()), (256, Some("length")), "{v}");
+}

@@ -615,6 +615,7 @@ pub fn serve(a: crate::ServeArgs) -> Result<()> {
         parallel: a.parallel,
         n_batch: a.batch,
         queue: a.queue,
+        context_shift: a.context_shift,
         api_key: a.api_key.clone().or_else(|| std::env::var("WICK_API_KEY").ok().filter(|k| !k.is_empty())),
     };
     let model_args = a.model.clone();

@@ -65,6 +65,12 @@ struct ServeArgs {
     /// Require `Authorization: Bearer KEY` on every endpoint but /health (also WICK_API_KEY).
     #[arg(long)]
     api_key: Option<String>,
+    /// When a request's tokens fill its window (the model's own context, at most --ctx), keep
+    /// the prompt (at most half the window), drop the older half of the rest (whole KV blocks;
+    /// the blocks after them re-positioned by rotating their keys) and go on to max_tokens.
+    /// Without it such a reply ends with finish_reason "length".
+    #[arg(long)]
+    context_shift: bool,
 }
 
 /// Options shared by the commands that load a model.

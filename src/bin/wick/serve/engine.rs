@@ -90,6 +90,8 @@ pub struct Metrics {
     /// Generation requests queued or running (the HTTP side bounds it).
     pub inflight: AtomicU64,
     pub step_seconds_micros: AtomicU64,
+    /// Context shifts of full windows (`--context-shift`).
+    pub context_shifts: AtomicU64,
 }
 
 /// How the engine runs.
@@ -103,6 +105,9 @@ pub struct EngineOptions {
     pub n_ctx: usize,
     /// Most positions of one sequence (the model's own context, at most `n_ctx`).
     pub n_seq_max: usize,
+    /// A sequence that fills `n_seq_max` keeps its prompt (at most half of it), drops the
+    /// older half of the rest and goes on ([`Batch::shift_context`]); else its reply ends there.
+    pub context_shift: bool,
 }
 
 struct Active<'m> {
@@ -204,6 +209,21 @@ pub async fn run(model: Model, opts: EngineOptions, mut rx: mpsc::Receiver<Cmd>,
         metrics.active.store(active.len() as u64, Ordering::Relaxed);
         if active.is_empty() {
             continue;
+        }
+        // A decoding sequence whose window is full makes room (with --context-shift; without
+        // it, max_tokens ended the reply before): its next token, after any cached tokens the
+        // shift must evaluate again, which it then takes as a prompt.
+        if opts.context_shift {
+            for a in active.iter_mut().filter(|a| !a.prompting) {
+                let held = batch.tokens(a.seq).map_or(0, <[u32]>::len);
+                if held + a.todo.len() > opts.n_seq_max {
+                    if let Ok(todo) = batch.shift_context(a.seq, opts.n_seq_max, a.prompt_tokens, &a.todo) {
+                        a.prompting = todo.len() > 1;
+                        a.todo = todo;
+                        metrics.context_shifts.fetch_add(1, Ordering::Relaxed);
+                    }
+                }
+            }
         }
         // The step: every decoding sequence's token, then prompt chunks within the budget.
         let mut work: Vec<(usize, usize)> = Vec::new(); // (active index, tokens taken)
@@ -514,7 +534,8 @@ fn admit<'m>(
     metrics.cached_tokens.fetch_add(cached as u64, Ordering::Relaxed);
     let _ = job.events.send(Event::Started { cached, tool_family: tools.is_some().then_some(family) });
     let show_control = tools.is_some();
-    let max_tokens = job.max_tokens.min(opts.n_seq_max - ids.len());
+    let max_tokens =
+        if opts.context_shift { job.max_tokens } else { job.max_tokens.min(opts.n_seq_max - ids.len()) };
     Some(Active {
         seq,
         choice: job.choice,

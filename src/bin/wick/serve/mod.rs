@@ -35,6 +35,8 @@ pub struct ServeOptions {
     pub n_batch: usize,
     pub queue: usize,
     pub api_key: Option<String>,
+    /// Shift a full window instead of ending the reply ([`EngineOptions::context_shift`]).
+    pub context_shift: bool,
 }
 
 struct App {
@@ -61,7 +63,7 @@ pub fn serve(
     let metrics = Arc::new(Metrics::default());
     let (ready_tx, ready_rx) = std::sync::mpsc::channel::<Result<(String, usize)>>();
     let m = Arc::clone(&metrics);
-    let (parallel, n_batch) = (o.parallel.max(1), o.n_batch.max(1));
+    let (parallel, n_batch, context_shift) = (o.parallel.max(1), o.n_batch.max(1), o.context_shift);
     std::thread::Builder::new()
         .name("wick-engine".into())
         .spawn(move || {
@@ -75,7 +77,8 @@ pub fn serve(
             let own = model.hparams().n_ctx_train;
             // The shared cache: --ctx, or 4096 positions a slot (each within the model's own).
             let total = if n_ctx == 0 { own.min(4096) * parallel } else { n_ctx };
-            let opts = EngineOptions { parallel, n_batch, n_ctx: total, n_seq_max: own.min(total) };
+            let opts =
+                EngineOptions { parallel, n_batch, n_ctx: total, n_seq_max: own.min(total), context_shift };
             let name = model.name().unwrap_or("wick").to_string();
             let _ = ready_tx.send(Ok((name, total)));
             pollster::block_on(engine::run(model, opts, rx, m));
@@ -165,7 +168,8 @@ async fn metrics_text(State(app): State<Shared>) -> Response {
          # HELP wick_step_seconds_total Time in forward passes.\n# TYPE wick_step_seconds_total counter\nwick_step_seconds_total {:.6}\n\
          # HELP wick_active_requests Requests being generated.\n# TYPE wick_active_requests gauge\nwick_active_requests {}\n\
          # HELP wick_queued_commands Commands waiting for the engine.\n# TYPE wick_queued_commands gauge\nwick_queued_commands {}\n\
-         # HELP wick_requests_in_flight Generation requests queued or running.\n# TYPE wick_requests_in_flight gauge\nwick_requests_in_flight {}\n",
+         # HELP wick_requests_in_flight Generation requests queued or running.\n# TYPE wick_requests_in_flight gauge\nwick_requests_in_flight {}\n\
+         # HELP wick_context_shifts_total Full windows shifted to go on generating.\n# TYPE wick_context_shifts_total counter\nwick_context_shifts_total {}\n",
         get(&m.requests),
         get(&m.prompt_tokens),
         get(&m.cached_tokens),
@@ -175,6 +179,7 @@ async fn metrics_text(State(app): State<Shared>) -> Response {
         get(&m.active),
         queued,
         get(&m.inflight),
+        get(&m.context_shifts),
     );
     ([("content-type", "text/plain; version=0.0.4")], body).into_response()
 }
