@@ -35,7 +35,7 @@ fn coop(subgroup: bool) -> Option<Box<dyn Executor>> {
     })
 }
 
-/// Products with quantized weights in tiles (matmul_tiled.wgsl) from one token row on, the
+/// Products in tiles (matmul_tiled.wgsl, float weights matmul_tiled_float.wgsl) from one token row on, the
 /// other products cooperative; tiles of `shape` (None: each product's choice).
 fn tiled(shape: Option<(u8, u8)>) -> Option<Box<dyn Executor>> {
     gpu_with(|e| {

@@ -87,6 +87,9 @@ pub fn matmul_tiles() -> Vec<Row> {
         GgmlType::Q4_K,
         GgmlType::Q5_K,
         GgmlType::Q6_K,
+        GgmlType::F16,
+        GgmlType::BF16,
+        GgmlType::F32,
     ] {
         let mut shapes = vec![
             (16, 256, 64, false),

@@ -33,6 +33,8 @@ const MATVEC_MULTI: &str = include_str!("shaders/matvec_multi.wgsl");
 const MATVEC_SEGMENT: &str = include_str!("shaders/matvec_segment.wgsl");
 const MATMUL_TILED: &str = include_str!("shaders/matmul_tiled.wgsl");
 const MATMUL_TILED_PIECES: &str = include_str!("shaders/matmul_tiled_pieces.wgsl");
+const MATMUL_TILED_FLOAT: &str = include_str!("shaders/matmul_tiled_float.wgsl");
+const MATMUL_TILE_STORE: &str = include_str!("shaders/matmul_tile_store.wgsl");
 const RMS_NORM: &str = include_str!("shaders/rms_norm.wgsl");
 const ROPE: &str = include_str!("shaders/rope.wgsl");
 const ROPE_MATH: &str = include_str!("shaders/rope_math.wgsl");
@@ -356,7 +358,12 @@ fn matvec_multi_source(
 
 /// Whether weights of type `t` have a tiled product (matmul_tiled.wgsl): the quantized types.
 pub fn tiled_type(t: GgmlType) -> bool {
-    ActQuant::for_type(t).is_some()
+    ActQuant::for_type(t).is_some() || float_type(t)
+}
+
+/// Float weights, which matmul_tiled_float.wgsl multiplies (the others: matmul_tiled.wgsl).
+pub fn float_type(t: GgmlType) -> bool {
+    matches!(t, GgmlType::F32 | GgmlType::F16 | GgmlType::BF16)
 }
 
 /// The outputs per invocation of matmul_tiled.wgsl: `rt` token rows × `ct` weight rows (4 or
@@ -377,6 +384,10 @@ impl TileShape {
     /// pieces (16 bytes) and its groups' floats (8 bytes).
     pub fn workgroup_bytes(self, t: GgmlType) -> usize {
         let (bm, bn, sp) = (16 * self.rt as usize, 16 * self.ct as usize, self.sp as usize);
+        if float_type(t) {
+            // 16 f32 values of every row and token (`sp` does not apply).
+            return 64 * (bm + bn);
+        }
         (16 * sp + 8 * sp / tile_format(t).0) * (bm + bn)
     }
 }
@@ -396,6 +407,9 @@ fn tile_format(t: GgmlType) -> (usize, &'static str, bool) {
 /// matmul_tiled.wgsl for weights of type `t` in tiles of shape `ts`: its piece functions, and
 /// each invocation's outputs written out (constant register names, no local arrays).
 fn tiled_source(t: GgmlType, ts: TileShape, f16: bool) -> Result<String, String> {
+    if float_type(t) {
+        return tiled_float_source(t, ts);
+    }
     let (gp, xpiece, min) = tile_format(t);
     let (rt, ct, sp) = (ts.rt as usize, ts.ct as usize, ts.sp as usize);
     let (bm, bn, ng) = (16 * rt, 16 * ct, sp / gp);
@@ -461,7 +475,75 @@ fn tiled_source(t: GgmlType, ts: TileShape, f16: bool) -> Result<String, String>
             each(&|r, c| format!("store(i0 + ty + {}u, j0 + tx + {}u, acc{r}_{c});", 16 * r, 16 * c)),
         )
         .render()?;
-    Ok([&products()?, &weights(f16, MATVEC_WH_BINDING)?, body.as_str(), MATMUL_TILED_PIECES].concat())
+    Ok([
+        &products()?,
+        &weights(f16, MATVEC_WH_BINDING)?,
+        body.as_str(),
+        MATMUL_TILE_STORE,
+        MATMUL_TILED_PIECES,
+    ]
+    .concat())
+}
+
+/// matmul_tiled_float.wgsl for float weights of type `t` in tiles of shape `ts` (`ts.sp` does
+/// not apply: stages of 16 values): its load of four weights, and each invocation's outputs
+/// written out.
+fn tiled_float_source(t: GgmlType, ts: TileShape) -> Result<String, String> {
+    let (rt, ct) = (ts.rt as usize, ts.ct as usize);
+    let (bm, bn) = (16 * rt, 16 * ct);
+    let each = |f: &dyn Fn(usize, usize) -> String| lines(rt * ct, |i| f(i / ct, i % ct));
+    // Rows are 16-byte (F32) or 8-byte (F16, BF16: 32 bytes a 16-value stage) aligned.
+    let wload = match t {
+        GgmlType::F32 => "return bitcast<vec4<f32>>(w[(row * p.row_bytes) / 16u + q]);",
+        GgmlType::F16 => {
+            "let i = (row * p.row_bytes) / 4u + 2u * q;\n    \
+             return vec4<f32>(unpack2x16float(ww(i)), unpack2x16float(ww(i + 1u)));"
+        }
+        _ => {
+            "let i = (row * p.row_bytes) / 4u + 2u * q;\n    \
+             let lo = ww(i);\n    let hi = ww(i + 1u);\n    \
+             return bitcast<vec4<f32>>(vec4<u32>(lo << 16u, lo & 0xffff0000u, hi << 16u, hi & 0xffff0000u));"
+        }
+    };
+    let xround = match t {
+        GgmlType::F32 => "return v;",
+        GgmlType::F16 => "return vec4<f32>(f16_round(v.x), f16_round(v.y), f16_round(v.z), f16_round(v.w));",
+        _ => "return vec4<f32>(bf16_round(v.x), bf16_round(v.y), bf16_round(v.z), bf16_round(v.w));",
+    };
+    let compute = [
+        lines(rt, |r| format!("let x{r} = xt[v * BM + ty + {}u];", 16 * r)),
+        lines(ct, |c| format!("let w{c} = wt[v * BN + tx + {}u];", 16 * c)),
+        each(&|r, c| format!("acc{r}_{c} += x{r} * w{c};")),
+    ]
+    .join("\n            ");
+    let loads = |f: &str, base: &str, n: usize| {
+        lines(n.div_ceil(256), |i| {
+            let e = format!("lid + {}u", 256 * i);
+            let call = format!("{f}({e}, {base}, q0);");
+            if 256 * (i + 1) <= n {
+                call
+            } else {
+                format!("if ({e} < {n}u) {{ {call} }}")
+            }
+        })
+    };
+    let loaders = loads("load_w", "j0", 4 * bn) + "\n        " + &loads("load_x", "i0", 4 * bm);
+    let body = Template::new(MATMUL_TILED_FLOAT)
+        .set("BM", bm.to_string())
+        .set("BN", bn.to_string())
+        .set("WT", (16 * bn).to_string())
+        .set("XT", (16 * bm).to_string())
+        .set("WLOAD", wload.to_string())
+        .set("XROUND", xround.to_string())
+        .set("LOADERS", loaders)
+        .set("ACC_DECLS", each(&|r, c| format!("var acc{r}_{c} = 0.0;")))
+        .set("COMPUTE", compute)
+        .set(
+            "STORES",
+            each(&|r, c| format!("store(i0 + ty + {}u, j0 + tx + {}u, acc{r}_{c});", 16 * r, 16 * c)),
+        )
+        .render()?;
+    Ok([&products()?, &weights(false, MATVEC_WH_BINDING)?, body.as_str(), MATMUL_TILE_STORE].concat())
 }
 
 /// What every matrix-product kernel starts with (products.wgsl).

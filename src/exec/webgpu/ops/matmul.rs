@@ -7,7 +7,9 @@
 //! epilogue, the three products as three dispatches.
 
 use super::{check, groups, reads_f16, Builder};
-use crate::exec::webgpu::kernels::{task_values, tiled_type, ActQuant, Kernel, MatVec, TileShape};
+use crate::exec::webgpu::kernels::{
+    float_type, task_values, tiled_type, ActQuant, Kernel, MatVec, TileShape,
+};
 use crate::exec::webgpu::params::{MatVecParams, QuantizeParams};
 use crate::exec::webgpu::record::Res;
 use crate::exec::{ActId, Op, WeightId};
@@ -272,8 +274,11 @@ pub fn triple(b: &mut Builder, i: usize) -> Result<()> {
 
 /// Whether a product with weights `w` over `rows` token rows runs in tiles.
 fn tiled(b: &Builder, w: WeightId, rows: usize) -> bool {
+    let wt = b.weight(w);
+    // Float rows go in stages of 16 values; quantized ones are whole blocks of 32 or more.
     matches!(b.mode, MatVecMode::Coop { tiled_from, .. } if rows >= tiled_from)
-        && tiled_type(b.weight(w).dtype)
+        && tiled_type(wt.dtype)
+        && (!float_type(wt.dtype) || wt.k().is_multiple_of(16))
 }
 
 /// What a tiled product does with its outputs (matmul_tiled.wgsl's `add`).
@@ -301,6 +306,7 @@ fn tiles(b: &mut Builder, w: WeightId, inp: Input, dst: ActId, bias: Res, epi: E
         MatVecMode::Coop { tile, .. } => tile,
         MatVecMode::Rows => None,
     };
+    let float = float_type(wt.dtype);
     for part in 0..wt.parts.len() {
         let (start, count) = wt.part_rows(part);
         let ts = tile_shape(forced, wt.dtype, rows, count as usize, k, b.limits);
@@ -308,8 +314,8 @@ fn tiles(b: &mut Builder, w: WeightId, inp: Input, dst: ActId, bias: Res, epi: E
             n: count as u32,
             rows: rows as u32,
             row_bytes: wt.row_bytes as u32,
-            // Stages of `sp` 16-value pieces.
-            tasks: (k / (16 * ts.sp as usize)) as u32,
+            // Stages of `sp` 16-value pieces (float weights: of 16 values).
+            tasks: (k / if float { 16 } else { 16 * ts.sp as usize }) as u32,
             n_off: start as u32,
             n_dst: wt.n_rows as u32,
             has_bias: !matches!(bias, Res::Dummy) as u32,
@@ -320,7 +326,7 @@ fn tiles(b: &mut Builder, w: WeightId, inp: Input, dst: ActId, bias: Res, epi: E
             ..Default::default()
         };
         let wres = Res::Weight(w.0 as usize, part);
-        let wh = if b.f16 && reads_f16(wt.dtype) { wres } else { Res::Unused };
+        let wh = if b.f16 && reads_f16(wt.dtype) && !float { wres } else { Res::Unused };
         let bufs = vec![wres, inp.src, Res::Act(dst), bias, wh, res];
         let label =
             format!("matmul tiled {}x{}x{} {} {k}x{count} rows {rows}{plus}", ts.rt, ts.ct, ts.sp, wt.dtype);
@@ -353,7 +359,7 @@ fn tile_shape(
 ) -> TileShape {
     let (rt, ct) = forced.unwrap_or(if rows.div_ceil(128) * n.div_ceil(64) >= 128 { (8, 4) } else { (4, 4) });
     let fits = |ts: &TileShape| {
-        k.is_multiple_of(16 * ts.sp as usize)
+        k.is_multiple_of(if float_type(t) { 16 } else { 16 * ts.sp as usize })
             && ts.workgroup_bytes(t) <= limits.max_compute_workgroup_storage_size as usize
     };
     [(rt, ct, 4), (4, 4, 4), (rt, ct, 2)]

@@ -17,8 +17,7 @@
 //   s for the legacy types) and m_w the format's min (for the formats that have one; the
 //   others' offsets are folded into the signed bytes).
 //
-// `add` chooses the epilogue: 0 store, 1 also add into `res` (the residual), 2 the gate of a
-// SiLU-gated pair: dst := silu(x · Wᵀ) · res, `res` holding the up product (computed first).
+// `add` chooses the epilogue (matmul_tile_store.wgsl).
 //
 // The upper-case names are placeholders, filled in per weight type (kernels.rs).
 
@@ -70,23 +69,6 @@ fn xp_q8_k(t: u32, v: u32) -> Piece {
         sum += s[(i + 1u) % 4u];
     }
     return Piece(a[t * p.avec + v], vec2<f32>(d, d * f32(sum)));
-}
-
-fn store(r: u32, j: u32, v: f32) {
-    if (r < p.rows && j < p.n) {
-        var o = v;
-        if (p.has_bias != 0u) {
-            o += bias[p.n_off + j];
-        }
-        let i = r * p.n_dst + p.n_off + j;
-        if (p.add == 2u) {
-            o = o / (1.0 + exp(-o)) * res[i];
-        }
-        dst[i] = o;
-        if (p.add == 1u) {
-            res[i] = res[i] + o;
-        }
-    }
 }
 
 // Weight piece e of a stage: piece e / BN (v0 + e / BN of the row) of tile row e % BN.
