@@ -27,14 +27,13 @@ pub(crate) fn shift(
     keep: usize,
     pending: &[u32],
 ) -> (Vec<u32>, usize) {
+    let mut c = c;
     let n = c.tokens.len();
     let keep = keep.min(window / 2).min(n);
-    let Cached { model, kv, pool, blocks, tokens } = c;
-    if mode != ShiftMode::Recompute
-        && shift_blocks(model, kv, pool, blocks, tokens, mode, keep, n + pending.len())
-    {
+    if mode != ShiftMode::Recompute && shift_blocks(&mut c, mode, keep, n + pending.len()) {
         return (pending.to_vec(), 0);
     }
+    let Cached { pool, blocks, tokens, .. } = c;
     let mut all = std::mem::take(tokens);
     all.extend_from_slice(pending);
     // More than keep + 1 tokens: rest >= 2, so 1 <= drop < rest and at least the newest
@@ -50,17 +49,9 @@ pub(crate) fn shift(
 /// The block-wise shift for `total` tokens (cached and pending): whole blocks after the kept
 /// prefix are dropped and the blocks after them rotated to their new positions. False
 /// (nothing changed) where it cannot be done.
-#[allow(clippy::too_many_arguments)]
-fn shift_blocks(
-    model: &Model,
-    kv: KvId,
-    pool: &mut BlockPool,
-    blocks: &mut SeqBlocks,
-    tokens: &mut Vec<u32>,
-    mode: ShiftMode,
-    keep: usize,
-    total: usize,
-) -> bool {
+fn shift_blocks(c: &mut Cached, mode: ShiftMode, keep: usize, total: usize) -> bool {
+    let Cached { model, kv, pool, blocks, tokens } = c;
+    let (model, kv) = (*model, *kv);
     let n = tokens.len();
     let first = keep.div_ceil(KV_BLOCK);
     let whole = n / KV_BLOCK;

@@ -443,19 +443,8 @@ fn tiled_source(t: GgmlType, ts: TileShape, f16: bool) -> Result<String, String>
         format!("{{\n        {out}\n        }}")
     };
     let compute = (0..ng).map(group).collect::<Vec<_>>().join("\n        ");
-    // Each invocation's loads, written out: pieces lid, lid + 256, ... of the stage.
-    let loads = |f: &str, base: &str, n: usize| {
-        lines(n.div_ceil(256), |i| {
-            let e = format!("lid + {}u", 256 * i);
-            let call = format!("{f}({e}, {base}, v0);");
-            if 256 * (i + 1) <= n {
-                call
-            } else {
-                format!("if ({e} < {n}u) {{ {call} }}")
-            }
-        })
-    };
-    let loaders = loads("load_w", "j0", sp * bn) + "\n        " + &loads("load_x", "i0", sp * bm);
+    let loaders =
+        stage_loads("load_w", "j0, v0", sp * bn) + "\n        " + &stage_loads("load_x", "i0, v0", sp * bm);
     let body = Template::new(MATMUL_TILED)
         .set("GP", gp.to_string())
         .set("BM", bm.to_string())
@@ -483,6 +472,21 @@ fn tiled_source(t: GgmlType, ts: TileShape, f16: bool) -> Result<String, String>
         MATMUL_TILED_PIECES,
     ]
     .concat())
+}
+
+/// A tiled kernel's loads of one stage, written out for a workgroup of 256: `f(e, args)` for
+/// the stage's elements e = lid, lid + 256, ... below `n` (the last guarded where `n` is no
+/// multiple of 256).
+fn stage_loads(f: &str, args: &str, n: usize) -> String {
+    lines(n.div_ceil(256), |i| {
+        let e = format!("lid + {}u", 256 * i);
+        let call = format!("{f}({e}, {args});");
+        if 256 * (i + 1) <= n {
+            call
+        } else {
+            format!("if ({e} < {n}u) {{ {call} }}")
+        }
+    })
 }
 
 /// matmul_tiled_float.wgsl for float weights of type `t` in tiles of shape `ts` (`ts.sp` does
@@ -516,18 +520,8 @@ fn tiled_float_source(t: GgmlType, ts: TileShape) -> Result<String, String> {
         each(&|r, c| format!("acc{r}_{c} += x{r} * w{c};")),
     ]
     .join("\n            ");
-    let loads = |f: &str, base: &str, n: usize| {
-        lines(n.div_ceil(256), |i| {
-            let e = format!("lid + {}u", 256 * i);
-            let call = format!("{f}({e}, {base}, q0);");
-            if 256 * (i + 1) <= n {
-                call
-            } else {
-                format!("if ({e} < {n}u) {{ {call} }}")
-            }
-        })
-    };
-    let loaders = loads("load_w", "j0", 4 * bn) + "\n        " + &loads("load_x", "i0", 4 * bm);
+    let loaders =
+        stage_loads("load_w", "j0, q0", 4 * bn) + "\n        " + &stage_loads("load_x", "i0, q0", 4 * bm);
     let body = Template::new(MATMUL_TILED_FLOAT)
         .set("BM", bm.to_string())
         .set("BN", bn.to_string())
