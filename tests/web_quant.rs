@@ -1,5 +1,5 @@
 //! The wasm simd128 dot products (src/quant/simd128.rs) against the portable code, in headless
-//! Chromium, on fresh random blocks of every weight type (the seed changes each run and is
+//! Chromium (CI runs them twice: simd128, then the build with relaxed SIMD), on fresh random blocks of every weight type (the seed changes each run and is
 //! printed on failure), through each entry point the CPU executor calls: bit-identical for the
 //! K-quants and the types without a simd128 kernel; for the legacy types (whose floats the
 //! simd128 kernels sum in another order) within a bound on f32 rounding that a wrong integer
@@ -12,8 +12,8 @@ use support::tensors::random_blocks;
 use support::Rng;
 use wasm_bindgen_test::*;
 use wick::quant::{
-    dequantize, quantize_row_into, vec_dot, vec_dot_gemm4, vec_dot_gemm4_portable, vec_dot_portable,
-    vec_dot_rows, vec_dot_type, GgmlType,
+    dequantize, has_tile, quantize_row_into, tile_scales, vec_dot, vec_dot_gemm4, vec_dot_gemm4_portable,
+    vec_dot_portable, vec_dot_rows, vec_dot_tile4, vec_dot_type, GgmlType,
 };
 
 wasm_bindgen_test_configure!(run_in_browser);
@@ -80,6 +80,15 @@ fn the_build_has_simd128() {
 }
 
 #[wasm_bindgen_test]
+fn the_build_has_relaxed_simd_when_asked() {
+    // .ci/run builds these tests a second time with relaxed SIMD, saying so at compile time:
+    // the comparisons below then hold the relaxed kernels to the portable code.
+    if option_env!("WICK_EXPECT_RELAXED_SIMD") == Some("1") {
+        assert!(cfg!(target_feature = "relaxed-simd"), "asked for relaxed SIMD, built without it");
+    }
+}
+
+#[wasm_bindgen_test]
 fn simd128_dot_products_match_the_portable_code() {
     let seed = js_sys::Date::now() as u64;
     let mut rng = Rng::new(seed);
@@ -135,6 +144,43 @@ fn simd128_dot_products_match_the_portable_code() {
                             "{t} n={n} gemm4 row {j}: {g4} != {w4} (seed {seed})"
                         );
                     }
+                }
+            }
+        }
+    }
+}
+
+/// Prefill's 1 x 4 tile of the legacy types (the activation scales converted once, each weight
+/// block unpacked once for four rows) gives each output exactly `vec_dot`'s bits.
+#[wasm_bindgen_test]
+fn legacy_tiles_are_bit_identical_to_vec_dot() {
+    let seed = js_sys::Date::now() as u64;
+    let mut rng = Rng::new(seed);
+    for t in TYPES.into_iter().filter(|&t| reordered(t)) {
+        assert!(has_tile(t), "{t} has no wasm tile");
+        for n in [32, 256, 2816] {
+            for _ in 0..4 {
+                let w = weights(t, n, &mut rng);
+                let mut a = Vec::new();
+                let mut row = Vec::new();
+                for c in 0..4 {
+                    quantize_row_into(vec_dot_type(t), &rng.vec(n, [0.01, 1.0, 30.0, 2.0][c]), &mut row)
+                        .unwrap();
+                    a.extend_from_slice(&row);
+                }
+                let arb = row.len();
+                let mut sc = vec![0f32; 8 * (n / 32)];
+                tile_scales(t, n, &a, arb, &mut sc);
+                let mut out = [0f32; 4];
+                vec_dot_tile4(t, n, &w, &a, arb, &sc, &mut out);
+                for c in 0..4 {
+                    let want = vec_dot(t, n, &w, &a[c * arb..(c + 1) * arb]);
+                    assert_eq!(
+                        out[c].to_bits(),
+                        want.to_bits(),
+                        "{t} n={n} row {c}: {} vs {want} (seed {seed})",
+                        out[c]
+                    );
                 }
             }
         }

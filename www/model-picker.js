@@ -18,6 +18,9 @@ export function setupPicker({ onLoaded, onUnloaded }) {
   // ?threads=N: the CPU executor's threads (default every core, at most 8, when the page is
   // cross-origin isolated; 1 takes the one-thread build). The first load of a page decides.
   const threads = params.has('threads') ? Number(params.get('threads')) : undefined;
+  // ?simd=relaxed|simd128: the CPU executor's wasm SIMD build (default relaxed where the
+  // browser has it). The first load of a page decides.
+  const simd = params.get('simd') || undefined;
   const bar = $('progress');
   const status = $('load-status');
   const note = $('webgpu-note');
@@ -68,6 +71,7 @@ export function setupPicker({ onLoaded, onUnloaded }) {
         worker: useWorker.checked,
         executor,
         threads,
+        simd,
         signal: ctl.signal,
         onProgress: (p) => {
           if (p.total) {
@@ -80,7 +84,7 @@ export function setupPicker({ onLoaded, onUnloaded }) {
       });
       state.model = model;
       const secs = ((performance.now() - t0) / 1000).toFixed(2);
-      status.textContent = `loaded ${model.info.name || label} on ${model.executor}${model.executor === 'cpu' ? ` (${model.info.threads} thread${model.info.threads === 1 ? '' : 's'})` : ''} in ${secs} s (${model.info.arch}, ${model.info.nLayer} layers)`;
+      status.textContent = `loaded ${model.info.name || label} on ${model.executor}${model.executor === 'cpu' ? ` (${model.info.threads} thread${model.info.threads === 1 ? '' : 's'}, ${model.info.simd})` : ''} in ${secs} s (${model.info.arch}, ${model.info.nLayer} layers)`;
       if (model.executor === 'cpu' && executor !== 'cpu') {
         note.hidden = false;
         note.textContent = hasWebGPU()

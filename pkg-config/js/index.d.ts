@@ -46,6 +46,11 @@ export interface LoadOptions {
    *  first load (or `Wick.init`) in a page or worker decides for it. `info.threads` says what
    *  the model got. */
   threads?: number;
+  /** Which wasm SIMD build runs the CPU executor: `relaxed` (relaxed SIMD's integer dot
+   *  products) or `simd128` (default: `relaxed` where the engine validates it, falling back to
+   *  `simd128` if its file does not load). Decided with `threads` by the first load.
+   *  `info.simd` says what ran. */
+  simd?: 'relaxed' | 'simd128';
   /** Where the worker script is (default: the package's `worker.js`). */
   workerUrl?: string | URL;
   /** Replaces the global `fetch` for a URL's download into the cache (main thread only: a
@@ -326,6 +331,9 @@ export interface ModelInfo {
   /** Threads the CPU executor runs on: 1, or with the threaded build the model's thread plus
    *  its workers. */
   threads: number;
+  /** The wasm SIMD the CPU executor's kernels use: `relaxed` (the build with relaxed SIMD's
+   *  integer dot product, where the engine has it) or `simd128`. */
+  simd: 'relaxed' | 'simd128';
   /** The context a generation gets by default: the largest that fits the memory budget. */
   nCtx?: number;
   /** The estimate at `nCtx`, in bytes. */

@@ -2,7 +2,7 @@
 
 import { cacheAvailable, cachedFile } from './cache.js';
 import { DEFAULT_MAX_BYTES, findPromptCache, promptCacheAvailable, savePromptCache, touchPromptCache } from './prompt-cache.js';
-import { defaultThreads, initThreaded, threadsAvailable } from './threads.js';
+import { defaultThreads, initThreaded, threadsAvailable, wantRelaxed, wasmFileUrl } from './threads.js';
 // Both builds' glue is imported statically (a few dozen kB of JS; only one build's wasm is
 // fetched): a dynamic import would make the worker's bundle a split one, which bundlers'
 // default worker formats (Vite's iife) refuse.
@@ -14,11 +14,12 @@ let ready = null;
  * Instantiate the wasm module once; resolves to its glue (wick.js or wick_mt.js). `threads`
  * (default: every core, at most 8) above 1 on a cross-origin isolated page takes the threaded
  * build; `wasmUrl` (where wick_bg.wasm is fetched from, or its bytes) takes the one-thread build.
- * The first call decides for this page or worker.
+ * `simd`: 'relaxed' or 'simd128' (default: relaxed where the engine has it; threads.js). The
+ * first call decides for this page or worker.
  */
-export function initWasm(wasmUrl, threads) {
+export function initWasm(wasmUrl, threads, simd) {
   if (!ready) {
-    ready = instantiate(wasmUrl, threads).catch((e) => {
+    ready = instantiate(wasmUrl, threads, simd).catch((e) => {
       ready = null;
       throw e;
     });
@@ -26,16 +27,29 @@ export function initWasm(wasmUrl, threads) {
   return ready;
 }
 
-async function instantiate(wasmUrl, threads) {
+async function instantiate(wasmUrl, threads, simd) {
   const want = Math.floor(threads ?? defaultThreads());
+  const relaxed = wantRelaxed(simd);
   if (want > 1 && !wasmUrl && threadsAvailable()) {
     try {
-      return await initThreaded(want);
+      return await initThreaded(want, relaxed);
     } catch (e) {
       console.warn(`wick: the threaded build did not start (${e?.message || e}); running on one thread`);
     }
   }
-  await single.default(wasmUrl ? { module_or_path: wasmUrl } : undefined);
+  if (wasmUrl) {
+    await single.default({ module_or_path: wasmUrl });
+    return single;
+  }
+  if (relaxed) {
+    try {
+      await single.default({ module_or_path: wasmFileUrl(false, true) });
+      return single;
+    } catch (e) {
+      console.warn(`wick: the relaxed-SIMD build did not load (${e?.message || e}); taking the simd128 one`);
+    }
+  }
+  await single.default({ module_or_path: wasmFileUrl(false, false) });
   return single;
 }
 
@@ -73,10 +87,10 @@ function isUrl(source) {
  * stream, unload }.
  */
 export async function loadLocal(source, opts = {}) {
-  const { onProgress, signal, cache = true, executor = 'auto', wasmUrl, fetch: fetchFn, memoryBudget, threads } = opts;
+  const { onProgress, signal, cache = true, executor = 'auto', wasmUrl, fetch: fetchFn, memoryBudget, threads, simd } = opts;
   const { promptCache = cache, promptCacheMaxBytes = DEFAULT_MAX_BYTES } = opts;
   if (signal?.aborted) throw abortError(signal);
-  const glue = await initWasm(wasmUrl, threads);
+  const glue = await initWasm(wasmUrl, threads, simd);
   let src = source;
   if (isUrl(source)) {
     const url = new URL(String(source), globalThis.location?.href).href;

@@ -69,7 +69,7 @@ export async function loadRemote(source, opts = {}) {
   const transfer = typeof ReadableStream !== 'undefined' && source instanceof ReadableStream ? [source] : [];
   const src = source instanceof URL ? source.href : source;
   const cleanOpts = {
-    cache: rest.cache, executor: rest.executor, size: rest.size, wasmUrl, memoryBudget: rest.memoryBudget, threads: rest.threads,
+    cache: rest.cache, executor: rest.executor, size: rest.size, wasmUrl, memoryBudget: rest.memoryBudget, threads: rest.threads, simd: rest.simd,
     promptCache: rest.promptCache, promptCacheMaxBytes: rest.promptCacheMaxBytes,
   };
   // Relative URLs are resolved against the page, not the worker script.

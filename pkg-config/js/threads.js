@@ -6,8 +6,48 @@
 // memory on this thread and in `threads - 1` Web Workers (thread.js), which run the tasks of
 // the CPU executor's parallel loops. Anywhere else, or when it fails to start, the one-thread
 // build.
+//
+// Each build's wasm comes twice: wick_bg.wasm / wick_mt_bg.wasm (simd128) and
+// wick_relaxed_bg.wasm / wick_mt_relaxed_bg.wasm (also relaxed SIMD: the CPU kernels' integer
+// dot products in one instruction). The relaxed file is taken where the engine validates a
+// relaxed SIMD instruction, unless the `simd: 'simd128'` option says otherwise; the two files
+// of a build share their JS glue (pkg-config/build.sh checks it), so only the wasm differs.
 
 import * as threaded from './wasm/wick_mt.js';
+
+// The smallest module that uses relaxed SIMD (a function returning i8x16.relaxed_swizzle of two
+// splats): engines without the proposal do not validate it.
+const RELAXED_PROBE = new Uint8Array([
+  0, 97, 115, 109, 1, 0, 0, 0, 1, 5, 1, 96, 0, 1, 123, 3, 2, 1, 0, 10, 15, 1, 13, 0, 65, 1, 253, 15, 65, 2, 253, 15, 253,
+  128, 2, 11,
+]);
+
+/** Whether this engine runs relaxed SIMD. */
+export function relaxedSimdAvailable() {
+  try {
+    return WebAssembly.validate(RELAXED_PROBE);
+  } catch {
+    return false;
+  }
+}
+
+/** Whether to take the relaxed wasm: `simd` ('relaxed', 'simd128' or undefined: the best the
+ *  engine runs) against what the engine validates. */
+export function wantRelaxed(simd) {
+  if (simd !== undefined && simd !== 'relaxed' && simd !== 'simd128') {
+    throw new TypeError(`simd must be 'relaxed' or 'simd128', not ${JSON.stringify(simd)}`);
+  }
+  return simd !== 'simd128' && relaxedSimdAvailable();
+}
+
+/** The URL of a build's wasm file next to the package (`threaded`, `relaxed`: which one). */
+export function wasmFileUrl(threaded, relaxed) {
+  // Written out literally so that bundlers (Vite, webpack) see each file and bundle it.
+  if (threaded) {
+    return relaxed ? new URL('./wasm/wick_mt_relaxed_bg.wasm', import.meta.url) : new URL('./wasm/wick_mt_bg.wasm', import.meta.url);
+  }
+  return relaxed ? new URL('./wasm/wick_relaxed_bg.wasm', import.meta.url) : new URL('./wasm/wick_bg.wasm', import.meta.url);
+}
 
 /** Whether this context can run the threaded build. */
 export function threadsAvailable() {
@@ -44,14 +84,27 @@ function startWorker(module, memory, i, started) {
   });
 }
 
+/** Fetch and compile the threaded build's wasm: the relaxed file with `relaxed`, falling back
+ *  to the simd128 one (with a console warning) where that fails. */
+async function compileThreaded(relaxed) {
+  if (relaxed) {
+    try {
+      return await compile(wasmFileUrl(true, true));
+    } catch (e) {
+      console.warn(`wick: the relaxed-SIMD build did not load (${e?.message || e}); taking the simd128 one`);
+    }
+  }
+  return compile(wasmFileUrl(true, false));
+}
+
 /**
- * Instantiate the threaded build on this thread and start `threads - 1` workers. Resolves to
- * the glue module once the workers have entered the pool; rejects (having ended them) if one
- * fails to start or they take over 10 s.
+ * Instantiate the threaded build on this thread and start `threads - 1` workers (`relaxed`:
+ * its relaxed-SIMD wasm, where it loads). Resolves to the glue module once the workers have
+ * entered the pool; rejects (having ended them) if one fails to start or they take over 10 s.
  */
-export async function initThreaded(threads) {
+export async function initThreaded(threads, relaxed = false) {
   const glue = threaded;
-  const module = await compile(new URL('./wasm/wick_mt_bg.wasm', import.meta.url));
+  const module = await compileThreaded(relaxed);
   const { memory } = await glue.default({ module_or_path: module });
   const started = [];
   try {

@@ -100,22 +100,34 @@ pub fn vec_dot_rows(t: GgmlType, n: usize, w: &[u8], wrb: usize, a: &[u8], out: 
             return;
         }
     }
+    #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+    {
+        if super::simd128::dot_rows(t, n, w, wrb, a, out) {
+            return;
+        }
+    }
     for (j, o) in out.iter_mut().enumerate() {
         *o = vec_dot(t, n, w.get(j * wrb..(j + 1) * wrb).unwrap_or(&[]), a);
     }
 }
 
-/// Whether [`vec_dot_tile`] has a tiled kernel for `t` on this CPU (else it loops over
-/// [`vec_dot`], and a caller gains nothing from tiles).
+/// Whether [`vec_dot_tile4`] has a tiled kernel for `t` on this CPU (else it loops over
+/// [`vec_dot`], and a caller gains nothing from tiles): the legacy types with AVX2 on x86, and
+/// in wasm with simd128.
 pub fn has_tile(t: GgmlType) -> bool {
+    use GgmlType::*;
+    let legacy = matches!(t, Q4_0 | Q4_1 | Q5_0 | Q5_1 | Q8_0);
     #[cfg(target_arch = "x86_64")]
     {
-        use GgmlType::*;
-        matches!(t, Q4_0 | Q4_1 | Q5_0 | Q5_1 | Q8_0) && super::avx2::available()
+        legacy && super::avx2::available()
     }
-    #[cfg(not(target_arch = "x86_64"))]
+    #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
     {
-        let _ = t;
+        legacy
+    }
+    #[cfg(not(any(target_arch = "x86_64", all(target_arch = "wasm32", target_feature = "simd128"))))]
+    {
+        let _ = legacy;
         false
     }
 }
@@ -174,7 +186,8 @@ pub fn tile_scales(t: GgmlType, n: usize, acts: &[u8], arb: usize, out: &mut [f3
 
 /// `out[c]` = [`vec_dot`] of the weight row `w_row` with activation row `c` of `acts` (four
 /// rows `arb` bytes apart), `scales` being [`tile_scales`] of those rows: prefill's 1 x 4 tile
-/// for the legacy types on x86, bit-identical to [`vec_dot_tile`]; elsewhere [`vec_dot_tile`].
+/// for the legacy types on x86 and in wasm, bit-identical to [`vec_dot_tile`]; elsewhere
+/// [`vec_dot_tile`].
 #[inline]
 pub fn vec_dot_tile4(
     t: GgmlType,
@@ -188,6 +201,12 @@ pub fn vec_dot_tile4(
     #[cfg(target_arch = "x86_64")]
     {
         if super::avx2_tile::dot_tile4s(t, n, w_row, acts, arb, scales, out) {
+            return;
+        }
+    }
+    #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+    {
+        if super::simd128::dot_tile4s(t, n, w_row, acts, arb, scales, out) {
             return;
         }
     }

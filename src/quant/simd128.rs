@@ -2,17 +2,30 @@
 //! `.cargo/config.toml` turns on for wasm32).
 //!
 //! The integer sums are exact, as in the portable code in `dot.rs` (i8 x i8 products widened by
-//! `extmul` to i16, pairs summed to i32 by `extadd_pairwise`, or by `i32x4_dot_i16x8` against a
-//! splatted scale). How the floats are combined:
+//! `extmul` to i16, pairs summed to i32 by `extadd_pairwise` and lanes by shuffles, or by
+//! `i32x4_dot_i16x8` against a splatted scale). How the floats are combined:
 //! - K-quants (Q4_K, Q5_K, Q6_K): in the portable code's order, so the results are bit-identical.
-//! - Legacy types (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0): each block's products go into four i32 lanes,
-//!   which are converted, multiplied by the block's scale and added into four f32 lanes (the
-//!   min terms of Q4_1/Q5_1 into one f32), summed at the end. Not the portable code's order: that
+//! - Legacy types (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0): each block's products go into four i32 lanes
+//!   (lane l: elements 4l..4l + 4 of each 16-value half, the partition of relaxed SIMD's dot
+//!   product, so that both builds have the same lanes and the same results), which are
+//!   converted, multiplied by the block's scale and added into four f32 lanes (the min terms of
+//!   Q4_1/Q5_1 into one f32), summed at the end. Not the portable code's order: that
 //!   one keeps eight lanes updated by fused multiply-adds (llama.cpp's x86 order), and wasm has
 //!   no fused multiply-add (`mul_add` is a libm call; emulating it exactly through f64 cost more
 //!   than all the integer work, and left the browser's decode at 9 tokens/s). The difference is
 //!   a few f32 roundings of the block terms (tests/web_quant.rs bounds it by 2^-20 of the sum of
 //!   the block terms' magnitudes).
+//!
+//! With `relaxed-simd` (the browser builds made for engines that have it; pkg-config/build.sh),
+//! the integer sums of weights whose quants are unsigned below 128 (every type but Q8_0) take
+//! `i32x4.relaxed_dot_i8x16_i7x16_add`: four products a lane in one instruction, where plain
+//! simd128 needs five. Its result is defined only where the second operand's top bits are
+//! clear, and its 16-bit pair sums may saturate: the quants are at most 63 and the activations
+//! at least -128, so a pair sum is at most 2 · 128 · 63 = 16,128 in magnitude and the results
+//! are exact everywhere. Formats with an offset (Q4_0's 8, Q5_0's 16, Q6_K's 32) take the
+//! unsigned quants and subtract the offset times the activations' sums. The K-quants' integer
+//! totals are the same numbers, so their results keep their bits; the legacy types' four lanes
+//! hold other partial sums, within the same bound as above.
 //!
 //! As in `avx2.rs`, each kernel reads only the whole blocks present in both slices.
 
@@ -22,6 +35,9 @@
 use super::blocks::{f16_at, f32_at, k4_scale_min, Q4_K_BYTES, Q5_K_BYTES, Q6_K_BYTES, Q8_K_BYTES, QK, QK_K};
 use super::GgmlType;
 use core::arch::wasm32::*;
+
+/// Whether the relaxed dot product is compiled in (see the module notes).
+const RELAXED: bool = cfg!(target_feature = "relaxed-simd");
 
 /// The simd128 dot product, or None for types without a kernel here.
 #[inline]
@@ -73,14 +89,27 @@ fn load(b: &[u8], off: usize) -> v128 {
     unsafe { v128_load(s.as_ptr() as *const v128) }
 }
 
-/// Sums of products of two i8x16 vectors, exact, as four i32 lanes of four products each
-/// (lane l: elements 2l, 2l + 1, 2l + 8, 2l + 9).
+/// Sums of products of 32 activations (`a`, signed) and 32 unsigned quants below 128 (`q`), as
+/// four i32 lanes (lane l: elements 4l..4l + 4 of each half), added to `acc`.
+///
+/// (The two halves' products are summed lane by lane, so each lane's value is [`sdot32`]'s.)
+#[cfg(target_feature = "relaxed-simd")]
 #[inline(always)]
-fn dot16(w: v128, a: v128) -> v128 {
-    i32x4_add(
-        i32x4_extadd_pairwise_i16x8(i16x8_extmul_low_i8x16(w, a)),
-        i32x4_extadd_pairwise_i16x8(i16x8_extmul_high_i8x16(w, a)),
-    )
+fn udot32(a: [v128; 2], q: [v128; 2], acc: v128) -> v128 {
+    i32x4_relaxed_dot_i8x16_i7x16_add(a[1], q[1], i32x4_relaxed_dot_i8x16_i7x16_add(a[0], q[0], acc))
+}
+
+/// Sums of products of 32 signed quants (`q0`, `q1`: the block's two halves) and activations
+/// (`a0`, `a1`), exact, as four i32 lanes in the partition of the relaxed dot product (lane l:
+/// elements 4l..4l + 4 of each half): [`udot32`]'s lanes, for signed values and plain simd128.
+#[inline(always)]
+fn sdot32(q0: v128, q1: v128, a0: v128, a1: v128) -> v128 {
+    let pairs =
+        |lo: v128, hi: v128| i32x4_add(i32x4_extadd_pairwise_i16x8(lo), i32x4_extadd_pairwise_i16x8(hi));
+    // Pairs (2m, 2m + 1) of elements 0..8 and 8..16, both halves added.
+    let lo = pairs(i16x8_extmul_low_i8x16(q0, a0), i16x8_extmul_low_i8x16(q1, a1));
+    let hi = pairs(i16x8_extmul_high_i8x16(q0, a0), i16x8_extmul_high_i8x16(q1, a1));
+    i32x4_add(i32x4_shuffle::<0, 2, 4, 6>(lo, hi), i32x4_shuffle::<1, 3, 5, 7>(lo, hi))
 }
 
 /// The 16 fifth bits of Q5_0/Q5_1 (bits 0..16 of `h`) as bytes of 0 or 0x10.
@@ -89,6 +118,60 @@ fn fifth_bits(h: u32) -> v128 {
     let v = i8x16_swizzle(u16x8_splat(h as u16), u8x16(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1));
     let bit = u8x16(1, 2, 4, 8, 16, 32, 64, 128, 1, 2, 4, 8, 16, 32, 64, 128);
     v128_and(i8x16_eq(v128_and(v, bit), bit), u8x16_splat(0x10))
+}
+
+/// A legacy weight block's 32 quants as stored (unsigned but for Q8_0; [`block_sum`] applies
+/// the offsets), the two halves of the block.
+#[inline(always)]
+fn legacy_quants<const K: u8>(wb: &[u8]) -> (v128, v128) {
+    match K {
+        Legacy::Q4_0 | Legacy::Q4_1 => {
+            let qs = load(wb, if K == Legacy::Q4_0 { 2 } else { 4 });
+            (v128_and(qs, u8x16_splat(0xF)), u8x16_shr(qs, 4))
+        }
+        Legacy::Q5_0 | Legacy::Q5_1 => {
+            let off = if K == Legacy::Q5_0 { 2 } else { 4 };
+            let qh = u32::from_le_bytes(wb[off..off + 4].try_into().unwrap());
+            let qs = load(wb, off + 4);
+            let lo = v128_or(v128_and(qs, u8x16_splat(0xF)), fifth_bits(qh));
+            let hi = v128_or(u8x16_shr(qs, 4), fifth_bits(qh >> 16));
+            (lo, hi)
+        }
+        _ => (load(wb, 2), load(wb, 18)),
+    }
+}
+
+/// Whether legacy type `K` has a min (Q4_1, Q5_1: the weight's min times the activations' s).
+const fn has_min(k: u8) -> bool {
+    k == Legacy::Q4_1 || k == Legacy::Q5_1
+}
+
+/// The lanes of a legacy product's accumulator summed, plus the min terms.
+#[inline(always)]
+fn legacy_total(acc: v128, summs: f32) -> f32 {
+    let acc = f32x4_add(acc, i32x4_shuffle::<2, 3, 0, 1>(acc, acc));
+    (f32x4_extract_lane::<0>(acc) + f32x4_extract_lane::<1>(acc)) + summs
+}
+
+/// One block's terms into (`acc`, `summs`): `dd` the product of the weight's and the
+/// activations' scales, `ms` the weight's min times the activations' s (min types).
+#[inline(always)]
+fn legacy_block<const K: u8>(
+    q: (v128, v128),
+    ab: &[u8],
+    aoff: usize,
+    dd: f32,
+    ms: f32,
+    acc: &mut v128,
+    summs: &mut f32,
+) {
+    // Four exact partial sums of the block's 32 products, scaled and added in f32.
+    let p = f32x4_convert_i32x4(block_sum::<K>(q.0, q.1, load(ab, aoff), load(ab, aoff + 16)));
+    *acc = f32x4_add(*acc, f32x4_mul(p, f32x4_splat(dd)));
+    if has_min(K) {
+        // The min times the activations' sum (a product of two f16 values: exact).
+        *summs += ms;
+    }
 }
 
 /// Legacy blocks times Q8_0/Q8_1 activations: the terms of `dot::dot_legacy`, summed in the
@@ -101,41 +184,167 @@ fn dot_legacy<const K: u8>(n: usize, w: &[u8], a: &[u8]) -> f32 {
     let mut acc = f32x4_splat(0.0);
     let mut summs = 0f32;
     for (wb, ab) in w.chunks_exact(t.type_size()).zip(a.chunks_exact(at.type_size())).take(n / QK) {
-        let (a0, a1) = (load(ab, aoff), load(ab, aoff + 16));
-        let (q0, q1) = match K {
-            Legacy::Q4_0 | Legacy::Q4_1 => {
-                let qs = load(wb, if K == Legacy::Q4_0 { 2 } else { 4 });
-                let (lo, hi) = (v128_and(qs, u8x16_splat(0xF)), u8x16_shr(qs, 4));
-                if K == Legacy::Q4_0 {
-                    (i8x16_sub(lo, i8x16_splat(8)), i8x16_sub(hi, i8x16_splat(8)))
-                } else {
-                    (lo, hi)
-                }
-            }
-            Legacy::Q5_0 | Legacy::Q5_1 => {
-                let off = if K == Legacy::Q5_0 { 2 } else { 4 };
-                let qh = u32::from_le_bytes(wb[off..off + 4].try_into().unwrap());
-                let qs = load(wb, off + 4);
-                let lo = v128_or(v128_and(qs, u8x16_splat(0xF)), fifth_bits(qh));
-                let hi = v128_or(u8x16_shr(qs, 4), fifth_bits(qh >> 16));
-                if K == Legacy::Q5_0 {
-                    (i8x16_sub(lo, i8x16_splat(16)), i8x16_sub(hi, i8x16_splat(16)))
-                } else {
-                    (lo, hi)
-                }
-            }
-            _ => (load(wb, 2), load(wb, 18)),
-        };
-        // Four exact partial sums of the block's 32 products, scaled and added in f32.
-        let p = f32x4_convert_i32x4(i32x4_add(dot16(q0, a0), dot16(q1, a1)));
-        acc = f32x4_add(acc, f32x4_mul(p, f32x4_splat(f16_at(wb, 0) * f16_at(ab, 0))));
-        if K == Legacy::Q4_1 || K == Legacy::Q5_1 {
-            // The min times the activations' sum (a product of two f16 values: exact).
-            summs += f16_at(wb, 2) * f16_at(ab, 2);
+        let ms = if has_min(K) { f16_at(wb, 2) * f16_at(ab, 2) } else { 0.0 };
+        legacy_block::<K>(
+            legacy_quants::<K>(wb),
+            ab,
+            aoff,
+            f16_at(wb, 0) * f16_at(ab, 0),
+            ms,
+            &mut acc,
+            &mut summs,
+        );
+    }
+    legacy_total(acc, summs)
+}
+
+/// Calls `$f::<K>($args)` for the legacy type `$t` (`Some`), or gives None for other types.
+macro_rules! legacy {
+    ($t:expr, $f:ident, $($arg:expr),*) => {
+        match $t {
+            GgmlType::Q4_0 => Some($f::<{ Legacy::Q4_0 }>($($arg),*)),
+            GgmlType::Q4_1 => Some($f::<{ Legacy::Q4_1 }>($($arg),*)),
+            GgmlType::Q5_0 => Some($f::<{ Legacy::Q5_0 }>($($arg),*)),
+            GgmlType::Q5_1 => Some($f::<{ Legacy::Q5_1 }>($($arg),*)),
+            GgmlType::Q8_0 => Some($f::<{ Legacy::Q8_0 }>($($arg),*)),
+            _ => None,
+        }
+    };
+}
+
+/// `out[c]` = [`vec_dot`] of the legacy weight row `w` with activation row `c` of `a` (four rows
+/// `arb` bytes apart), `sc` holding those rows' scales as f32 (`dot::tile_scales`): prefill's
+/// 1 x 4 tile, each weight block unpacked once for the four rows and no activation scale
+/// converted per row. The same operations per (row, block) as [`vec_dot`]: bit-identical.
+/// False (nothing written) for other types or slices too short.
+pub fn dot_tile4s(
+    t: GgmlType,
+    n: usize,
+    w: &[u8],
+    a: &[u8],
+    arb: usize,
+    sc: &[f32],
+    out: &mut [f32; 4],
+) -> bool {
+    let at = super::vec_dot_type(t);
+    let nb = n / QK;
+    let fits =
+        matches!(t, GgmlType::Q4_0 | GgmlType::Q4_1 | GgmlType::Q5_0 | GgmlType::Q5_1 | GgmlType::Q8_0)
+            && n.is_multiple_of(QK)
+            && nb * t.type_size() <= w.len()
+            && nb * at.type_size() <= arb
+            && a.len() >= 3 * arb + nb * at.type_size()
+            && sc.len() >= 8 * nb;
+    fits && legacy!(t, tile4s, nb, w, a, arb, sc, out).is_some()
+}
+
+#[inline(always)]
+fn tile4s<const K: u8>(nb: usize, w: &[u8], a: &[u8], arb: usize, sc: &[f32], out: &mut [f32; 4]) {
+    let t = Legacy::ggml(K);
+    let (ts, ats) = (t.type_size(), super::vec_dot_type(t).type_size());
+    let aoff = ats - QK;
+    let mut acc = [f32x4_splat(0.0); 4];
+    let mut summs = [0f32; 4];
+    for i in 0..nb {
+        let wb = &w[i * ts..(i + 1) * ts];
+        let q = legacy_quants::<K>(wb);
+        let (dw, mw) = (f16_at(wb, 0), if has_min(K) { f16_at(wb, 2) } else { 0.0 });
+        let s = &sc[8 * i..8 * i + 8];
+        for c in 0..4 {
+            let ab = &a[c * arb + i * ats..c * arb + (i + 1) * ats];
+            legacy_block::<K>(q, ab, aoff, dw * s[c], mw * s[4 + c], &mut acc[c], &mut summs[c]);
         }
     }
-    let acc = f32x4_add(acc, i32x4_shuffle::<2, 3, 0, 1>(acc, acc));
-    (f32x4_extract_lane::<0>(acc) + f32x4_extract_lane::<1>(acc)) + summs
+    for c in 0..4 {
+        out[c] = legacy_total(acc[c], summs[c]);
+    }
+}
+
+/// Most blocks of a decode activation row whose scales [`dot_rows`] converts once (on the
+/// stack: 4 KiB).
+const ROW_BLOCKS: usize = 512;
+
+/// `out[j]` = [`vec_dot`] of legacy weight row `j` (rows `wrb` bytes apart in `w`) with the
+/// activation row `a`, its scales converted once for all rows: the decode loop, bit-identical
+/// to [`vec_dot`]. False (nothing written) for other types, rows over [`ROW_BLOCKS`] blocks,
+/// or slices too short.
+pub fn dot_rows(t: GgmlType, n: usize, w: &[u8], wrb: usize, a: &[u8], out: &mut [f32]) -> bool {
+    let at = super::vec_dot_type(t);
+    let nb = n / QK;
+    let fits =
+        matches!(t, GgmlType::Q4_0 | GgmlType::Q4_1 | GgmlType::Q5_0 | GgmlType::Q5_1 | GgmlType::Q8_0)
+            && n.is_multiple_of(QK)
+            && nb <= ROW_BLOCKS
+            && nb * t.type_size() <= wrb
+            && nb * at.type_size() <= a.len()
+            && w.len() >= out.len() * wrb;
+    fits && legacy!(t, rows, nb, w, wrb, a, out).is_some()
+}
+
+#[inline(always)]
+fn rows<const K: u8>(nb: usize, w: &[u8], wrb: usize, a: &[u8], out: &mut [f32]) {
+    let t = Legacy::ggml(K);
+    let (ts, ats) = (t.type_size(), super::vec_dot_type(t).type_size());
+    let aoff = ats - QK;
+    // The activations' scale and s of each block, as f32.
+    let mut sc = [0f32; 2 * ROW_BLOCKS];
+    for (i, ab) in a.chunks_exact(ats).take(nb).enumerate() {
+        sc[2 * i] = f16_at(ab, 0);
+        sc[2 * i + 1] = if has_min(K) { f16_at(ab, 2) } else { 0.0 };
+    }
+    for (j, o) in out.iter_mut().enumerate() {
+        let wr = &w[j * wrb..j * wrb + nb * ts];
+        let mut acc = f32x4_splat(0.0);
+        let mut summs = 0f32;
+        for (i, (wb, ab)) in wr.chunks_exact(ts).zip(a.chunks_exact(ats)).enumerate() {
+            let ms = if has_min(K) { f16_at(wb, 2) * sc[2 * i + 1] } else { 0.0 };
+            legacy_block::<K>(
+                legacy_quants::<K>(wb),
+                ab,
+                aoff,
+                f16_at(wb, 0) * sc[2 * i],
+                ms,
+                &mut acc,
+                &mut summs,
+            );
+        }
+        *o = legacy_total(acc, summs);
+    }
+}
+
+/// The offset Q4_0 and Q5_0 subtract from their stored quants (0: none).
+const fn legacy_offset(k: u8) -> i8 {
+    match k {
+        Legacy::Q4_0 => 8,
+        Legacy::Q5_0 => 16,
+        _ => 0,
+    }
+}
+
+/// A legacy block's 32 products of quants `q0`, `q1` (as stored) and activations `a0`, `a1`,
+/// exact, as four i32 lanes.
+#[cfg(not(target_feature = "relaxed-simd"))]
+#[inline(always)]
+fn block_sum<const K: u8>(q0: v128, q1: v128, a0: v128, a1: v128) -> v128 {
+    let o = i8x16_splat(legacy_offset(K));
+    let (q0, q1) = if legacy_offset(K) != 0 { (i8x16_sub(q0, o), i8x16_sub(q1, o)) } else { (q0, q1) };
+    sdot32(q0, q1, a0, a1)
+}
+
+/// As above, the unsigned quants through the relaxed dot product, less the offset times the
+/// activations' sums (Q8_0's signed weights as plain simd128 does).
+#[cfg(target_feature = "relaxed-simd")]
+#[inline(always)]
+fn block_sum<const K: u8>(q0: v128, q1: v128, a0: v128, a1: v128) -> v128 {
+    if K == Legacy::Q8_0 {
+        return sdot32(q0, q1, a0, a1);
+    }
+    let p = udot32([a0, a1], [q0, q1], i32x4_splat(0));
+    if legacy_offset(K) == 0 {
+        return p;
+    }
+    let o = i8x16_splat(legacy_offset(K));
+    i32x4_sub(p, udot32([a0, a1], [o, o], i32x4_splat(0)))
 }
 
 /// The i32x4 lanes summed (integer: any order gives the same bits).
@@ -154,6 +363,7 @@ fn dot32_scaled(q: [v128; 2], ab: &[u8], off: usize, sc: i16) -> v128 {
 }
 
 /// As [`dot32_scaled`] with a scale per 16 elements: `s0` for the first, `s1` for the second.
+#[cfg(not(target_feature = "relaxed-simd"))]
 #[inline(always)]
 fn dot32_scaled2(q: [v128; 2], ab: &[u8], off: usize, s0: i16, s1: i16) -> v128 {
     let (s0, s1) = (i16x8_splat(s0), i16x8_splat(s1));
@@ -167,6 +377,20 @@ fn dot32_scaled2(q: [v128; 2], ab: &[u8], off: usize, s0: i16, s1: i16) -> v128 
         i32x4_dot_i16x8(i16x8_extmul_high_i8x16(q[1], a1), s1),
     );
     i32x4_add(d0, d1)
+}
+
+/// As above for unsigned quants below 128, through the relaxed dot product (the same integer
+/// total in other lanes).
+#[cfg(target_feature = "relaxed-simd")]
+#[inline(always)]
+fn dot32_scaled2(q: [v128; 2], ab: &[u8], off: usize, s0: i16, s1: i16) -> v128 {
+    let z = i32x4_splat(0);
+    let d0 = i32x4_relaxed_dot_i8x16_i7x16_add(load(ab, off), q[0], z);
+    let d1 = i32x4_relaxed_dot_i8x16_i7x16_add(load(ab, off + 16), q[1], z);
+    if s0 == s1 {
+        return i32x4_mul(i32x4_add(d0, d1), i32x4_splat(s0 as i32));
+    }
+    i32x4_add(i32x4_mul(d0, i32x4_splat(s0 as i32)), i32x4_mul(d1, i32x4_splat(s1 as i32)))
 }
 
 /// Q4_K times Q8_K as `dot::dot_q4_k` (`GEMM4`: as `dot::dot_q4_k_gemm4`, one fused
@@ -243,6 +467,7 @@ fn dot_q6_k(n: usize, w: &[u8], a: &[u8]) -> f32 {
     let mut acc = 0f32;
     for (wb, ab) in w.chunks_exact(Q6_K_BYTES).zip(a.chunks_exact(Q8_K_BYTES)).take(n / QK_K) {
         let mut isum = i32x4_splat(0);
+        let mut offset = 0i32;
         for h in 0..2 {
             let ql = [0, 16, 32, 48].map(|o| load(wb, 64 * h + o));
             let qh = [0, 16].map(|o| load(wb, 128 + 32 * h + o));
@@ -260,17 +485,27 @@ fn dot_q6_k(n: usize, w: &[u8], a: &[u8]) -> f32 {
                         },
                         u8x16_splat(0x30),
                     );
-                    i8x16_sub(v128_or(lo, hi), i8x16_splat(32))
+                    let q = v128_or(lo, hi);
+                    if RELAXED {
+                        q
+                    } else {
+                        i8x16_sub(q, i8x16_splat(32))
+                    }
                 });
                 // Sub-blocks 8h + 2c and 8h + 2c + 1, each with its scale.
                 let s = 8 * h + 2 * c;
                 let off = 4 + 128 * h + 32 * c;
                 let (s0, s1) = (wb[192 + s] as i8 as i16, wb[193 + s] as i8 as i16);
                 isum = i32x4_add(isum, dot32_scaled2(q, ab, off, s0, s1));
+                if RELAXED {
+                    // The offset: 32 times each 16 activations' sum (16-value groups s, s + 1).
+                    let bs = |k: usize| i16::from_le_bytes([ab[260 + 2 * k], ab[261 + 2 * k]]) as i32;
+                    offset += 32 * (s0 as i32 * bs(s) + s1 as i32 * bs(s + 1));
+                }
             }
         }
         // As `dot_k` with Q6_K's zero mins: d * isum - 0 * 0.
-        let (d, isum) = (f16_at(wb, 208), hsum_i32(isum));
+        let (d, isum) = (f16_at(wb, 208), hsum_i32(isum) - offset);
         acc += f32_at(ab, 0) * (d * isum as f32 - 0f32 * 0f32);
     }
     acc

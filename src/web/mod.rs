@@ -144,8 +144,9 @@ impl WickModel {
     }
 
     /// `{ name, executor, arch, nLayer, nEmbd, nCtxTrain, nVocab, hasChatTemplate, threads,
-    /// nCtx, memory: { weights, kv, scratch, total } }`: `threads` is how many threads the CPU
-    /// executor's loops run on (more than 1 in the threaded build), `nCtx` the context a
+    /// simd, nCtx, memory: { weights, kv, scratch, total } }`: `threads` is how many threads the
+    /// CPU executor's loops run on (more than 1 in the threaded build), `simd` the wasm SIMD
+    /// this build's CPU kernels use (`relaxed` or `simd128`), `nCtx` the context a
     /// generation gets by default (the largest that fits the memory budget) and `memory` the
     /// estimate there.
     pub fn info(&self) -> Result<JsValue, JsValue> {
@@ -161,6 +162,7 @@ impl WickModel {
         set(&o, "nVocab", m.n_vocab() as f64);
         set(&o, "hasChatTemplate", m.chat_template().is_some());
         set(&o, "threads", crate::exec::cpu::threads() as f64);
+        set(&o, "simd", if cfg!(target_feature = "relaxed-simd") { "relaxed" } else { "simd128" });
         if let Ok((n_ctx, e)) = m.default_context(0).and_then(|n| Ok((n, m.memory_estimate(n, 0)?))) {
             set(&o, "nCtx", n_ctx as f64);
             let mem = Object::new();

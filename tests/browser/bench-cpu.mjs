@@ -3,7 +3,8 @@
 // at /pkg from its own folder). Not a test (no .test.mjs): a measurement for benches/RESULTS.md.
 //
 //   WICK_TEST_MODEL=models/SmolLM2-135M-Instruct.Q4_1.gguf \
-//     node tests/browser/bench-cpu.mjs [--prompt 64] [--gen 32] [--runs 3] [--rounds 2] [--threads 1,2] PKG_DIR...
+//     node tests/browser/bench-cpu.mjs [--prompt 64] [--gen 32] [--runs 3] [--rounds 2] [--threads 1,2]
+//       [--simd relaxed,simd128] PKG_DIR...
 //   (PKG_DIR: a folder pkg-config/build.sh wrote, e.g. pkg/; needs tests/browser's npm packages)
 
 import { resolve } from 'node:path';
@@ -22,20 +23,27 @@ const [nPrompt, nGen, runs, rounds] = [opt('prompt', 64), opt('gen', 32), opt('r
 // package's default, every core on this cross-origin isolated page).
 const ti = args.indexOf('--threads');
 const threadCounts = ti < 0 ? [undefined] : args.splice(ti, 2)[1].split(',').map(Number);
+// --simd relaxed,simd128: each build with each wasm SIMD build (default: the package's choice).
+const si = args.indexOf('--simd');
+const simds = si < 0 ? [undefined] : args.splice(si, 2)[1].split(',');
 const pkgs = args.length ? args : ['pkg'];
 
 const browser = await launch();
-const configs = pkgs.flatMap((pkg) => threadCounts.map((threads) => ({ pkg, threads, label: threads ? `${pkg} threads=${threads}` : pkg })));
+const configs = pkgs.flatMap((pkg) =>
+  threadCounts.flatMap((threads) =>
+    simds.map((simd) => ({ pkg, threads, simd, label: `${pkg}${threads ? ` threads=${threads}` : ''}${simd ? ` ${simd}` : ''}` })),
+  ),
+);
 const all = Object.fromEntries(configs.map((c) => [c.label, []]));
 let ua = '';
 try {
   for (let round = 0; round < rounds; round++) {
-    for (const { pkg, threads, label } of configs) {
+    for (const { pkg, threads, simd, label } of configs) {
       const server = await startServer({ '/pkg': resolve(pkg) });
       try {
         const page = await browser.context.newPage();
         echo(page, label);
-        const url = `${server.base}/www/bench.html?executor=cpu&autoload=1${threads ? `&threads=${threads}` : ''}&model=${encodeURIComponent(modelPath)}`;
+        const url = `${server.base}/www/bench.html?executor=cpu&autoload=1${threads ? `&threads=${threads}` : ''}${simd ? `&simd=${simd}` : ''}&model=${encodeURIComponent(modelPath)}`;
         await page.goto(url);
         await page.waitForFunction(() => document.body.dataset.loaded, null, { timeout: 300_000 });
         await page.fill('#n-prompt', String(nPrompt));
