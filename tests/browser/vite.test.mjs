@@ -17,6 +17,10 @@ console.log(`  bundle: ${assets.join(', ')}`);
 check(assets.some((f) => /^worker-.*\.js$/.test(f)), 'vite bundled the worker');
 check(assets.some((f) => /^wick_bg-.*\.wasm$/.test(f)), 'vite emitted the wasm');
 check(assets.some((f) => /^wick_mt_bg-.*\.wasm$/.test(f)) && assets.some((f) => /^thread-.*\.js$/.test(f)), 'vite emitted the threaded build and its thread worker');
+check(
+  assets.some((f) => /^wick_relaxed_bg-.*\.wasm$/.test(f)) && assets.some((f) => /^wick_mt_relaxed_bg-.*\.wasm$/.test(f)),
+  'vite emitted both builds\' relaxed-SIMD wasm',
+);
 
 // The bundle is built for /vite/ (vite.config.mjs's base), where the server mounts it.
 const server = await startServer({ '/vite': dist });
