@@ -164,8 +164,10 @@ pub enum Kernel {
     GatedGelu,
     /// Elementwise sum in place (add.wgsl).
     Add,
-    /// Index of the largest logit of each sequence's row (argmax.wgsl).
+    /// The argmax's first pass: the largest logit of each chunk of each sequence's row (argmax.wgsl).
     Argmax,
+    /// The argmax's second pass, over the first's chunks (argmax.wgsl).
+    ArgmaxFinal,
     /// Each sequence's last row (take_last.wgsl).
     TakeLast,
 }
@@ -743,7 +745,10 @@ impl Kernel {
             Kernel::GatedSilu => ([COMMON, &with_params::<CountParams>(GATED_ACT)?].concat(), "gated_silu"),
             Kernel::GatedGelu => ([COMMON, &with_params::<CountParams>(GATED_ACT)?].concat(), "gated_gelu"),
             Kernel::Add => ([COMMON, &with_params::<CountParams>(ADD)?].concat(), "add"),
-            Kernel::Argmax => ([COMMON, &with_params::<ArgmaxParams>(ARGMAX)?, STEP].concat(), "argmax"),
+            Kernel::Argmax => ([COMMON, &with_params::<ArgmaxParams>(ARGMAX)?, STEP].concat(), "argmax_part"),
+            Kernel::ArgmaxFinal => {
+                ([COMMON, &with_params::<ArgmaxParams>(ARGMAX)?, STEP].concat(), "argmax_final")
+            }
             Kernel::TakeLast => {
                 ([COMMON, &with_params::<TakeLastParams>(TAKE_LAST)?, STEP].concat(), "take_last")
             }

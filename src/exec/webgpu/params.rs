@@ -262,6 +262,10 @@ params!(
         /// The graph's tokens and most sequences: the step buffer's layout (step.wgsl).
         n_tok: u32,
         n_seq: u32,
+        /// Chunks of a row (the first pass's workgroups per sequence, at most 256) and values
+        /// per chunk (a multiple of 256).
+        parts: u32,
+        chunk: u32,
     }
 );
 
@@ -402,15 +406,15 @@ mod tests {
             n_seq
         });
         check_layout!(CountParams { n });
-        check_layout!(ArgmaxParams { n, all, n_tok, n_seq });
+        check_layout!(ArgmaxParams { n, all, n_tok, n_seq, parts, chunk });
         check_layout!(TakeLastParams { cols, n_tok, n_seq });
     }
 
     /// Words are the fields' bits in order (f32 as its bit pattern).
     #[test]
     fn words_in_declaration_order() {
-        let p = ArgmaxParams { n: 7, all: 9, n_tok: 3, n_seq: 1 };
-        assert_eq!(p.words(), vec![7, 9, 3, 1]);
+        let p = ArgmaxParams { n: 7, all: 9, n_tok: 3, n_seq: 1, parts: 2, chunk: 256 };
+        assert_eq!(p.words(), vec![7, 9, 3, 1, 2, 256]);
         let e = EmbedParams { k: 1, scale: 2.0, ..Default::default() };
         assert_eq!(e.words(), vec![1, 0, 0, 0, 0, 2.0f32.to_bits()]);
     }

@@ -111,6 +111,8 @@ pub struct Built {
     pub attn_scratch: u64,
     /// Offset of the argmax's parameters.
     pub argmax: u64,
+    /// Chunks of a row in the argmax's first pass.
+    pub argmax_parts: u32,
 }
 
 /// One recorded command.
@@ -167,7 +169,11 @@ pub struct Plan {
     cmds: Vec<Cmd>,
     kv_binds: Vec<KvBind>,
     bound: HashMap<u32, CacheBinds>,
+    /// The argmax's first pass (bound per cache: it reads the step), its chunks of a row, and
+    /// its second pass with its bind group.
     argmax: (wgpu::ComputePipeline, KvBind),
+    argmax_parts: u32,
+    argmax_final: (wgpu::ComputePipeline, wgpu::BindGroup),
     argmax_out: wgpu::Buffer,
     /// The argmax's token masks (argmax.wgsl): a word per sequence of the graph (not 0: the
     /// sequence has a mask), then each sequence's mask (`mask_words` of the logits).
@@ -279,6 +285,8 @@ impl Plan {
             .collect::<Result<_>>()?;
         let attn_scratch = buffer("attention splits", built.attn_scratch, wgpu::BufferUsages::STORAGE)?;
         let argmax_out = buffer("argmax", 4 * g.n_seqs as u64, usage)?;
+        let parts_bytes = 8 * (g.n_seqs * built.argmax_parts as usize) as u64;
+        let argmax_chunks = buffer("argmax chunks", parts_bytes, wgpu::BufferUsages::STORAGE)?;
         let mask_bytes = 4 * (g.n_seqs * (1 + mask_words(g.cols(g.logits)))) as u64;
         let masks =
             buffer("token masks", mask_bytes, wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_DST)?;
@@ -376,7 +384,7 @@ impl Plan {
         let argmax = KvBind {
             what: KvUse::Plain(vec![
                 Slot::Buf(acts[g.logits.0 as usize].clone()),
-                Slot::Buf(argmax_out.clone()),
+                Slot::Buf(argmax_chunks.clone()),
                 Slot::Step,
                 Slot::Buf(masks.clone()),
             ]),
@@ -384,6 +392,17 @@ impl Plan {
             params: built.argmax,
             extra: None,
         };
+        // The second pass reads the chunks' results and writes the ids: bindings 5 and 6.
+        let final_pipe = pipes.get(device, Kernel::ArgmaxFinal)?;
+        let final_bind = device.create_bind_group(&wgpu::BindGroupDescriptor {
+            label: None,
+            layout: &final_pipe.get_bind_group_layout(0),
+            entries: &[
+                params_entry(&params_buf, built.argmax),
+                wgpu::BindGroupEntry { binding: 5, resource: argmax_chunks.as_entire_binding() },
+                wgpu::BindGroupEntry { binding: 6, resource: argmax_out.as_entire_binding() },
+            ],
+        });
         Ok(Plan {
             graph: g.clone(),
             acts,
@@ -394,6 +413,8 @@ impl Plan {
             kv_binds,
             bound: HashMap::new(),
             argmax: (argmax_pipe, argmax),
+            argmax_parts: built.argmax_parts,
+            argmax_final: (final_pipe, final_bind),
             argmax_out,
             masks,
             masks_set: false,
@@ -649,11 +670,15 @@ impl Plan {
 }
 
 impl Plan {
-    /// The argmax of every sequence's logits row and its copy to the readback buffer.
+    /// The argmax of every sequence's logits row (its two passes) and its copy to the readback
+    /// buffer.
     fn record_argmax(&self, enc: &mut wgpu::CommandEncoder, cb: &CacheBinds) {
         let mut pass = enc.begin_compute_pass(&wgpu::ComputePassDescriptor::default());
         pass.set_pipeline(&self.argmax.0);
         pass.set_bind_group(0, &cb.argmax, &[]);
+        pass.dispatch_workgroups(self.argmax_parts, self.graph.n_seqs as u32, 1);
+        pass.set_pipeline(&self.argmax_final.0);
+        pass.set_bind_group(0, &self.argmax_final.1, &[]);
         pass.dispatch_workgroups(self.graph.n_seqs as u32, 1, 1);
         drop(pass);
         let bytes = 4 * self.graph.n_seqs as u64;

@@ -192,6 +192,7 @@ fn all_kernels() -> Vec<Kernel> {
         Kernel::GatedGelu,
         Kernel::Add,
         Kernel::Argmax,
+        Kernel::ArgmaxFinal,
         Kernel::TakeLast,
     ]);
     for heads in [1, 2, 4, 8] {

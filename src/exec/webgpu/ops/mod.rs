@@ -191,7 +191,7 @@ pub fn compile(
             launch(&mut b, i)?;
         }
     }
-    let argmax = sampling::argmax(&mut b);
+    let (argmax, argmax_parts) = sampling::argmax(&mut b);
     let built = Built {
         items: b.items,
         kv_uses: b.kv_uses,
@@ -200,6 +200,7 @@ pub fn compile(
         embed_rows: b.embed_rows,
         attn_scratch: b.attn_scratch,
         argmax,
+        argmax_parts,
     };
     Plan::new(device, queue, pipes, weights, dummy, limits, profile, g, built)
 }
