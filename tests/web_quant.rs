@@ -84,7 +84,8 @@ fn the_build_has_relaxed_simd_when_asked() {
     // .ci/run builds these tests a second time with relaxed SIMD, saying so at compile time:
     // the comparisons below then hold the relaxed kernels to the portable code.
     if option_env!("WICK_EXPECT_RELAXED_SIMD") == Some("1") {
-        assert!(cfg!(target_feature = "relaxed-simd"), "asked for relaxed SIMD, built without it");
+        let relaxed = cfg!(target_feature = "relaxed-simd");
+        assert!(relaxed, "asked for relaxed SIMD, built without it");
     }
 }
 
