@@ -31,6 +31,7 @@ op_rows! { "cuda";
     matmul_model => cuda(), cases::matmul_model();
     // The tensor-core products (kernels/mmq.cu, from 16 token rows on sm_80 and later).
     matmul_tensor_cores => cuda(), cases::matmul_tiles();
+    matmul_wide_tiles => cuda(), cases::matmul_wide();
     rope => cuda(), cases::rope();
     kv_shift => cuda(), cases::kv_shift();
     kv_copy => cuda(), cases::kv_copy();

@@ -227,6 +227,7 @@ impl CudaExecutor {
             mmqs_from: env_usize("WICK_CUDA_MMQS_FROM").unwrap_or(7).max(2),
             mmq_split: std::env::var("WICK_CUDA_MMQ_SPLIT").as_deref() != Ok("0"),
             mmq_fill: env_usize("WICK_CUDA_MMQ_FILL").unwrap_or(2).clamp(1, 16),
+            mmq_wide: env_usize("WICK_CUDA_MMQ_WIDE").unwrap_or(3),
             flash,
             flash_split: std::env::var("WICK_CUDA_FLASH_SPLIT").ok().and_then(|v| v.parse().ok()),
             split_per_sm: std::env::var("WICK_CUDA_SPLIT_PER_SM")

@@ -469,6 +469,10 @@ pub(crate) enum Kernel {
         t: Block,
         n32: bool,
     },
+    /// `MmqParams`: 64-token tiles of 128 weight rows (`mmq_T_w`; [`MMQ_WIDE_TYPES`]).
+    MmqWide {
+        t: Block,
+    },
     /// `MmqParams`: the sum of a split-K product's partial results.
     MmqReduce,
     /// `MmqParams`: the tensor-core product of 7-32 tokens, weight fragments loaded from
@@ -480,6 +484,8 @@ pub(crate) enum Kernel {
 
 /// The weight types with a `mmqs_T` kernel (mmq_small.cu).
 pub(crate) const MMQ_SMALL_TYPES: [Block; 2] = [Block::Q4K, Block::Q6K];
+/// The weight types with a `mmq_T_w` kernel (128-row tiles).
+pub(crate) const MMQ_WIDE_TYPES: [Block; 1] = [Block::Q8_0];
 
 impl Kernel {
     /// Every entry point.
@@ -538,6 +544,7 @@ impl Kernel {
         }
         v.push(MmqReduce);
         v.extend(MMQ_SMALL_TYPES.map(|t| MmqSmall { t }));
+        v.extend(MMQ_WIDE_TYPES.map(|t| MmqWide { t }));
         v
     }
 
@@ -589,6 +596,7 @@ impl Kernel {
             Kernel::MmvRows { t, form } => return format!("{}_{}", form.mmvn(), t.suffix()),
             Kernel::Mmq { t, n32 } => return format!("mmq_{}{}", t.suffix(), if n32 { "_n32" } else { "" }),
             Kernel::MmqSmall { t } => return format!("mmqs_{}", t.suffix()),
+            Kernel::MmqWide { t } => return format!("mmq_{}_w", t.suffix()),
         };
         fixed.to_string()
     }
@@ -625,7 +633,9 @@ impl Kernel {
             Kernel::Mmv { form: MmvForm::Three, .. }
             | Kernel::MmvRows { form: MmvForm::Three, .. }
             | Kernel::Mmv3Kmix { .. } => "Mmv3Params",
-            Kernel::Mmq { .. } | Kernel::MmqReduce | Kernel::MmqSmall { .. } => "MmqParams",
+            Kernel::Mmq { .. } | Kernel::MmqReduce | Kernel::MmqSmall { .. } | Kernel::MmqWide { .. } => {
+                "MmqParams"
+            }
         }
     }
 
@@ -652,7 +662,7 @@ impl Kernel {
             Kernel::MmvRows { t, form } => Module::MmvRows(t, form),
             Kernel::Mmv { t, .. } => Module::Mmv(t),
             Kernel::Mmv3Kmix { .. } => Module::Mmv3Kmix,
-            Kernel::Mmq { t, .. } | Kernel::MmqSmall { t } => Module::Mmq(t),
+            Kernel::Mmq { t, .. } | Kernel::MmqSmall { t } | Kernel::MmqWide { t } => Module::Mmq(t),
             Kernel::MmqReduce => Module::MmqReduce,
         }
     }
@@ -755,13 +765,28 @@ pub(crate) fn decode_stages() -> usize {
 /// the module's entry points (`MOD_<name>`), the generated parameter header of its family,
 /// then the family's files.
 pub fn source(module: Module) -> String {
-    let mut s = format!("// ---- common.cuh\n{}\n", include_str!("kernels/common.cuh"));
+    let common = kernel_file("common.cuh", include_str!("kernels/common.cuh"));
+    let mut s = format!("// ---- common.cuh\n{common}\n");
     s += &format!("// ---- module {}\n{}", module.name(), module.defines());
     s += &format!("// ---- params.rs (generated)\n{}\n", params::header(module.family()));
     for (name, text) in module.family().files() {
-        s += &format!("// ---- {name}\n{text}\n");
+        s += &format!("// ---- {name}\n{}\n", kernel_file(name, text));
     }
     s
+}
+
+/// A kernel file's text: the one built in, or, for kernel work on a GPU machine without
+/// rebuilding, the file of that name in `$WICK_CUDA_KERNEL_DIR` where it is set and has one
+/// (the cache key is the source, so an edited file compiles afresh).
+fn kernel_file(name: &str, built_in: &'static str) -> std::borrow::Cow<'static, str> {
+    static DIR: OnceLock<Option<PathBuf>> = OnceLock::new();
+    let dir = DIR.get_or_init(|| {
+        std::env::var_os("WICK_CUDA_KERNEL_DIR").filter(|v| !v.is_empty()).map(PathBuf::from)
+    });
+    match dir.as_ref().and_then(|d| std::fs::read_to_string(d.join(name)).ok()) {
+        Some(text) => text.into(),
+        None => built_in.into(),
+    }
 }
 
 /// FNV-1a, 64 bits: stable across Rust versions (the std hasher is not).
@@ -1181,12 +1206,12 @@ impl Drop for Kernels {
 mod tests {
     use super::*;
 
-    /// The 159 entry points, each named once (that each is in its module's PTX, and nothing
+    /// The 160 entry points, each named once (that each is in its module's PTX, and nothing
     /// else is, is checked by `compile`, run in CI with NVRTC).
     #[test]
     fn every_kernel_named_once() {
         let all = Kernel::all();
-        assert_eq!(all.len(), 159);
+        assert_eq!(all.len(), 160);
         let names: std::collections::HashSet<String> = all.iter().map(|k| k.name()).collect();
         assert_eq!(names.len(), all.len());
     }

@@ -150,6 +150,11 @@ pub struct CudaExecutor {
     /// Blocks a multiprocessor that a split tensor-core product aims for (2, twice that for
     /// a few rows: `ops/matmul_mmq.rs`; `WICK_CUDA_MMQ_FILL`, a tuning knob).
     mmq_fill: usize,
+    /// The 128-row tiles (`mmq_T_w`, [`kernels::MMQ_WIDE_TYPES`]) from this many tiles a
+    /// multiprocessor (3; `WICK_CUDA_MMQ_WIDE`, a tuning knob: 0 always, a large value never).
+    /// 8b Q8_0 on an H200, pp512 / pp1024 / pp2048 tok/s: never 8,105 / 8,456 / 8,373; from 4
+    /// 8,663 / 9,082 / 8,987; from 3 8,669 / 9,614 / 9,502; from 2 as from 3.
+    mmq_wide: usize,
     /// Prefill attention on the tensor cores (`ops/attention.rs`): sm_80 and later, unless
     /// `WICK_CUDA_FLASH=0`.
     flash: bool,

@@ -3,7 +3,7 @@
 // activations in the split q8 layout of matmul_quantize.cu (`quantize_q8s` / `quantize_q8ks` over all
 // rows: qs[rows][k] int8, then floats: q8_0/q8_1 (d, s) per 32 values, q8_K d per 256).
 //
-// A block of MMQ_THREADS computes MMQ_BM weight rows × 64 (or 32) tokens. Per MMQ_KS values of k
+// A block of MMQ_THREADS computes MMQ_BM (or 128) weight rows × 64 (or 32) tokens. Per MMQ_KS values of k
 // it stages both sides as int8 in shared memory (weights unpacked from their 4/5/6/8-bit
 // quants, with offsets applied: Q4_0 q − 8, Q5_0 q − 16, Q6_K q − 32) together with one float
 // scale per sub-block (32 values; Q6_K 16) and, for the types with a min, one min term. The
@@ -33,8 +33,8 @@
 #ifndef MMQ_LOADS
 #define MMQ_LOADS 2
 #endif
-// Bytes per row of a shared tile: 256 + 16, so the eight rows of a fragment load fall in
-// different banks.
+// Bytes per row of a shared tile of MMQ_KS values: 256 + 16, so the eight rows of a fragment
+// load fall in different banks (mmq_small.cu; mmq_tile's STRIDE, by its stage).
 #define MMQ_STRIDE 272
 
 // Each byte of v (every byte below 128) minus c, as signed bytes.
@@ -202,26 +202,30 @@ __device__ __forceinline__ void mma_k16_0(int* c, u32 a0, u32 a1, u32 b) {
 // chunks of k and writes its partial sums, without the bias, to part[z][token][row];
 // `mmq_reduce` then adds the runs in order (products of few tokens have too few tiles to
 // fill the device otherwise).
-template <int QB, int Q, int KSUB, bool MIN, bool KACT, mmq_unpack UNPACK, int BN>
+template <int QB, int Q, int KSUB, bool MIN, bool KACT, mmq_unpack UNPACK, int BN, int BM = MMQ_BM, int KS = MMQ_KS>
 __device__ __forceinline__ void mmq_tile(const u8* W, const i8* aq, const float* ad, float* out, const u8* bias,
                                          int btype, int k, int n, int rows, float* part) {
-    constexpr int NSUB = MMQ_KS / KSUB;
+    // A stage: KS values of k, CH chunks of 32; K-quants stage one block (KS = 256).
+    static_assert(!KACT || KS == 256, "a K-quant stage is one block");
+    constexpr int CH = KS / 32, NSUB = KS / KSUB, STRIDE = KS + 16;
     constexpr int CPB = QB / 32;
     // Warps along the rows (WM) and the tokens (WN); a warp's 16-row (MT) and 8-token (NT) tiles.
     constexpr int WM = BN == 64 ? 2 : 4, WN = MMQ_WARPS / WM;
-    constexpr int MT = MMQ_BM / WM / 16, NT = BN / WN / 8;
-    __shared__ __align__(16) u8 sw[MMQ_BM * MMQ_STRIDE];
-    __shared__ __align__(16) u8 sa[BN * MMQ_STRIDE];
+    constexpr int MT = BM / WM / 16, NT = BN / WN / 8;
+    __shared__ __align__(16) u8 sw[BM * STRIDE];
+    __shared__ __align__(16) u8 sa[BN * STRIDE];
     // Weight scales: per chunk (legacy), or the block's d in [r][0] (K-quants).
-    __shared__ float sws[MMQ_BM][KACT ? 1 : 9];
-    __shared__ int ssc[KACT ? MMQ_BM : 1][NSUB + 1];
-    __shared__ float swm[MIN ? MMQ_BM : 1][9];
+    __shared__ float sws[BM][KACT ? 1 : CH + 1];
+    __shared__ int ssc[KACT ? BM : 1][NSUB + 1];
+    __shared__ float swm[MIN ? BM : 1][CH + 1];
     // Activation scales: per chunk (legacy), or the stage's one d in [t][0] (K-quants).
-    __shared__ float sad[BN][KACT ? 1 : 9];
-    __shared__ float sas[MIN ? BN : 1][9];
+    __shared__ float sad[BN][KACT ? 1 : CH + 1];
+    __shared__ float sas[MIN ? BN : 1][CH + 1];
     int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, g = lane / 4, t4 = lane % 4;
-    int r0 = blockIdx.x * MMQ_BM, c0 = blockIdx.y * BN;
-    int wr = (warp % WM) * (MMQ_BM / WM), wc = (warp / WM) * (BN / WN);
+    int r0 = blockIdx.x * BM, c0 = blockIdx.y * BN;
+    // (A grid sized for smaller tiles has blocks past the last row.)
+    if (r0 >= n) return;
+    int wr = (warp % WM) * (BM / WM), wc = (warp / WM) * (BN / WN);
     int nb = k / QB, nbk = k / 32;
     long long hoff = header_offset((long long)n * nb, Q);
     float acc[MT][NT][4];
@@ -234,31 +238,31 @@ __device__ __forceinline__ void mmq_tile(const u8* W, const i8* aq, const float*
     // This lane's ldmatrix row addresses (byte offsets in sw / sa; a chunk adds 32·c).
     int arow[MT], brow[NT / 2];
 #pragma unroll
-    for (int i = 0; i < MT; i++) arow[i] = (wr + 16 * i + (lane & 7) + 8 * ((lane >> 3) & 1)) * MMQ_STRIDE + 16 * (lane >> 4);
+    for (int i = 0; i < MT; i++) arow[i] = (wr + 16 * i + (lane & 7) + 8 * ((lane >> 3) & 1)) * STRIDE + 16 * (lane >> 4);
 #pragma unroll
-    for (int jj = 0; jj < NT / 2; jj++) brow[jj] = (wc + 16 * jj + (lane & 7) + 8 * (lane >> 4)) * MMQ_STRIDE + 16 * ((lane >> 3) & 1);
+    for (int jj = 0; jj < NT / 2; jj++) brow[jj] = (wc + 16 * jj + (lane & 7) + 8 * (lane >> 4)) * STRIDE + 16 * ((lane >> 3) & 1);
 
-    int nks = (k + MMQ_KS - 1) / MMQ_KS, per = (nks + gridDim.z - 1) / gridDim.z;
-    int k_begin = blockIdx.z * per * MMQ_KS, k_end = min(k, (blockIdx.z + 1) * per * MMQ_KS);
+    int nks = (k + KS - 1) / KS, per = (nks + gridDim.z - 1) / gridDim.z;
+    int k_begin = blockIdx.z * per * KS, k_end = min(k, (blockIdx.z + 1) * per * KS);
     if (gridDim.z > 1) {
         out = part + (long long)blockIdx.z * rows * n;
         bias = nullptr;
     }
-    for (int k0 = k_begin; k0 < k_end; k0 += MMQ_KS) {
-        int nch = min(MMQ_KS / 32, (k - k0) / 32);
+    for (int k0 = k_begin; k0 < k_end; k0 += KS) {
+        int nch = min(CH, (k - k0) / 32);
         // Weights: item i is (row i / 8, chunk i % 8), a row's chunks neighbours; thread tid
         // takes items tid + MMQ_THREADS·j, MMQ_LOADS of them at once: all their loads are
         // issued before the first store to shared memory (a generic load may alias it, so
         // the compiler keeps loads behind earlier stores), so a few tokens' products, whose
         // blocks are few, keep more bytes in flight.
 #pragma unroll
-        for (int j0 = 0; j0 < MMQ_BM * 8 / MMQ_THREADS; j0 += MMQ_LOADS) {
+        for (int j0 = 0; j0 < BM * CH / MMQ_THREADS; j0 += MMQ_LOADS) {
             u32 v[MMQ_LOADS][8];
             float ws[MMQ_LOADS], wm[MMQ_LOADS];
             int isc[MMQ_LOADS][2];
 #pragma unroll
             for (int j = 0; j < MMQ_LOADS; j++) {
-                int i = tid + MMQ_THREADS * (j0 + j), r = i / 8, c = i % 8;
+                int i = tid + MMQ_THREADS * (j0 + j), r = i / CH, c = i % CH;
                 ws[j] = 0.0f;
                 wm[j] = 0.0f;
                 isc[j][0] = isc[j][1] = 0;
@@ -272,8 +276,8 @@ __device__ __forceinline__ void mmq_tile(const u8* W, const i8* aq, const float*
             }
 #pragma unroll
             for (int j = 0; j < MMQ_LOADS; j++) {
-                int i = tid + MMQ_THREADS * (j0 + j), r = i / 8, c = i % 8;
-                uint4* dst = (uint4*)(sw + r * MMQ_STRIDE + 32 * c);
+                int i = tid + MMQ_THREADS * (j0 + j), r = i / CH, c = i % CH;
+                uint4* dst = (uint4*)(sw + r * STRIDE + 32 * c);
                 dst[0] = make_uint4(v[j][0], v[j][1], v[j][2], v[j][3]);
                 dst[1] = make_uint4(v[j][4], v[j][5], v[j][6], v[j][7]);
                 if (KACT) {
@@ -292,12 +296,12 @@ __device__ __forceinline__ void mmq_tile(const u8* W, const i8* aq, const float*
         }
         // Activations: item i is (token i / 8, chunk i % 8); all of a thread's loads first.
         {
-            constexpr int NA = BN * 8 / MMQ_THREADS;
+            constexpr int NA = BN * CH / MMQ_THREADS;
             uint4 x0[NA], x1[NA];
             float d[NA], s[NA];
 #pragma unroll
             for (int j = 0; j < NA; j++) {
-                int i = tid + MMQ_THREADS * j, r = i / 8, c = i % 8, tok = c0 + r;
+                int i = tid + MMQ_THREADS * j, r = i / CH, c = i % CH, tok = c0 + r;
                 x0[j] = x1[j] = make_uint4(0, 0, 0, 0);
                 d[j] = s[j] = 0.0f;
                 if (c < nch && tok < rows) {
@@ -315,9 +319,9 @@ __device__ __forceinline__ void mmq_tile(const u8* W, const i8* aq, const float*
             }
 #pragma unroll
             for (int j = 0; j < NA; j++) {
-                int i = tid + MMQ_THREADS * j, r = i / 8, c = i % 8;
+                int i = tid + MMQ_THREADS * j, r = i / CH, c = i % CH;
                 if (KACT && MIN) s[j] = d[j] * (float)sum16(x1[j], sum16(x0[j], 0));
-                uint4* dst = (uint4*)(sa + r * MMQ_STRIDE + 32 * c);
+                uint4* dst = (uint4*)(sa + r * STRIDE + 32 * c);
                 dst[0] = x0[j];
                 dst[1] = x1[j];
                 if (KACT) {
@@ -458,6 +462,24 @@ __device__ __forceinline__ void mmq_tile(const u8* W, const i8* aq, const float*
                                                                   p.n, p.rows, p.part);                        \
     }
 
+// `mmq_T_w`: the 64-token kernel on tiles of 128 rows (each warp 64 rows × 32 tokens), in
+// stages of 128 values so that both tiles stay within 48 KB of shared memory; half the
+// fragment loads and scale loads a tensor-core product of the 64-row tiles (whose kernels ncu
+// found bound by shared memory: L1 throughput 78-87%, the SMs' issue slots 41-49% busy). For
+// products with enough tiles to fill the device (ops/matmul_mmq.rs): on an H200, 8b Q8_0
+// pp2048 ran 1.13x the 64-row tiles; Q4_0 no faster, all products on these tiles (its
+// unpacking rather than the shared loads is its cost); products of 4,096 rows at 512 tokens
+// (256 tiles, under one wave) slower. At most MMQ_MIN_BLOCKS_WIDE blocks a multiprocessor (128
+// registers a thread; 3 blocks were slower).
+#ifndef MMQ_MIN_BLOCKS_WIDE
+#define MMQ_MIN_BLOCKS_WIDE 4
+#endif
+#define MMQ_WIDE(T, MIN)                                                                                        \
+    extern "C" __global__ void __launch_bounds__(MMQ_THREADS, MMQ_MIN_BLOCKS_WIDE) mmq_##T##_w(const MmqParams p) { \
+        mmq_tile<QB_##T, Q_##T, 32, MIN, false, unpack_##T, 64, 128, 128>(p.w, p.aq, p.ad, p.out, p.bias,       \
+                                                                          p.btype, p.k, p.n, p.rows, p.part);  \
+    }
+
 // The split-K sum: out[t][r] = part[0][t][r] + ... + part[splits − 1][t][r] (+ bias[r]), a
 // thread an output, the runs in order.
 #ifdef MOD_mmq_reduce
@@ -485,6 +507,7 @@ MMQ(q5_1, 32, true, false)
 #endif
 #ifdef MOD_mmq_q8_0
 MMQ(q8_0, 32, false, false)
+MMQ_WIDE(q8_0, false)
 #endif
 #ifdef MOD_mmq_q4_k
 MMQ(q4_k, 32, true, true)

@@ -1,13 +1,13 @@
 //! Prefill (many-token) matrix products on the int8 tensor cores: the `mmq_*` kernels of
 //! kernels/mmq.cu. The activations are converted to the split q8 layout of the decode kernels
 //! (all rows at once), then one launch computes the product in tiles of 64 weight rows × 64
-//! tokens. Used on sm_80 and later for at least [`MMQ_MIN_ROWS`] token rows of the covered
+//! tokens (Q8_0 products with enough tiles: 128 rows × 64 tokens, `mmq_q8_0_w`). Used on sm_80 and later for at least [`MMQ_MIN_ROWS`] token rows of the covered
 //! types; `WICK_CUDA_MMQ=0` turns it off (the dp4a kernels of matmul.cuh then run). Products of
 //! up to [`MMQS_TOK`] tokens of Q4_K and Q6_K weights take the `mmqs_*` kernels of
 //! kernels/mmq_small.cu instead (weight fragments from global memory; `WICK_CUDA_MMQS=0` off),
 //! from the rows the `mmvn` kernels leave (7, [`CudaExecutor::mmvn_limit`]).
 
-use super::super::kernels::{Block, Kernel, MMQ_SMALL_TYPES};
+use super::super::kernels::{Block, Kernel, MMQ_SMALL_TYPES, MMQ_WIDE_TYPES};
 use super::super::params::{MmqParams, QuantizeSplitParams};
 use super::super::record::Compiled;
 use super::super::{drv, err, CudaExecutor};
@@ -20,6 +20,8 @@ use crate::Result;
 const MMQ_MIN_ROWS: usize = 16;
 /// Weight rows and tokens of one block's tile (`MMQ_BM` in mmq.cu; tokens 64, or 32 in `_n32`).
 const MMQ_BM: usize = 64;
+/// Weight rows of the tiles of the `mmq_T_w` kernels (64 tokens).
+const MMQ_BM_WIDE: usize = 128;
 const MMQ_BN: usize = 64;
 /// Values of k a block stages at a time (`MMQ_KS` in mmq.cu): split-K runs are whole chunks.
 const MMQ_KS: usize = 256;
@@ -72,6 +74,12 @@ fn grid(n: usize, k: usize, rows: usize, fill: usize) -> (bool, usize, usize, us
     // Equal runs of whole chunks, none empty.
     let splits = chunks.div_ceil(chunks.div_ceil(want));
     (n32, gx, gy, splits)
+}
+
+/// Whether a product of `n` weight rows of type `t` and `rows` tokens takes the 128-row tiles
+/// (`mmq_T_w`): where the type has them and the product has at least `min_tiles` of them.
+fn takes_wide(t: Block, n: usize, rows: usize, min_tiles: usize) -> bool {
+    MMQ_WIDE_TYPES.contains(&t) && n.div_ceil(MMQ_BM_WIDE) * rows.div_ceil(MMQ_BN) >= min_tiles
 }
 
 /// Bytes of scratch the tensor-core path needs for `rows` rows of `k` values and `n` outputs:
@@ -157,7 +165,16 @@ impl CudaExecutor {
         // A few tokens of a type with a `mmqs_T` kernel: weight fragments straight from global
         // memory (mmq_small.cu), on the same grid along n and k.
         let small = small_type && rows <= MMQS_TOK;
-        let (kernel, gy) = if small { (Kernel::MmqSmall { t }, 1) } else { (Kernel::Mmq { t, n32 }, gy) };
+        // Products with enough 128 × 64 tiles to fill the device take them where the type has
+        // them: half the shared-memory loads a tensor-core product (kernels/mmq.cu, `mmq_T_w`).
+        let wide = !small && !n32 && splits == 1 && takes_wide(t, n, rows, self.mmq_wide * self.n_sm);
+        let (kernel, gx, gy) = if small {
+            (Kernel::MmqSmall { t }, gx, 1)
+        } else if wide {
+            (Kernel::MmqWide { t }, n.div_ceil(MMQ_BM_WIDE), gy)
+        } else {
+            (Kernel::Mmq { t, n32 }, gx, gy)
+        };
         let p = MmqParams {
             w: wt.buf.ptr,
             aq: qs,
@@ -211,5 +228,19 @@ mod tests {
             assert!(gx * gy * splits >= 264 || splits == MMQ_MAX_SPLIT.min(chunks), "{n} {k} {rows}");
         }
         assert!(qact_bytes(4096, 4096, 4, 264) >= 4 * 4 * 4096 * 4 + 4 * 4096);
+    }
+
+    /// The 128-row tiles go where they fill the device: three a multiprocessor of an H200's 132.
+    #[test]
+    fn wide_tiles_where_they_fill_the_device() {
+        let min = 3 * 132;
+        // 8b, a 512-token chunk: the gate and up products (896 tiles), not the 4,096-row ones (256).
+        assert!(takes_wide(Block::Q8_0, 14336, 512, min));
+        assert!(!takes_wide(Block::Q8_0, 4096, 512, min));
+        // A 1,024-token chunk: the 4,096-row products too (512 tiles).
+        assert!(takes_wide(Block::Q8_0, 4096, 1024, min));
+        // Only the types that have the kernel.
+        assert!(!takes_wide(Block::Q4_0, 14336, 2048, min));
+        assert!(!takes_wide(Block::Q4K, 14336, 2048, min));
     }
 }
