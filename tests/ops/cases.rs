@@ -73,9 +73,6 @@ pub fn matmul_model() -> Vec<Row> {
     .collect()
 }
 
-/// Prefill tiles (CUDA's tensor-core products from 16 rows, from 7 for Q4_K and Q6_K: 32- and
-/// 64-token tiles, token and weight rows no multiple of a tile, k of one to several 256-value
-/// stages and, for the 32-value types, a partial stage), with and without bias.
 /// A product large enough for CUDA's 128-row tiles (`mmq_q8_0_w`, from three tiles a
 /// multiprocessor: 660 tiles, up to 220 SMs), with partial tiles of weight rows and tokens and a
 /// partial last stage of k (the suite's steps take at most 256 tokens).
@@ -83,6 +80,9 @@ pub fn matmul_wide() -> Vec<Row> {
     vec![matmul_row(GgmlType::Q8_0, 250, 320, 21100, true)]
 }
 
+/// Prefill tiles (CUDA's tensor-core products from 16 rows, from 7 for Q4_K and Q6_K: 32- and
+/// 64-token tiles, token and weight rows no multiple of a tile, k of one to several 256-value
+/// stages and, for the 32-value types, a partial stage), with and without bias.
 pub fn matmul_tiles() -> Vec<Row> {
     let mut rows = Vec::new();
     for t in [

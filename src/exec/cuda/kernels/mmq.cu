@@ -223,8 +223,6 @@ __device__ __forceinline__ void mmq_tile(const u8* W, const i8* aq, const float*
     __shared__ float sas[MIN ? BN : 1][CH + 1];
     int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, g = lane / 4, t4 = lane % 4;
     int r0 = blockIdx.x * BM, c0 = blockIdx.y * BN;
-    // (A grid sized for smaller tiles has blocks past the last row.)
-    if (r0 >= n) return;
     int wr = (warp % WM) * (BM / WM), wc = (warp / WM) * (BN / WN);
     int nb = k / QB, nbk = k / 32;
     long long hoff = header_offset((long long)n * nb, Q);
@@ -250,7 +248,7 @@ __device__ __forceinline__ void mmq_tile(const u8* W, const i8* aq, const float*
     }
     for (int k0 = k_begin; k0 < k_end; k0 += KS) {
         int nch = min(CH, (k - k0) / 32);
-        // Weights: item i is (row i / 8, chunk i % 8), a row's chunks neighbours; thread tid
+        // Weights: item i is (row i / CH, chunk i % CH), a row's chunks neighbours; thread tid
         // takes items tid + MMQ_THREADS·j, MMQ_LOADS of them at once: all their loads are
         // issued before the first store to shared memory (a generic load may alias it, so
         // the compiler keeps loads behind earlier stores), so a few tokens' products, whose
@@ -294,7 +292,7 @@ __device__ __forceinline__ void mmq_tile(const u8* W, const i8* aq, const float*
                 if (MIN) swm[r][c] = wm[j];
             }
         }
-        // Activations: item i is (token i / 8, chunk i % 8); all of a thread's loads first.
+        // Activations: item i is (token i / CH, chunk i % CH); all of a thread's loads first.
         {
             constexpr int NA = BN * CH / MMQ_THREADS;
             uint4 x0[NA], x1[NA];

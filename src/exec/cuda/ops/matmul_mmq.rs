@@ -1,11 +1,12 @@
 //! Prefill (many-token) matrix products on the int8 tensor cores: the `mmq_*` kernels of
 //! kernels/mmq.cu. The activations are converted to the split q8 layout of the decode kernels
 //! (all rows at once), then one launch computes the product in tiles of 64 weight rows × 64
-//! tokens (Q8_0 products with enough tiles: 128 rows × 64 tokens, `mmq_q8_0_w`). Used on sm_80 and later for at least [`MMQ_MIN_ROWS`] token rows of the covered
-//! types; `WICK_CUDA_MMQ=0` turns it off (the dp4a kernels of matmul.cuh then run). Products of
-//! up to [`MMQS_TOK`] tokens of Q4_K and Q6_K weights take the `mmqs_*` kernels of
-//! kernels/mmq_small.cu instead (weight fragments from global memory; `WICK_CUDA_MMQS=0` off),
-//! from the rows the `mmvn` kernels leave (7, [`CudaExecutor::mmvn_limit`]).
+//! tokens (Q8_0 products with enough tiles: 128 rows × 64 tokens, `mmq_q8_0_w`). Used on sm_80
+//! and later for at least [`MMQ_MIN_ROWS`] token rows of the covered types; `WICK_CUDA_MMQ=0`
+//! turns it off (the dp4a kernels of matmul.cuh then run). Products of up to [`MMQS_TOK`] tokens
+//! of Q4_K and Q6_K weights take the `mmqs_*` kernels of kernels/mmq_small.cu instead (weight
+//! fragments from global memory; `WICK_CUDA_MMQS=0` off), from the rows the `mmvn` kernels leave
+//! (7, [`CudaExecutor::mmvn_limit`]).
 
 use super::super::kernels::{Block, Kernel, MMQ_SMALL_TYPES, MMQ_WIDE_TYPES};
 use super::super::params::{MmqParams, QuantizeSplitParams};
