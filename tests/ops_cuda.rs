@@ -31,7 +31,8 @@ op_rows! { "cuda";
     matmul_model => cuda(), cases::matmul_model();
     // The tensor-core products (kernels/mmq.cu, from 16 token rows on sm_80 and later).
     matmul_tensor_cores => cuda(), cases::matmul_tiles();
-    matmul_wide_tiles => cuda(), cases::matmul_wide();
+    matmul_large_tiles => cuda(), cases::matmul_large();
+    matmul_dequantized => cuda(), cases::matmul_dequantized();
     rope => cuda(), cases::rope();
     kv_shift => cuda(), cases::kv_shift();
     kv_copy => cuda(), cases::kv_copy();

@@ -73,11 +73,36 @@ pub fn matmul_model() -> Vec<Row> {
     .collect()
 }
 
-/// A product large enough for CUDA's 128-row tiles (`mmq_q8_0_w`, from three tiles a
-/// multiprocessor: 660 tiles, up to 220 SMs), with partial tiles of weight rows and tokens and a
-/// partial last stage of k (the suite's steps take at most 256 tokens).
-pub fn matmul_wide() -> Vec<Row> {
-    vec![matmul_row(GgmlType::Q8_0, 250, 320, 21100, true)]
+/// Products large enough for CUDA's 128 × 128 tiles of the legacy types (`mmq_T_l`, from one
+/// and a half tiles a multiprocessor: 331 tiles, up to 220 SMs), with partial tiles of weight
+/// rows and tokens and a partial last stage of k (128 values), below the 128 tokens from which
+/// cuBLAS takes quantized products; a type with a min and Q8_0.
+pub fn matmul_large() -> Vec<Row> {
+    [GgmlType::Q4_1, GgmlType::Q8_0].into_iter().map(|t| matmul_row(t, 120, 320, 42300, true)).collect()
+}
+
+/// Products of 256 tokens, where CUDA multiplies the quantized types' weights dequantized to
+/// f16 through cuBLAS (ops/matmul_blas.rs, from 128 tokens): every type with a `dequant_T` kernel, with and
+/// without bias, at their own tolerance ([`tol::MATMUL_DEQ`]).
+pub fn matmul_dequantized() -> Vec<Row> {
+    [
+        GgmlType::Q4_0,
+        GgmlType::Q4_1,
+        GgmlType::Q5_0,
+        GgmlType::Q5_1,
+        GgmlType::Q8_0,
+        GgmlType::Q4_K,
+        GgmlType::Q5_K,
+        GgmlType::Q6_K,
+    ]
+    .into_iter()
+    .enumerate()
+    .map(|(i, t)| {
+        let mut r = matmul_row(t, 256, 512, 300 + 17 * i, i % 2 == 1);
+        r.tol = tol::MATMUL_DEQ;
+        r
+    })
+    .collect()
 }
 
 /// Prefill tiles (CUDA's tensor-core products from 16 rows, from 7 for Q4_K and Q6_K: 32- and
@@ -102,8 +127,8 @@ pub fn matmul_tiles() -> Vec<Row> {
             (16, 256, 64, false),
             (77, 768, 200, true),
             (64, 1024, 130, false),
-            (130, 512, 72, false),
-            (200, 256, 3264, true),
+            (120, 512, 72, false),
+            (127, 256, 3264, true),
             // 16-32 tokens (the decode steps of several sequences): mmqs_T for Q4_K and Q6_K,
             // split along k, a partial last block of rows, with and without a bias.
             (24, 2048, 200, true),

@@ -27,6 +27,7 @@
 //! | RmsNorm | F32 weight | 1e-5 | f64 sum of squares; only the reduction order differs |
 //! | MatMul | F32, F16, BF16 | 1e-5 | same (f16/bf16-rounded) inputs; f32 sums of k products in another order (seen: 5e-7) |
 //! | MatMul | every quantized type | 1e-5 | same q8 activations and integer block sums; per-block float scales summed in another order (seen: 4e-7); one q8 value rounded the other way would cost ~1e-3 |
+//! | MatMul on CUDA, 256 tokens or more | every quantized type | 1e-3 | the same q8 activations, but each d·q and each dequantized weight rounded to f16 (2^-12 of the value at most) for cuBLAS's f16 tensor cores |
 //! | Rope | normal, neox | 1e-4 | cos/sin of angles up to ~2000 rad: an f32 angle's ulp is 1e-4 |
 //! | Rope, long context | frequency factors, YaRN | 1e-3 | positions ~1e5: the angle is defined in f32 (every executor computes the same f32 value for the fastest pairs; factors other than 1 and powers of two are tested at positions near 1000, where WGSL's division, 2.5 ulp, costs 3e-4), but YaRN's mix of two angles may be contracted into a fused multiply-add by a GPU compiler, and an ulp of an angle of ~700 rad (the mixed pairs) is 6e-5 |
 //! | Attention | f16 cache | 2e-3 | exp and the f16 rounding of each probability can land an f16 ulp apart |
@@ -64,6 +65,9 @@ pub mod tol {
     pub const MATMUL_FLOAT: f32 = 1e-5;
     /// Matrix products with quantized weights.
     pub const MATMUL_QUANT: f32 = 1e-5;
+    /// Matrix products with quantized weights that CUDA dequantizes to f16 for cuBLAS (from
+    /// 256 tokens): the q8 activations and the weights each rounded to f16 (see the table).
+    pub const MATMUL_DEQ: f32 = 1e-3;
     /// RoPE.
     pub const ROPE: f32 = 1e-4;
     /// RoPE with frequency factors or YaRN at positions near 1e5.

@@ -189,6 +189,10 @@ impl CudaExecutor {
             _ => None,
         };
         let mmq = ops::mmq_enabled(ctx.compute_capability().unwrap_or((0, 0)));
+        // cuBLAS takes the prefill products of many tokens (ops/matmul_blas.rs): its libraries
+        // (hundreds of MB) are mapped on a thread now, while the weights load, rather than
+        // before the first such product.
+        ops::preload_blas();
         let flash = ctx.compute_capability().is_ok_and(|c| c.0 >= 8)
             && std::env::var("WICK_CUDA_FLASH").as_deref() != Ok("0");
         let n_sm = ctx
@@ -227,7 +231,8 @@ impl CudaExecutor {
             mmqs_from: env_usize("WICK_CUDA_MMQS_FROM").unwrap_or(7).max(2),
             mmq_split: std::env::var("WICK_CUDA_MMQ_SPLIT").as_deref() != Ok("0"),
             mmq_fill: env_usize("WICK_CUDA_MMQ_FILL").unwrap_or(2).clamp(1, 16),
-            mmq_wide: env_usize("WICK_CUDA_MMQ_WIDE").unwrap_or(3),
+            mmq_large: env_usize("WICK_CUDA_MMQ_LARGE").unwrap_or(150),
+            deq_min_rows: env_usize("WICK_CUDA_DEQ_ROWS").unwrap_or(128),
             flash,
             flash_split: std::env::var("WICK_CUDA_FLASH_SPLIT").ok().and_then(|v| v.parse().ok()),
             split_per_sm: std::env::var("WICK_CUDA_SPLIT_PER_SM")

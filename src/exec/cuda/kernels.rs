@@ -437,6 +437,8 @@ pub(crate) enum Kernel {
     RoundF16,
     /// `HalvesParams`: activations to f16 or bf16 for cuBLAS (matmul_blas.cu).
     ToHalves,
+    /// `Q8HalvesParams`: q8 activations to f16 for cuBLAS (matmul_blas.cu).
+    Q8Halves,
     /// `BiasRowsParams`: a bias added to the rows of cuBLAS's product (matmul_blas.cu).
     BiasRows,
     QuantizeQ8s,
@@ -469,8 +471,12 @@ pub(crate) enum Kernel {
         t: Block,
         n32: bool,
     },
-    /// `MmqParams`: 64-token tiles of 128 weight rows (`mmq_T_w`; [`MMQ_WIDE_TYPES`]).
-    MmqWide {
+    /// `MmqParams`: 128-token tiles of 128 weight rows (`mmq_T_l`; [`MMQ_LARGE_TYPES`]).
+    MmqLarge {
+        t: Block,
+    },
+    /// `DequantParams`: weight rows to f16 for cuBLAS (mmq.cu, `dequant_T`).
+    Dequant {
         t: Block,
     },
     /// `MmqParams`: the sum of a split-K product's partial results.
@@ -484,8 +490,9 @@ pub(crate) enum Kernel {
 
 /// The weight types with a `mmqs_T` kernel (mmq_small.cu).
 pub(crate) const MMQ_SMALL_TYPES: [Block; 2] = [Block::Q4K, Block::Q6K];
-/// The weight types with a `mmq_T_w` kernel (128-row tiles).
-pub(crate) const MMQ_WIDE_TYPES: [Block; 1] = [Block::Q8_0];
+/// The weight types with a `mmq_T_l` kernel (128 × 128 tiles): the legacy types.
+pub(crate) const MMQ_LARGE_TYPES: [Block; 5] =
+    [Block::Q4_0, Block::Q4_1, Block::Q5_0, Block::Q5_1, Block::Q8_0];
 
 impl Kernel {
     /// Every entry point.
@@ -514,6 +521,7 @@ impl Kernel {
             QuantizeQ8K,
             RoundF16,
             ToHalves,
+            Q8Halves,
             BiasRows,
             QuantizeQ8s,
             QuantizeQ8Ks,
@@ -540,11 +548,12 @@ impl Kernel {
         }
         for t in Block::ALL {
             v.extend([false, true].map(|n32| Mmq { t, n32 }));
+            v.push(Dequant { t });
             v.extend([MmvForm::One, MmvForm::Gated, MmvForm::Three].map(|form| MmvRows { t, form }));
         }
         v.push(MmqReduce);
         v.extend(MMQ_SMALL_TYPES.map(|t| MmqSmall { t }));
-        v.extend(MMQ_WIDE_TYPES.map(|t| MmqWide { t }));
+        v.extend(MMQ_LARGE_TYPES.map(|t| MmqLarge { t }));
         v
     }
 
@@ -578,6 +587,7 @@ impl Kernel {
             Kernel::QuantizeQ8K => "quantize_q8_k",
             Kernel::RoundF16 => "round_f16",
             Kernel::ToHalves => "to_halves",
+            Kernel::Q8Halves => "q8_halves",
             Kernel::BiasRows => "bias_rows",
             Kernel::QuantizeQ8s => "quantize_q8s",
             Kernel::QuantizeQ8Ks => "quantize_q8ks",
@@ -596,7 +606,8 @@ impl Kernel {
             Kernel::MmvRows { t, form } => return format!("{}_{}", form.mmvn(), t.suffix()),
             Kernel::Mmq { t, n32 } => return format!("mmq_{}{}", t.suffix(), if n32 { "_n32" } else { "" }),
             Kernel::MmqSmall { t } => return format!("mmqs_{}", t.suffix()),
-            Kernel::MmqWide { t } => return format!("mmq_{}_w", t.suffix()),
+            Kernel::MmqLarge { t } => return format!("mmq_{}_l", t.suffix()),
+            Kernel::Dequant { t } => return format!("dequant_{}", t.suffix()),
         };
         fixed.to_string()
     }
@@ -621,6 +632,7 @@ impl Kernel {
             Kernel::QuantizeQ8_0 | Kernel::QuantizeQ8K => "QuantizeParams",
             Kernel::RoundF16 => "RoundF16Params",
             Kernel::ToHalves => "HalvesParams",
+            Kernel::Q8Halves => "Q8HalvesParams",
             Kernel::BiasRows => "BiasRowsParams",
             Kernel::QuantizeQ8s | Kernel::QuantizeQ8Ks => "QuantizeSplitParams",
             Kernel::MatVec { .. } => "MatVecParams",
@@ -633,9 +645,10 @@ impl Kernel {
             Kernel::Mmv { form: MmvForm::Three, .. }
             | Kernel::MmvRows { form: MmvForm::Three, .. }
             | Kernel::Mmv3Kmix { .. } => "Mmv3Params",
-            Kernel::Mmq { .. } | Kernel::MmqReduce | Kernel::MmqSmall { .. } | Kernel::MmqWide { .. } => {
+            Kernel::Mmq { .. } | Kernel::MmqReduce | Kernel::MmqSmall { .. } | Kernel::MmqLarge { .. } => {
                 "MmqParams"
             }
+            Kernel::Dequant { .. } => "DequantParams",
         }
     }
 
@@ -655,6 +668,7 @@ impl Kernel {
             | Kernel::QuantizeQ8K
             | Kernel::RoundF16
             | Kernel::ToHalves
+            | Kernel::Q8Halves
             | Kernel::BiasRows
             | Kernel::QuantizeQ8s
             | Kernel::QuantizeQ8Ks => Module::Quantize,
@@ -662,7 +676,10 @@ impl Kernel {
             Kernel::MmvRows { t, form } => Module::MmvRows(t, form),
             Kernel::Mmv { t, .. } => Module::Mmv(t),
             Kernel::Mmv3Kmix { .. } => Module::Mmv3Kmix,
-            Kernel::Mmq { t, .. } | Kernel::MmqSmall { t } | Kernel::MmqWide { t } => Module::Mmq(t),
+            Kernel::Mmq { t, .. }
+            | Kernel::MmqSmall { t }
+            | Kernel::MmqLarge { t }
+            | Kernel::Dequant { t } => Module::Mmq(t),
             Kernel::MmqReduce => Module::MmqReduce,
         }
     }
@@ -737,6 +754,7 @@ fn options(arch: (i32, i32)) -> Vec<String> {
         ("WICK_CUDA_MMVN_MIN_BLOCKS", "MMVN_MIN_BLOCKS"),
         ("WICK_CUDA_MMQ_MIN_BLOCKS", "MMQ_MIN_BLOCKS"),
         ("WICK_CUDA_MMQ_LOADS", "MMQ_LOADS"),
+        ("WICK_CUDA_MMQ_MIN_BLOCKS_LARGE", "MMQ_MIN_BLOCKS_LARGE"),
     ] {
         if let Some(n) = std::env::var(var).ok().and_then(|n| n.parse::<u32>().ok()) {
             o.push(format!("-D{define}={n}"));
@@ -1206,17 +1224,17 @@ impl Drop for Kernels {
 mod tests {
     use super::*;
 
-    /// The 160 entry points, each named once (that each is in its module's PTX, and nothing
+    /// The 173 entry points, each named once (that each is in its module's PTX, and nothing
     /// else is, is checked by `compile`, run in CI with NVRTC).
     #[test]
     fn every_kernel_named_once() {
         let all = Kernel::all();
-        assert_eq!(all.len(), 160);
+        assert_eq!(all.len(), 173);
         let names: std::collections::HashSet<String> = all.iter().map(|k| k.name()).collect();
         assert_eq!(names.len(), all.len());
     }
 
-    /// 84 modules, each named once (the cache file and the selecting macro), of 1 to 7 kernels
+    /// 84 modules, each named once (the cache file and the selecting macro), of 1 to 8 kernels
     /// (no longer one module a family: the matmul family's 103 kernels were one), each with
     /// its selection in its source.
     #[test]
@@ -1227,7 +1245,7 @@ mod tests {
         assert_eq!(names.len(), modules.len());
         for m in &modules {
             let n = Kernel::all().into_iter().filter(|k| k.module() == *m).count();
-            assert!((1..=7).contains(&n), "{}: {n} kernels", m.name());
+            assert!((1..=8).contains(&n), "{}: {n} kernels", m.name());
             assert!(source(*m).contains(&m.defines()), "{}", m.name());
         }
         assert_eq!(Module::Mmv(Block::Q4K).name(), "mmv_q4_k");

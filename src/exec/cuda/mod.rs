@@ -150,11 +150,18 @@ pub struct CudaExecutor {
     /// Blocks a multiprocessor that a split tensor-core product aims for (2, twice that for
     /// a few rows: `ops/matmul_mmq.rs`; `WICK_CUDA_MMQ_FILL`, a tuning knob).
     mmq_fill: usize,
-    /// The 128-row tiles (`mmq_T_w`, [`kernels::MMQ_WIDE_TYPES`]) from this many tiles a
-    /// multiprocessor (3; `WICK_CUDA_MMQ_WIDE`, a tuning knob: 0 always, a large value never).
-    /// 8b Q8_0 on an H200, pp512 / pp1024 / pp2048 tok/s: never 8,105 / 8,456 / 8,373; from 4
-    /// 8,663 / 9,082 / 8,987; from 3 8,669 / 9,614 / 9,502; from 2 as from 3.
-    mmq_wide: usize,
+    /// The 128 × 128 tiles (`mmq_T_l`, [`kernels::MMQ_LARGE_TYPES`]) from this many tiles a
+    /// hundred multiprocessors (150; `WICK_CUDA_MMQ_LARGE`, a tuning knob: 0 always, a large
+    /// value never). 8b on an H200, pp512 / pp1024 / pp2048 tok/s, from 150 against never:
+    /// Q8_0 8,624 / 9,979 / 9,834 against 8,707 / 9,567 / 9,456; Q4_0 7,880 / 8,662 / 8,550
+    /// against 8,094 / 8,556 / 8,468; from 50 as from 150 but Q4_0 pp512 7,056.
+    mmq_large: usize,
+    /// Prefill products of quantized weights over at least this many tokens go through cuBLAS
+    /// on weights dequantized to f16 (`ops/matmul_blas.rs`) instead of the int8 tensor cores
+    /// (128; `WICK_CUDA_DEQ_ROWS`, a large value: never). On an H200, 8b Q4_K_M pp128 / pp192
+    /// / pp512 / pp2048 ran 6,384 / 8,529 / 16,864 / 21,428 tok/s against 5,883 / 5,583 /
+    /// 8,299 / 8,568 on the int8 tiles.
+    deq_min_rows: usize,
     /// Prefill attention on the tensor cores (`ops/attention.rs`): sm_80 and later, unless
     /// `WICK_CUDA_FLASH=0`.
     flash: bool,

@@ -302,6 +302,15 @@ params! {
         n: i64 = "long long",
         bf16: i32 = "int",
     }
+    /// `q8_halves`: n activations to the f16 values of their q8 conversion (`k256`: q8_K's,
+    /// one scale per 256 values; else q8_0's per 32), for cuBLAS's products of dequantized
+    /// weights.
+    [Matmul] struct Q8HalvesParams {
+        x: u64 = "const float*",
+        out: u64 = "u16*",
+        n: i64 = "long long",
+        k256: i32 = "int",
+    }
     /// `bias_rows`: out[r][j] += bias[j] for `rows` rows of n values (bias of type btype).
     [Matmul] struct BiasRowsParams {
         out: u64 = "float*",
@@ -399,6 +408,16 @@ params! {
         n: i32 = "int",
         rows: i32 = "int",
         splits: i32 = "int",
+    }
+    /// `dequant_T`: weight rows r0..r0 + rows (of n, k values each) to f16, row-major in `out`,
+    /// for cuBLAS's products of quantized weights in prefill.
+    [Mmq] struct DequantParams {
+        w: u64 = "const u8*",
+        out: u64 = "u16*",
+        k: i32 = "int",
+        n: i32 = "int",
+        r0: i32 = "int",
+        rows: i32 = "int",
     }
 }
 

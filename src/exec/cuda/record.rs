@@ -285,7 +285,9 @@ impl CudaExecutor {
         let mut qbytes = 0;
         for op in &graph.ops {
             if let Op::MatMul { w, x, .. } = op {
-                qbytes = qbytes.max(ops::qact_bytes(self.weight(*w)?, graph.rows(*x), self.mmq_fill())?);
+                let (wt, rows) = (self.weight(*w)?, graph.rows(*x));
+                qbytes =
+                    qbytes.max(ops::qact_bytes(wt, rows, self.mmq_fill())?).max(self.blas_bytes(wt, rows));
             }
         }
         let qact = Buf::zeros(&self.stream, qbytes)?;

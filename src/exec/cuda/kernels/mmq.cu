@@ -186,8 +186,9 @@ __device__ __forceinline__ void mma_k16_0(int* c, u32 a0, u32 a1, u32 b) {
 
 // KSUB: values per scale (32, or 16 for Q6_K); MIN: the type has a min term; KACT: q8_K
 // activations (one d per 256 values) and a K-quant's integer sub-block scales.
-// BN: tokens a block, 64 (four warps of 32 rows × 32 tokens) or 32 (four warps of 16 rows × 32
-// tokens: twice the blocks, for products too small to fill the device otherwise).
+// BN: tokens a block, 64 (four warps of BM/2 rows × 32 tokens), 32 (four warps of BM/4 rows × 32
+// tokens: twice the blocks, for products too small to fill the device otherwise) or 128 (four
+// warps of BM/2 rows × 64 tokens).
 //
 // The fold of the tensor cores' integer sums is most of the kernel's instructions, so it is
 // kept short:
@@ -210,7 +211,7 @@ __device__ __forceinline__ void mmq_tile(const u8* W, const i8* aq, const float*
     constexpr int CH = KS / 32, NSUB = KS / KSUB, STRIDE = KS + 16;
     constexpr int CPB = QB / 32;
     // Warps along the rows (WM) and the tokens (WN); a warp's 16-row (MT) and 8-token (NT) tiles.
-    constexpr int WM = BN == 64 ? 2 : 4, WN = MMQ_WARPS / WM;
+    constexpr int WM = BN == 32 ? 4 : 2, WN = MMQ_WARPS / WM;
     constexpr int MT = BM / WM / 16, NT = BN / WN / 8;
     __shared__ __align__(16) u8 sw[BM * STRIDE];
     __shared__ __align__(16) u8 sa[BN * STRIDE];
@@ -354,6 +355,17 @@ __device__ __forceinline__ void mmq_tile(const u8* W, const i8* aq, const float*
                 b[2 * jj + 1][1] = r4[3];
             }
             // c[0], c[1]: row g, tokens 2·t4, 2·t4 + 1; c[2], c[3]: the same tokens of row g + 8.
+            // The legacy types' activation scales of this lane's tokens, loaded once for all MT
+            // row tiles.
+            float dj[KACT ? 1 : NT][2];
+            if (!KACT) {
+#pragma unroll
+                for (int j = 0; j < NT; j++) {
+                    int ta = wc + 8 * j + 2 * t4;
+                    dj[j][0] = sad[ta][c];
+                    dj[j][1] = sad[ta + 1][c];
+                }
+            }
 #pragma unroll
             for (int i = 0; i < MT; i++) {
                 int ra = wr + 16 * i + g;
@@ -389,12 +401,10 @@ __device__ __forceinline__ void mmq_tile(const u8* W, const i8* aq, const float*
                     for (int j = 0; j < NT; j++) {
                         int ci[4];
                         mma_k32_0(ci, a[i], b[j]);
-                        int ta = wc + 8 * j + 2 * t4;
-                        float d0 = sad[ta][c], d1 = sad[ta + 1][c];
-                        acc[i][j][0] = __fmaf_rn(w0 * d0, (float)ci[0], acc[i][j][0]);
-                        acc[i][j][1] = __fmaf_rn(w0 * d1, (float)ci[1], acc[i][j][1]);
-                        acc[i][j][2] = __fmaf_rn(w1 * d0, (float)ci[2], acc[i][j][2]);
-                        acc[i][j][3] = __fmaf_rn(w1 * d1, (float)ci[3], acc[i][j][3]);
+                        acc[i][j][0] = __fmaf_rn(w0 * dj[j][0], (float)ci[0], acc[i][j][0]);
+                        acc[i][j][1] = __fmaf_rn(w0 * dj[j][1], (float)ci[1], acc[i][j][1]);
+                        acc[i][j][2] = __fmaf_rn(w1 * dj[j][0], (float)ci[2], acc[i][j][2]);
+                        acc[i][j][3] = __fmaf_rn(w1 * dj[j][1], (float)ci[3], acc[i][j][3]);
                     }
                 }
                 if (MIN) {
@@ -460,22 +470,60 @@ __device__ __forceinline__ void mmq_tile(const u8* W, const i8* aq, const float*
                                                                   p.n, p.rows, p.part);                        \
     }
 
-// `mmq_T_w`: the 64-token kernel on tiles of 128 rows (each warp 64 rows × 32 tokens), in
-// stages of 128 values so that both tiles stay within 48 KB of shared memory; half the
-// fragment loads and scale loads a tensor-core product of the 64-row tiles (whose kernels ncu
-// found bound by shared memory: L1 throughput 78-87%, the SMs' issue slots 41-49% busy). For
-// products with enough tiles to fill the device (ops/matmul_mmq.rs): on an H200, 8b Q8_0
-// pp2048 ran 1.13x the 64-row tiles; Q4_0 no faster, all products on these tiles (its
-// unpacking rather than the shared loads is its cost); products of 4,096 rows at 512 tokens
-// (256 tiles, under one wave) slower. At most MMQ_MIN_BLOCKS_WIDE blocks a multiprocessor (128
-// registers a thread; 3 blocks were slower).
-#ifndef MMQ_MIN_BLOCKS_WIDE
-#define MMQ_MIN_BLOCKS_WIDE 4
+// `mmq_T_l`: tiles of 128 rows × 128 tokens, each warp 64 × 64, in stages of 128 values (both
+// tiles and the legacy types' scales fit in 48 KB of static shared memory): half the fragment
+// loads a tensor-core product of the 64 × 64 tiles (whose kernels ncu found bound by shared
+// memory: L1 throughput 78-87%, the SMs' issue slots 41-49% busy), and half their staging
+// stores an output. Legacy types only: a K-quant stage is a block of 256 values, and its
+// integer sums would double the 128 accumulators a thread holds. At most MMQ_MIN_BLOCKS_LARGE
+// blocks a multiprocessor (254 registers a thread, no spills). For products with enough
+// tiles (ops/matmul_mmq.rs), where cuBLAS does not take them (ops/matmul_blas.rs): on an
+// H200, 8b Q8_0 pp1024 / pp2048 ran 1.04x the 128 × 64 tiles of stop 41 (which these
+// replace), Q4_0 1.01x, 1b 1.02-1.04x.
+#ifndef MMQ_MIN_BLOCKS_LARGE
+#define MMQ_MIN_BLOCKS_LARGE 2
 #endif
-#define MMQ_WIDE(T, MIN)                                                                                        \
-    extern "C" __global__ void __launch_bounds__(MMQ_THREADS, MMQ_MIN_BLOCKS_WIDE) mmq_##T##_w(const MmqParams p) { \
-        mmq_tile<QB_##T, Q_##T, 32, MIN, false, unpack_##T, 64, 128, 128>(p.w, p.aq, p.ad, p.out, p.bias,       \
-                                                                          p.btype, p.k, p.n, p.rows, p.part);  \
+#define MMQ_LARGE(T, MIN)                                                                                      \
+    extern "C" __global__ void __launch_bounds__(MMQ_THREADS, MMQ_MIN_BLOCKS_LARGE) mmq_##T##_l(const MmqParams p) { \
+        mmq_tile<QB_##T, Q_##T, 32, MIN, false, unpack_##T, 128, 128, 128>(p.w, p.aq, p.ad, p.out, p.bias,     \
+                                                                           p.btype, p.k, p.n, p.rows, p.part); \
+    }
+
+// `dequant_T`: weight rows r0 .. r0 + rows to f16 (out[r − r0][k]), a thread a chunk of 32
+// values, by the tiles' own unpacking: legacy d·q (+ m), Q4_K/Q5_K d·sc·q − dmin·mn, Q6_K d·sc·q,
+// in f32, then rounded to nearest f16. For cuBLAS's f16 products of many tokens
+// (ops/matmul_blas.rs).
+template <int QB, int Q, int KSUB, bool KACT, mmq_unpack UNPACK>
+__device__ __forceinline__ void dequant_rows(const DequantParams& p) {
+    int nbk = p.k / 32;
+    long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= (long long)p.rows * nbk) return;
+    int r = (int)(i / nbk), kc = (int)(i % nbk), nb = p.k / QB;
+    long long hoff = header_offset((long long)p.n * nb, Q);
+    u32 v[8];
+    float ws = 0.0f, wm = 0.0f;
+    int isc[2] = {1, 1};
+    UNPACK(p.w, hoff, (long long)(p.r0 + r) * nb + kc / (QB / 32), kc % (QB / 32), v, &ws, &wm, isc);
+    u32 h[16];
+#pragma unroll
+    for (int e = 0; e < 16; e++) {
+        float f[2];
+#pragma unroll
+        for (int u = 0; u < 2; u++) {
+            int j = 2 * e + u;
+            float q = (float)(i8)(v[j / 4] >> (8 * (j % 4)));
+            float s = KACT ? ws * (float)isc[KSUB == 16 ? j / 16 : 0] : ws;
+            f[u] = __fmaf_rn(s, q, wm);
+        }
+        h[e] = (u32)f2h(f[0]) | ((u32)f2h(f[1]) << 16);
+    }
+    uint4* dst = (uint4*)((u16*)p.out + (long long)r * p.k + 32 * kc);
+#pragma unroll
+    for (int e = 0; e < 4; e++) dst[e] = make_uint4(h[4 * e], h[4 * e + 1], h[4 * e + 2], h[4 * e + 3]);
+}
+#define DEQUANT(T, KSUB, KACT)                                                                                 \
+    extern "C" __global__ void dequant_##T(const DequantParams p) {                                           \
+        dequant_rows<QB_##T, Q_##T, KSUB, KACT, unpack_##T>(p);                                               \
     }
 
 // The split-K sum: out[t][r] = part[0][t][r] + ... + part[splits − 1][t][r] (+ bias[r]), a
@@ -492,27 +540,39 @@ extern "C" __global__ void mmq_reduce(const MmqParams p) {
 #endif
 
 #ifdef MOD_mmq_q4_0
+DEQUANT(q4_0, 32, false)
 MMQ(q4_0, 32, false, false)
+MMQ_LARGE(q4_0, false)
 #endif
 #ifdef MOD_mmq_q4_1
+DEQUANT(q4_1, 32, false)
 MMQ(q4_1, 32, true, false)
+MMQ_LARGE(q4_1, true)
 #endif
 #ifdef MOD_mmq_q5_0
+DEQUANT(q5_0, 32, false)
 MMQ(q5_0, 32, false, false)
+MMQ_LARGE(q5_0, false)
 #endif
 #ifdef MOD_mmq_q5_1
+DEQUANT(q5_1, 32, false)
 MMQ(q5_1, 32, true, false)
+MMQ_LARGE(q5_1, true)
 #endif
 #ifdef MOD_mmq_q8_0
+DEQUANT(q8_0, 32, false)
 MMQ(q8_0, 32, false, false)
-MMQ_WIDE(q8_0, false)
+MMQ_LARGE(q8_0, false)
 #endif
 #ifdef MOD_mmq_q4_k
+DEQUANT(q4_k, 32, true)
 MMQ(q4_k, 32, true, true)
 #endif
 #ifdef MOD_mmq_q5_k
+DEQUANT(q5_k, 32, true)
 MMQ(q5_k, 32, true, true)
 #endif
 #ifdef MOD_mmq_q6_k
+DEQUANT(q6_k, 16, true)
 MMQ(q6_k, 16, false, true)
 #endif

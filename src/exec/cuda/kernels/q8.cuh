@@ -25,10 +25,10 @@ __device__ __forceinline__ void q8_0_store(float v, int b, i8* qs, float* ds, in
 
 // q8_K of 256 values held by 8 consecutive warps (thread t holds value t % 256 of its group
 // of 256 threads; blockDim.x a multiple of 256): the value of largest magnitude (the first
-// one), with its sign, maps to -127. Stores qs and d of block b. All threads of the block
-// must call it (it synchronizes); only those with `store` write. Largest-first is one 64-bit max: |v|'s bits, then 255 − j
-// (the first index wins ties), then the sign.
-__device__ void q8_k_store(float v, int b, i8* qs, float* ds, bool store = true) {
+// one), with its sign, maps to -127. Returns q and sets d. All threads of the block must call
+// it (it synchronizes). Largest-first is one 64-bit max: |v|'s bits, then 255 − j (the first
+// index wins ties), then the sign.
+__device__ int q8_k_value(float v, float* dout) {
     __shared__ u64 best[32];
     int t = threadIdx.x, j = t % 256, warp = t / 32, g0 = warp / 8 * 8;
     u64 key = ((u64)__float_as_uint(fabsf(v)) << 32) | ((u64)(255 - j) << 1) | (v < 0.0f);
@@ -49,6 +49,15 @@ __device__ void q8_k_store(float v, int b, i8* qs, float* ds, bool store = true)
         q = min((int)rintf(iscale * v), 127);
         d = 1.0f / iscale;
     }
+    *dout = d;
+    return q;
+}
+
+// q8_k_value's q and d of block b stored (all threads call it; only those with `store` write).
+__device__ void q8_k_store(float v, int b, i8* qs, float* ds, bool store = true) {
+    int j = threadIdx.x % 256;
+    float d;
+    int q = q8_k_value(v, &d);
     if (!store) return;
     qs[256 * b + j] = (i8)q;
     if (j == 0) ds[b] = d;

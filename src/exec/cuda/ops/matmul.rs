@@ -88,8 +88,8 @@ impl CudaExecutor {
         bias: Option<WeightId>,
     ) -> Result<()> {
         if self.matmul_rows(c, w, x, dst, bias)?
-            || self.matmul_mmq(c, op, w, x, dst, bias)?
             || self.matmul_blas(c, w, x, dst, bias)?
+            || self.matmul_mmq(c, op, w, x, dst, bias)?
         {
             return Ok(());
         }

@@ -1,14 +1,15 @@
 //! Prefill (many-token) matrix products on the int8 tensor cores: the `mmq_*` kernels of
 //! kernels/mmq.cu. The activations are converted to the split q8 layout of the decode kernels
 //! (all rows at once), then one launch computes the product in tiles of 64 weight rows × 64
-//! tokens (Q8_0 products with enough tiles: 128 rows × 64 tokens, `mmq_q8_0_w`). Used on sm_80
-//! and later for at least [`MMQ_MIN_ROWS`] token rows of the covered types; `WICK_CUDA_MMQ=0`
-//! turns it off (the dp4a kernels of matmul.cuh then run). Products of up to [`MMQS_TOK`] tokens
+//! tokens (legacy types' products with enough tiles: 128 × 128, `mmq_T_l`). Used on sm_80 and
+//! later for at least [`MMQ_MIN_ROWS`] token rows of the covered types, below the tokens from
+//! which cuBLAS takes them on dequantized weights (ops/matmul_blas.rs), or at any count where
+//! cuBLAS is absent; `WICK_CUDA_MMQ=0` turns it off (the dp4a kernels of matmul.cuh then run). Products of up to [`MMQS_TOK`] tokens
 //! of Q4_K and Q6_K weights take the `mmqs_*` kernels of kernels/mmq_small.cu instead (weight
 //! fragments from global memory; `WICK_CUDA_MMQS=0` off), from the rows the `mmvn` kernels leave
 //! (7, [`CudaExecutor::mmvn_limit`]).
 
-use super::super::kernels::{Block, Kernel, MMQ_SMALL_TYPES, MMQ_WIDE_TYPES};
+use super::super::kernels::{Block, Kernel, MMQ_LARGE_TYPES, MMQ_SMALL_TYPES};
 use super::super::params::{MmqParams, QuantizeSplitParams};
 use super::super::record::Compiled;
 use super::super::{drv, err, CudaExecutor};
@@ -21,8 +22,8 @@ use crate::Result;
 const MMQ_MIN_ROWS: usize = 16;
 /// Weight rows and tokens of one block's tile (`MMQ_BM` in mmq.cu; tokens 64, or 32 in `_n32`).
 const MMQ_BM: usize = 64;
-/// Weight rows of the tiles of the `mmq_T_w` kernels (64 tokens).
-const MMQ_BM_WIDE: usize = 128;
+/// Weight rows and tokens of the tiles of the `mmq_T_l` kernels.
+const MMQ_LARGE: usize = 128;
 const MMQ_BN: usize = 64;
 /// Values of k a block stages at a time (`MMQ_KS` in mmq.cu): split-K runs are whole chunks.
 const MMQ_KS: usize = 256;
@@ -77,10 +78,11 @@ fn grid(n: usize, k: usize, rows: usize, fill: usize) -> (bool, usize, usize, us
     (n32, gx, gy, splits)
 }
 
-/// Whether a product of `n` weight rows of type `t` and `rows` tokens takes the 128-row tiles
-/// (`mmq_T_w`): where the type has them and the product has at least `min_tiles` of them.
-fn takes_wide(t: Block, n: usize, rows: usize, min_tiles: usize) -> bool {
-    MMQ_WIDE_TYPES.contains(&t) && n.div_ceil(MMQ_BM_WIDE) * rows.div_ceil(MMQ_BN) >= min_tiles
+/// Whether a product of `n` weight rows of type `t` and `rows` tokens takes the 128 × 128
+/// tiles (`mmq_T_l`): where the type has them and the product has at least `min_tiles`
+/// hundredths of them.
+fn takes_large(t: Block, n: usize, rows: usize, min_tiles: usize) -> bool {
+    MMQ_LARGE_TYPES.contains(&t) && 100 * n.div_ceil(MMQ_LARGE) * rows.div_ceil(MMQ_LARGE) >= min_tiles
 }
 
 /// Bytes of scratch the tensor-core path needs for `rows` rows of `k` values and `n` outputs:
@@ -145,7 +147,9 @@ impl CudaExecutor {
         let reuse = match before.map(|i| &c.g.ops[i]) {
             Some(Op::MatMul { w: pw, x: px, dst: pd, .. }) if *px == x && *pd != x => {
                 self.weight(*pw).is_ok_and(|p| {
-                    kernel(p.dtype).is_some() && quant::vec_dot_type(p.dtype) == quant::vec_dot_type(wt.dtype)
+                    kernel(p.dtype).is_some()
+                        && quant::vec_dot_type(p.dtype) == quant::vec_dot_type(wt.dtype)
+                        && !self.takes_deq(p, rows)
                 })
             }
             _ => false,
@@ -166,13 +170,14 @@ impl CudaExecutor {
         // A few tokens of a type with a `mmqs_T` kernel: weight fragments straight from global
         // memory (mmq_small.cu), on the same grid along n and k.
         let small = small_type && rows <= MMQS_TOK;
-        // Products with enough 128 × 64 tiles to fill the device take them where the type has
-        // them: half the shared-memory loads a tensor-core product (kernels/mmq.cu, `mmq_T_w`).
-        let wide = !small && !n32 && splits == 1 && takes_wide(t, n, rows, self.mmq_wide * self.n_sm);
+        // Products with enough 128 × 128 tiles to fill the device take them where the type has
+        // them (legacy types): half the shared-memory loads a tensor-core product
+        // (kernels/mmq.cu, `mmq_T_l`).
+        let large = !small && !n32 && splits == 1 && takes_large(t, n, rows, self.mmq_large * self.n_sm);
         let (kernel, gx, gy) = if small {
             (Kernel::MmqSmall { t }, gx, 1)
-        } else if wide {
-            (Kernel::MmqWide { t }, n.div_ceil(MMQ_BM_WIDE), gy)
+        } else if large {
+            (Kernel::MmqLarge { t }, n.div_ceil(MMQ_LARGE), rows.div_ceil(MMQ_LARGE))
         } else {
             (Kernel::Mmq { t, n32 }, gx, gy)
         };
@@ -231,17 +236,15 @@ mod tests {
         assert!(qact_bytes(4096, 4096, 4, 264) >= 4 * 4 * 4096 * 4 + 4 * 4096);
     }
 
-    /// The 128-row tiles go where they fill the device: three a multiprocessor of an H200's 132.
+    /// The 128 × 128 tiles from one and a half a multiprocessor of an H200's 132, legacy types.
     #[test]
-    fn wide_tiles_where_they_fill_the_device() {
-        let min = 3 * 132;
-        // 8b, a 512-token chunk: the gate and up products (896 tiles), not the 4,096-row ones (256).
-        assert!(takes_wide(Block::Q8_0, 14336, 512, min));
-        assert!(!takes_wide(Block::Q8_0, 4096, 512, min));
-        // A 1,024-token chunk: the 4,096-row products too (512 tiles).
-        assert!(takes_wide(Block::Q8_0, 4096, 1024, min));
-        // Only the types that have the kernel.
-        assert!(!takes_wide(Block::Q4_0, 14336, 2048, min));
-        assert!(!takes_wide(Block::Q4K, 14336, 2048, min));
+    fn large_tiles_where_they_fill_the_device() {
+        let min = 150 * 132;
+        // 8b, a 1,024-token chunk: every product (the 4,096-row ones have 256 tiles); a
+        // 512-token chunk: the gate and up products (448), not the 4,096-row ones (128).
+        assert!(takes_large(Block::Q8_0, 4096, 1024, min));
+        assert!(takes_large(Block::Q4_0, 14336, 512, min));
+        assert!(!takes_large(Block::Q8_0, 4096, 512, min));
+        assert!(!takes_large(Block::Q4K, 14336, 2048, min));
     }
 }

@@ -13,7 +13,7 @@ mod rope;
 mod sampling;
 
 pub(super) use matmul::qact_bytes;
-pub(super) use matmul_blas::Blas;
+pub(super) use matmul_blas::{preload_blas, Blas};
 pub(super) use matmul_mmq::enabled as mmq_enabled;
 
 use crate::exec::fuse::{ActQuant, Capabilities, Epilogue, GateUp, NormQuant, RopeKv, Triple};
