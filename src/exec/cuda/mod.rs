@@ -37,11 +37,13 @@
 //!   the KV store; `WICK_CUDA_FUSE=0` turns it off), and the decode kernels are launched with
 //!   programmatic dependent launch on sm_90 and later (`WICK_CUDA_PDL=0` turns it off).
 //!
-//! Not yet: prefill products use the int8 tensor cores (`ops/matmul_mmq.rs`) on sm_80+ for
-//! the eight quantized block types only (float weights, older GPUs and fewer than 16 rows:
-//! dp4a over 8 token rows); attention keeps a score scratch of n_ctx floats per (row, head)
-//! instead of a flash kernel, and its many-row kernel uses no tensor cores; Q2_K, Q3_K and
-//! BF16 weights are refused (`supports_type`); one device (ordinal 0).
+//! - Prefill products of 128 tokens or more go through cuBLAS's f16 GEMM where the library
+//!   loads (`ops/matmul_blas.rs`): f16/bf16 weights as they are, the eight quantized block
+//!   types dequantized to f16 a slice at a time, with the activations as their q8 values.
+//!   Otherwise the int8 tensor cores (`ops/matmul_mmq.rs`, sm_80 and later, from 16 rows, and
+//!   from 7 for Q4_K and Q6_K), and dp4a over 8 token rows on older GPUs.
+//!
+//! Not yet: Q2_K, Q3_K and the IQ types are refused (`supports_type`); one device (ordinal 0).
 
 mod device;
 mod kernels;
