@@ -13,7 +13,10 @@
 //!   kernels do not take.
 //!
 //! Buffers smaller than this (token ids, q8 copies of activations on the GPUs, staging for
-//! uploads) are under 1% of the total and left out.
+//! uploads) are under 1% of the total and left out. So is CUDA's scratch for prefill products
+//! through cuBLAS (`exec/cuda/ops/matmul_blas.rs`, prompt chunks of 128 tokens or more): a slice
+//! of dequantized f16 weights of at most 64 MiB and the chunk's widest input in f16, about 93
+//! MiB on an 8B model at 1,024-token chunks (1-2% of its total, up to 3% on a 1B).
 
 use super::{build_graph, Hparams, Logits, WeightTable};
 use crate::exec::{blocks_for, ExecutorKind, MemoryBudget, Op, KV_BLOCK};
