@@ -14,13 +14,24 @@ use crate::{Error, Result};
 #[derive(Default)]
 pub struct Scratch {
     acts: Vec<u8>,
+    /// What `acts` holds: (format, values a row, rows).
+    held: Option<(quant::GgmlType, usize, usize)>,
     row: Vec<u8>,
     tmp: Vec<f32>,
     scales: Vec<f32>,
 }
 
-/// out (rows × n) = x (rows × k) · Wᵀ, W being `w` (n rows of k).
-pub fn matmul(w: &Weight, x: &[f32], rows: usize, out: &mut [f32], s: &mut Scratch) -> Result<()> {
+/// out (rows × n) = x (rows × k) · Wᵀ, W being `w` (n rows of k). `same_input`: the previous
+/// matmul of the step read the same, unchanged `x`, so its converted activations are taken
+/// again where they are in this weight's format (Q, K and V; gate and up).
+pub fn matmul(
+    w: &Weight,
+    x: &[f32],
+    rows: usize,
+    out: &mut [f32],
+    s: &mut Scratch,
+    same_input: bool,
+) -> Result<()> {
     let (k, n) = (w.k(), w.n_rows());
     if x.len() != rows * k || out.len() != rows * n {
         return Err(Error::Executor {
@@ -28,13 +39,14 @@ pub fn matmul(w: &Weight, x: &[f32], rows: usize, out: &mut [f32], s: &mut Scrat
             message: format!("matmul shape mismatch on '{}'", w.name),
         });
     }
-    let vt = quant::vec_dot_type(w.dtype);
-    s.acts.clear();
-    for r in 0..rows {
-        quant::quantize_row_into(vt, &x[r * k..(r + 1) * k], &mut s.row)?;
-        s.acts.extend_from_slice(&s.row);
+    if rows == 0 {
+        return Ok(());
     }
-    let arb = s.row.len();
+    let vt = quant::vec_dot_type(w.dtype);
+    if !(same_input && s.held == Some((vt, k, rows))) {
+        convert(vt, x, k, rows, s)?;
+    }
+    let arb = s.acts.len() / rows.max(1);
     let wrb = w.dtype.row_bytes(k as u64)? as usize;
     let (acts, data, dtype) = (&s.acts[..], &w.data[..], w.dtype);
     // Enough chunks to balance the threads, big enough to amortise the scheduling.
@@ -73,6 +85,30 @@ pub fn matmul(w: &Weight, x: &[f32], rows: usize, out: &mut [f32], s: &mut Scrat
         }
     });
     transpose(&s.tmp, rows, n, out);
+    Ok(())
+}
+
+/// `x` (rows of k) into `s.acts` in the format `vt`, the rows split among the threads.
+fn convert(vt: quant::GgmlType, x: &[f32], k: usize, rows: usize, s: &mut Scratch) -> Result<()> {
+    s.held = None;
+    // The first row on this thread: its size, and any error, before the others.
+    quant::quantize_row_into(vt, &x[..k], &mut s.row)?;
+    let arb = s.row.len();
+    s.acts.resize(rows * arb, 0);
+    s.acts[..arb].copy_from_slice(&s.row);
+    let per = (rows - 1).div_ceil(par::threads()).max(8);
+    par::for_each_chunk(&mut s.acts[arb..], per * arb, |ci, part| {
+        let mut row = Vec::with_capacity(arb);
+        for (j, dst) in part.chunks_exact_mut(arb).enumerate() {
+            let r = 1 + ci * per + j;
+            // The format converted the first row, so it converts these (an error is not
+            // possible here; the row would stay zero).
+            if quant::quantize_row_into(vt, &x[r * k..(r + 1) * k], &mut row).is_ok() {
+                dst.copy_from_slice(&row);
+            }
+        }
+    });
+    s.held = Some((vt, k, rows));
     Ok(())
 }
 

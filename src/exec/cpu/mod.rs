@@ -154,7 +154,7 @@ impl CpuExecutor {
             acts[i] = vec![0.0; g.rows(a) * g.cols(a)];
         }
         let mut scratch = matmul::Scratch::default();
-        for op in &g.ops {
+        for (i, op) in g.ops.iter().enumerate() {
             match *op {
                 Op::Embed { table, dst, scale } => {
                     kernels::embed(&weights[table.0 as usize], &tokens, &mut acts[dst.0 as usize], scale)?
@@ -166,8 +166,13 @@ impl CpuExecutor {
                 }
                 Op::MatMul { w, x, dst, bias } => {
                     let rows = g.rows(x);
+                    // The op before read the same input and wrote elsewhere: its converted
+                    // activations still describe x.
+                    let same_input = i.checked_sub(1).is_some_and(
+                        |p| matches!(g.ops[p], Op::MatMul { x: px, dst: pd, .. } if px == x && pd != x),
+                    );
                     let (xs, out) = pair(&mut acts, x, dst);
-                    matmul::matmul(&weights[w.0 as usize], xs, rows, out, &mut scratch)?;
+                    matmul::matmul(&weights[w.0 as usize], xs, rows, out, &mut scratch, same_input)?;
                     if let Some(b) = bias {
                         let b = kernels::f32_weight(&weights[b.0 as usize])?;
                         for row in out.chunks_mut(b.len()) {
