@@ -12,7 +12,7 @@ use support::Rng;
 use wick::quant::vec_dot_rows;
 use wick::quant::{
     dequantize, quantize_row_into, tile_scales, vec_dot, vec_dot_gemm4, vec_dot_gemm4_tile, vec_dot_portable,
-    vec_dot_ref, vec_dot_tile, vec_dot_tile4, vec_dot_type, GgmlType,
+    vec_dot_ref, vec_dot_tile, vec_dot_tile4, vec_dot_tile8, vec_dot_type, GgmlType,
 };
 
 /// Roughly normal (sum of uniforms), mean 0, sd ~ `sd`.
@@ -325,6 +325,34 @@ fn scaled_tiles_are_bit_identical_to_vec_dot() {
                 let mut out = [0f32; 4];
                 vec_dot_tile4(t, n, &w, &acts, arb, &sc, &mut out);
                 for c in 0..4 {
+                    let want = vec_dot(t, n, &w, &a[c]);
+                    assert_eq!(out[c].to_bits(), want.to_bits(), "{t} n={n} row {c}: {} vs {want}", out[c]);
+                }
+                assert!(out.iter().any(|&v| v != 0.0), "{t} n={n}: all zero");
+            }
+        }
+    }
+}
+
+/// Prefill's 1 x 8 tile (`vec_dot_tile8`: two groups of four rows with their converted scales)
+/// gives exactly the bits of one `vec_dot` per row, for every weight type (Q4_0, Q5_0 and Q8_0
+/// through their own kernel on x86, the others through two 1 x 4 tiles).
+#[test]
+fn eight_row_tiles_are_bit_identical_to_vec_dot() {
+    let mut rng = Rng(0x5EED_0009);
+    for t in GgmlType::WEIGHT_TYPES {
+        for n in lengths(t) {
+            for _ in 0..3 {
+                let w = random_weights(t, n, &mut rng);
+                let a = activation_rows(t, n, 8, &mut rng);
+                let (acts, arb) = (a.concat(), a[0].len());
+                let gsz = 8 * (n / t.block_size());
+                let (mut sc0, mut sc1) = (vec![f32::NAN; gsz], vec![f32::NAN; gsz]);
+                tile_scales(t, n, &acts, arb, &mut sc0);
+                tile_scales(t, n, &acts[4 * arb..], arb, &mut sc1);
+                let mut out = [0f32; 8];
+                vec_dot_tile8(t, n, &w, &acts, arb, &sc0, &sc1, &mut out);
+                for c in 0..8 {
                     let want = vec_dot(t, n, &w, &a[c]);
                     assert_eq!(out[c].to_bits(), want.to_bits(), "{t} n={n} row {c}: {} vs {want}", out[c]);
                 }

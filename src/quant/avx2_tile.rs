@@ -232,6 +232,118 @@ unsafe fn tile4s_vnni<const T: u32>(
     tile4s_body::<T, true>(ts, nb, w, a, sc, out)
 }
 
+/// [`tile4s_body`] over eight activation rows (two groups of four, their scales at `sc[0]` and
+/// `sc[1]`): each weight block unpacked once for eight rows instead of four, the same
+/// operations per pair in the same order, so the same bits. Types without a min only (Q4_0,
+/// Q5_0, Q8_0): eight accumulators and the unpacked block fill the sixteen ymm registers.
+///
+/// # Safety
+/// As [`tile`]; `sc[0]` and `sc[1]` readable for `8 * nb` f32.
+#[inline(always)]
+unsafe fn tile8s_body<const T: u32, const V: bool>(
+    ts: usize,
+    nb: usize,
+    w: *const u8,
+    a: [*const u8; 8],
+    sc: [*const f32; 2],
+    out: &mut [f32; 8],
+) {
+    let mut acc = [_mm256_setzero_ps(); 8];
+    for i in 0..nb {
+        let wb = w.add(i * ts);
+        let wd = _mm256_broadcastss_ps(f16x2(wb));
+        let q = legacy_q::<T>(wb);
+        let aw = _mm256_sign_epi8(q, q);
+        for c in 0..8 {
+            let d = _mm256_mul_ps(wd, _mm256_broadcast_ss(&*sc[c / 4].add(8 * i + c % 4)));
+            let aq = load(a[c].add(i * 34 + 2));
+            let y = _mm256_sign_epi8(aq, q);
+            let p = _mm256_cvtepi32_ps(if V { dpbusd(aw, y) } else { mul_sum_u8_i8(aw, y) });
+            acc[c] = _mm256_fmadd_ps(d, p, acc[c]);
+        }
+    }
+    for c in 0..8 {
+        out[c] = hsum_ps(acc[c]);
+    }
+}
+
+/// [`tile8s_body`] with AVX2 only.
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn tile8s_avx2<const T: u32>(
+    ts: usize,
+    nb: usize,
+    w: *const u8,
+    a: [*const u8; 8],
+    sc: [*const f32; 2],
+    out: &mut [f32; 8],
+) {
+    tile8s_body::<T, false>(ts, nb, w, a, sc, out)
+}
+
+/// [`tile8s_body`] with AVX-512 VNNI (`vpdpbusd`).
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn tile8s_vnni<const T: u32>(
+    ts: usize,
+    nb: usize,
+    w: *const u8,
+    a: [*const u8; 8],
+    sc: [*const f32; 2],
+    out: &mut [f32; 8],
+) {
+    tile8s_body::<T, true>(ts, nb, w, a, sc, out)
+}
+
+/// `out[c]` = weight row `w` times activation row `c` of `a` (eight rows `arb` bytes apart) for
+/// Q4_0, Q5_0 or Q8_0, with the activations' block scales from `sc0` and `sc1`
+/// ([`super::tile_scales`] of rows 0-3 and 4-7). False (nothing written) for other types or
+/// slices too short.
+#[allow(clippy::too_many_arguments)]
+pub fn dot_tile8s(
+    t: GgmlType,
+    n: usize,
+    w: &[u8],
+    a: &[u8],
+    arb: usize,
+    sc0: &[f32],
+    sc1: &[f32],
+    out: &mut [f32; 8],
+) -> bool {
+    let nb = n / t.block_size();
+    let ts = t.type_size();
+    let legacy = matches!(t, GgmlType::Q4_0 | GgmlType::Q5_0 | GgmlType::Q8_0);
+    let fits = legacy
+        && n.is_multiple_of(t.block_size())
+        && nb * ts <= w.len()
+        && nb * 34 <= arb
+        && a.len() >= 7 * arb + nb * 34
+        && sc0.len() >= 8 * nb
+        && sc1.len() >= 8 * nb;
+    if !fits || !super::avx2::available() {
+        return false;
+    }
+    let ap: [*const u8; 8] = std::array::from_fn(|c| a[c * arb..].as_ptr());
+    let (wp, sp) = (w.as_ptr(), [sc0.as_ptr(), sc1.as_ptr()]);
+    // SAFETY: features checked above; every row and every scale read lies inside its slice
+    // (these types pair with Q8_0 activations: 34-byte blocks, the quants from byte 2).
+    unsafe {
+        macro_rules! go {
+            ($t:expr) => {
+                if vnni() {
+                    tile8s_vnni::<{ $t as u32 }>(ts, nb, wp, ap, sp, out)
+                } else {
+                    tile8s_avx2::<{ $t as u32 }>(ts, nb, wp, ap, sp, out)
+                }
+            };
+        }
+        match t {
+            GgmlType::Q4_0 => go!(GgmlType::Q4_0),
+            GgmlType::Q5_0 => go!(GgmlType::Q5_0),
+            _ => go!(GgmlType::Q8_0),
+        }
+    }
+    true
+}
+
 /// `out[c]` = weight row `w` times activation row `c` of `a` (four rows `arb` bytes apart) for a
 /// legacy type `t`, with the activations' block scales from `sc` ([`super::tile_scales`] of the
 /// same four rows). False (nothing written) for other types or slices too short.

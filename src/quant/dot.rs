@@ -187,8 +187,9 @@ pub fn tile_scales(t: GgmlType, n: usize, acts: &[u8], arb: usize, out: &mut [f3
 /// `out[c]` = [`vec_dot`] of the weight row `w_row` with activation row `c` of `acts` (four
 /// rows `arb` bytes apart), `scales` being [`tile_scales`] of those rows: prefill's 1 x 4 tile
 /// for the legacy types on x86 and in wasm, bit-identical to [`vec_dot_tile`]; elsewhere
-/// [`vec_dot_tile`].
-#[inline]
+/// [`vec_dot_tile`]. Always inlined: out of line (as [`vec_dot_tile8`]'s fallback made it), its
+/// call cost SmolLM2's prefill 6%.
+#[inline(always)]
 pub fn vec_dot_tile4(
     t: GgmlType,
     n: usize,
@@ -212,6 +213,49 @@ pub fn vec_dot_tile4(
     }
     let _ = scales;
     vec_dot_tile::<1, 4>(t, n, w_row, w_row.len(), acts, arb, out);
+}
+
+/// Whether [`vec_dot_tile8`] has a kernel of its own for `t` here (else it is two
+/// [`vec_dot_tile4`], and callers take those directly).
+pub fn has_tile8(t: GgmlType) -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        matches!(t, GgmlType::Q4_0 | GgmlType::Q5_0 | GgmlType::Q8_0) && super::avx2::available()
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        let _ = t;
+        false
+    }
+}
+
+/// `out[c]` = [`vec_dot`] of the weight row `w_row` with activation row `c` of `acts` (eight
+/// rows `arb` bytes apart), `sc0` and `sc1` being [`tile_scales`] of rows 0-3 and 4-7: the
+/// 1 x 8 tile of Q4_0, Q5_0 and Q8_0 on x86 (each weight block unpacked once for eight rows),
+/// bit-identical to [`vec_dot_tile4`]; elsewhere two of those.
+#[inline]
+#[allow(clippy::too_many_arguments)]
+pub fn vec_dot_tile8(
+    t: GgmlType,
+    n: usize,
+    w_row: &[u8],
+    acts: &[u8],
+    arb: usize,
+    sc0: &[f32],
+    sc1: &[f32],
+    out: &mut [f32; 8],
+) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        if super::avx2_tile::dot_tile8s(t, n, w_row, acts, arb, sc0, sc1, out) {
+            return;
+        }
+    }
+    let (lo, hi) = out.split_at_mut(4);
+    if let (Ok(lo), Ok(hi)) = (<&mut [f32; 4]>::try_from(lo), <&mut [f32; 4]>::try_from(hi)) {
+        vec_dot_tile4(t, n, w_row, acts, arb, sc0, lo);
+        vec_dot_tile4(t, n, w_row, acts.get(4 * arb..).unwrap_or(&[]), arb, sc1, hi);
+    }
 }
 
 #[inline(always)]
