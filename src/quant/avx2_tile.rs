@@ -293,6 +293,11 @@ unsafe fn tile8s_vnni<const T: u32>(
     tile8s_body::<T, true>(ts, nb, w, a, sc, out)
 }
 
+/// Whether [`dot_tile8s`] takes `t` on this CPU: Q4_0, Q5_0 or Q8_0, with AVX2.
+pub fn has_tile8s(t: GgmlType) -> bool {
+    matches!(t, GgmlType::Q4_0 | GgmlType::Q5_0 | GgmlType::Q8_0) && super::avx2::available()
+}
+
 /// `out[c]` = weight row `w` times activation row `c` of `a` (eight rows `arb` bytes apart) for
 /// Q4_0, Q5_0 or Q8_0, with the activations' block scales from `sc0` and `sc1`
 /// ([`super::tile_scales`] of rows 0-3 and 4-7). False (nothing written) for other types or
@@ -310,15 +315,14 @@ pub fn dot_tile8s(
 ) -> bool {
     let nb = n / t.block_size();
     let ts = t.type_size();
-    let legacy = matches!(t, GgmlType::Q4_0 | GgmlType::Q5_0 | GgmlType::Q8_0);
-    let fits = legacy
+    let fits = has_tile8s(t)
         && n.is_multiple_of(t.block_size())
         && nb * ts <= w.len()
         && nb * 34 <= arb
         && a.len() >= 7 * arb + nb * 34
         && sc0.len() >= 8 * nb
         && sc1.len() >= 8 * nb;
-    if !fits || !super::avx2::available() {
+    if !fits {
         return false;
     }
     let ap: [*const u8; 8] = std::array::from_fn(|c| a[c * arb..].as_ptr());

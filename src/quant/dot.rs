@@ -220,7 +220,7 @@ pub fn vec_dot_tile4(
 pub fn has_tile8(t: GgmlType) -> bool {
     #[cfg(target_arch = "x86_64")]
     {
-        matches!(t, GgmlType::Q4_0 | GgmlType::Q5_0 | GgmlType::Q8_0) && super::avx2::available()
+        super::avx2_tile::has_tile8s(t)
     }
     #[cfg(not(target_arch = "x86_64"))]
     {

@@ -81,28 +81,32 @@ pub fn matmul_large() -> Vec<Row> {
     [GgmlType::Q4_1, GgmlType::Q8_0].into_iter().map(|t| matmul_row(t, 120, 320, 42300, true)).collect()
 }
 
+/// The quantized types of CUDA's tensor-core products (`mmq_T`) and of its dequantization for
+/// cuBLAS (`dequant_T`).
+const TILE_TYPES: [GgmlType; 8] = [
+    GgmlType::Q4_0,
+    GgmlType::Q4_1,
+    GgmlType::Q5_0,
+    GgmlType::Q5_1,
+    GgmlType::Q8_0,
+    GgmlType::Q4_K,
+    GgmlType::Q5_K,
+    GgmlType::Q6_K,
+];
+
 /// Products of 256 tokens, where CUDA multiplies the quantized types' weights dequantized to
-/// f16 through cuBLAS (ops/matmul_blas.rs, from 128 tokens): every type with a `dequant_T` kernel, with and
-/// without bias, at their own tolerance ([`tol::MATMUL_DEQ`]).
+/// f16 through cuBLAS (ops/matmul_blas.rs, from 128 tokens): every type with a `dequant_T`
+/// kernel, with and without bias, at their own tolerance ([`tol::MATMUL_DEQ`]).
 pub fn matmul_dequantized() -> Vec<Row> {
-    [
-        GgmlType::Q4_0,
-        GgmlType::Q4_1,
-        GgmlType::Q5_0,
-        GgmlType::Q5_1,
-        GgmlType::Q8_0,
-        GgmlType::Q4_K,
-        GgmlType::Q5_K,
-        GgmlType::Q6_K,
-    ]
-    .into_iter()
-    .enumerate()
-    .map(|(i, t)| {
-        let mut r = matmul_row(t, 256, 512, 300 + 17 * i, i % 2 == 1);
-        r.tol = tol::MATMUL_DEQ;
-        r
-    })
-    .collect()
+    TILE_TYPES
+        .into_iter()
+        .enumerate()
+        .map(|(i, t)| {
+            let mut r = matmul_row(t, 256, 512, 300 + 17 * i, i % 2 == 1);
+            r.tol = tol::MATMUL_DEQ;
+            r
+        })
+        .collect()
 }
 
 /// Prefill tiles (CUDA's tensor-core products from 16 rows, from 7 for Q4_K and Q6_K: 32- and
@@ -110,19 +114,7 @@ pub fn matmul_dequantized() -> Vec<Row> {
 /// stages and, for the 32-value types, a partial stage), with and without bias.
 pub fn matmul_tiles() -> Vec<Row> {
     let mut rows = Vec::new();
-    for t in [
-        GgmlType::Q4_0,
-        GgmlType::Q4_1,
-        GgmlType::Q5_0,
-        GgmlType::Q5_1,
-        GgmlType::Q8_0,
-        GgmlType::Q4_K,
-        GgmlType::Q5_K,
-        GgmlType::Q6_K,
-        GgmlType::F16,
-        GgmlType::BF16,
-        GgmlType::F32,
-    ] {
+    for t in TILE_TYPES.into_iter().chain([GgmlType::F16, GgmlType::BF16, GgmlType::F32]) {
         let mut shapes = vec![
             (16, 256, 64, false),
             (77, 768, 200, true),

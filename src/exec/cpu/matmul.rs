@@ -46,7 +46,7 @@ pub fn matmul(
     if !(same_input && s.held == Some((vt, k, rows))) {
         convert(vt, x, k, rows, s)?;
     }
-    let arb = s.acts.len() / rows.max(1);
+    let arb = s.acts.len() / rows;
     let wrb = w.dtype.row_bytes(k as u64)? as usize;
     let (acts, data, dtype) = (&s.acts[..], &w.data[..], w.dtype);
     // Enough chunks to balance the threads, big enough to amortise the scheduling.

@@ -4,10 +4,10 @@
 //! tokens (legacy types' products with enough tiles: 128 × 128, `mmq_T_l`). Used on sm_80 and
 //! later for at least [`MMQ_MIN_ROWS`] token rows of the covered types, below the tokens from
 //! which cuBLAS takes them on dequantized weights (ops/matmul_blas.rs), or at any count where
-//! cuBLAS is absent; `WICK_CUDA_MMQ=0` turns it off (the dp4a kernels of matmul.cuh then run). Products of up to [`MMQS_TOK`] tokens
-//! of Q4_K and Q6_K weights take the `mmqs_*` kernels of kernels/mmq_small.cu instead (weight
-//! fragments from global memory; `WICK_CUDA_MMQS=0` off), from the rows the `mmvn` kernels leave
-//! (7, [`CudaExecutor::mmvn_limit`]).
+//! cuBLAS is absent; `WICK_CUDA_MMQ=0` turns it off (the dp4a kernels of matmul.cuh then run).
+//! Products of up to [`MMQS_TOK`] tokens of Q4_K and Q6_K weights take the `mmqs_*` kernels of
+//! kernels/mmq_small.cu instead (weight fragments from global memory; `WICK_CUDA_MMQS=0` off),
+//! from the rows the `mmvn` kernels leave (7, [`CudaExecutor::mmvn_limit`]).
 
 use super::super::kernels::{Block, Kernel, MMQ_LARGE_TYPES, MMQ_SMALL_TYPES};
 use super::super::params::{MmqParams, QuantizeSplitParams};
