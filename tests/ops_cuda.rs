@@ -59,14 +59,16 @@ fn errors_are_errors() {
 /// compile fails there.
 #[test]
 fn kernels_compile_with_nvrtc() {
-    // SAFETY: only tries to open the library.
-    if !unsafe { cudarc::nvrtc::sys::is_culib_present() } {
-        assert!(
-            std::env::var("WICK_REQUIRE_NVRTC").as_deref() != Ok("1"),
-            "WICK_REQUIRE_NVRTC=1 but no NVRTC library"
-        );
-        eprintln!("SKIPPED: no NVRTC library on this machine");
-        return;
+    match wick::exec::cuda::nvrtc_library() {
+        Ok((name, v)) => eprintln!("NVRTC {}.{} ({name})", v.0, v.1),
+        Err(e) => {
+            assert!(
+                std::env::var("WICK_REQUIRE_NVRTC").as_deref() != Ok("1"),
+                "WICK_REQUIRE_NVRTC=1 but {e}"
+            );
+            eprintln!("SKIPPED: {e}");
+            return;
+        }
     }
     for arch in [(8, 0), (9, 0)] {
         let ptx = wick::exec::cuda::compile_kernels(arch).expect("NVRTC compiles the kernels");

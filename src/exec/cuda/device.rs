@@ -7,7 +7,7 @@ use std::sync::Arc;
 use cudarc::driver::{CudaContext, CudaSlice, CudaStream, DevicePtr};
 use rayon::prelude::*;
 
-use super::{drv, err, kernels, layout, ops, CudaExecutor};
+use super::{drv, err, kernels, layout, nvrtc, ops, CudaExecutor};
 use crate::exec::{kv_io_pieces, KvId, KvPiece, KvSpec, WeightId};
 use crate::quant::GgmlType;
 use crate::{Error, Result};
@@ -156,9 +156,8 @@ impl CudaExecutor {
         if !unsafe { cudarc::driver::sys::is_culib_present() } {
             return Err(err("no CUDA driver library (libcuda) found on this machine"));
         }
-        if !unsafe { cudarc::nvrtc::sys::is_culib_present() } {
-            return Err(err("no NVRTC library (libnvrtc) found: install the CUDA runtime compiler"));
-        }
+        // The NVRTC this driver runs code from (nvrtc.rs), or an error naming what was sought.
+        nvrtc::get().map_err(err)?;
         let n = CudaContext::device_count().map_err(drv("counting CUDA devices"))?;
         if n < 1 {
             return Err(err("the CUDA driver reports no device"));

@@ -24,9 +24,9 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock};
 
 use cudarc::driver::sys::CUfunction_attribute;
 use cudarc::driver::{CudaContext, CudaFunction, CudaModule};
-use cudarc::nvrtc::{CompileOptions, Ptx};
+use cudarc::nvrtc::Ptx;
 
-use super::{err, params};
+use super::{err, nvrtc, params};
 use crate::quant::GgmlType;
 use crate::{Error, Result};
 
@@ -821,10 +821,15 @@ fn cache_dir() -> Option<PathBuf> {
 
 /// Compile `module` for `arch` with NVRTC (no GPU needed), returning the PTX text.
 pub fn compile_module(module: Module, arch: (i32, i32)) -> Result<String> {
-    let opts = CompileOptions { options: options(arch), ..Default::default() };
-    let ptx = cudarc::nvrtc::compile_ptx_with_opts(source(module), opts)
-        .map_err(|e| err(format!("NVRTC could not compile the {} kernels: {e}", module.name())))?;
-    Ok(ptx.to_src())
+    let ptx = nvrtc_compile(module, options(arch), nvrtc::Output::Ptx)?;
+    String::from_utf8(ptx).map_err(|e| err(format!("NVRTC's PTX of the {} kernels: {e}", module.name())))
+}
+
+/// `module` compiled with `opts` by the NVRTC wick chose (nvrtc.rs).
+fn nvrtc_compile(module: Module, opts: Vec<String>, out: nvrtc::Output) -> Result<Vec<u8>> {
+    let what = || format!("NVRTC could not compile the {} kernels", module.name());
+    let lib = nvrtc::get().map_err(err)?;
+    lib.compile(&source(module), &opts, out).map_err(|e| err(format!("{}: {e}", what())))
 }
 
 /// Compile every module for `arch` with NVRTC (no GPU needed, a thread a core), returning
@@ -888,44 +893,14 @@ pub fn compile(arch: (i32, i32)) -> Result<String> {
 /// Compile `module` for `arch` with NVRTC to the GPU's own machine code (a cubin ELF for
 /// sm_XY; no GPU needed).
 pub fn compile_cubin(module: Module, arch: (i32, i32)) -> Result<Vec<u8>> {
-    use cudarc::nvrtc::{result, sys};
-    let what = || format!("NVRTC could not compile the {} kernels", module.name());
-    let src = std::ffi::CString::new(source(module)).map_err(|e| err(format!("{}: {e}", what())))?;
-    let prog = result::create_program(&src, None).map_err(|e| err(format!("{}: {e}", what())))?;
     let mut opts = options(arch);
     opts[0] = format!("--gpu-architecture=sm_{}{}", arch.0, arch.1);
-    // SAFETY: `prog` was created above and is destroyed once, below.
-    let out = unsafe {
-        match result::compile_program(prog, &opts) {
-            Err(e) => {
-                let log = result::get_program_log(prog).unwrap_or_default();
-                let log: Vec<u8> = log.iter().map(|&c| c as u8).take_while(|&c| c != 0).collect();
-                Err(err(format!("{}: {e}\n{}", what(), String::from_utf8_lossy(&log))))
-            }
-            Ok(()) => {
-                let mut size = 0usize;
-                let got = sys::nvrtcGetCUBINSize(prog, &mut size).result().and_then(|()| {
-                    let mut buf = vec![0u8; size];
-                    sys::nvrtcGetCUBIN(prog, buf.as_mut_ptr().cast()).result().map(|()| buf)
-                });
-                got.map_err(|e| err(format!("{}: no cubin: {e}", what())))
-            }
-        }
-    };
-    // SAFETY: as above.
-    let _ = unsafe { result::destroy_program(prog) };
-    out
+    nvrtc_compile(module, opts, nvrtc::Output::Cubin)
 }
 
-/// NVRTC's version, part of the cache key (another NVRTC makes other code).
+/// The chosen NVRTC's version, part of the cache key (another NVRTC makes other code).
 fn nvrtc_version() -> (i32, i32) {
-    static VERSION: OnceLock<(i32, i32)> = OnceLock::new();
-    *VERSION.get_or_init(|| {
-        let (mut major, mut minor) = (0, 0);
-        // SAFETY: two out-parameters.
-        let _ = unsafe { cudarc::nvrtc::sys::nvrtcVersion(&mut major, &mut minor) };
-        (major, minor)
-    })
+    nvrtc::get().map_or((0, 0), |n| n.version)
 }
 
 /// `module`'s code for `arch` (a cubin, or PTX when `cubin` is false), from the disk cache or

@@ -2,9 +2,11 @@
 //! an NVIDIA GPU through cudarc.
 //!
 //! Design decisions:
-//! - cudarc loads the driver and NVRTC at run time: a build needs no CUDA toolkit, and a
-//!   machine without them gets [`Error::Executor`] from [`CudaExecutor::new`], never a panic
-//!   (cudarc panics on a missing library, so its presence is checked first).
+//! - The driver (through cudarc) and NVRTC are loaded at run time: a build needs no CUDA
+//!   toolkit, and a machine without them gets [`Error::Executor`] from [`CudaExecutor::new`],
+//!   never a panic (cudarc panics on a missing library, so its presence is checked first).
+//!   wick opens NVRTC itself (`nvrtc.rs`): the newest one whose code the installed driver
+//!   loads, so a CUDA 12 driver gets NVRTC 12 when NVRTC 13 is installed beside it.
 //! - Kernels are CUDA C in `kernels/`, one op family per file, compiled by NVRTC for the
 //!   device's own architecture in small modules (a weight type's products, a head size's
 //!   attention), only those the model needs, on worker threads while the weights load, and
@@ -48,6 +50,7 @@
 mod device;
 mod kernels;
 mod layout;
+mod nvrtc;
 mod ops;
 mod params;
 mod record;
@@ -70,6 +73,12 @@ pub(crate) use kernels::trace;
 pub use kernels::{
     compile as compile_kernels, compile_cubin, compile_module, source as kernel_source, Family, Module,
 };
+
+/// The NVRTC library wick compiles its kernels with (the newest one the driver runs code
+/// from; `WICK_NVRTC` names another): its name and version, or why there is none.
+pub fn nvrtc_library() -> Result<(String, (i32, i32))> {
+    nvrtc::get().map(|n| (n.name.clone(), n.version)).map_err(err)
+}
 
 /// An error of this executor.
 pub(crate) fn err(message: impl Into<String>) -> Error {
