@@ -319,13 +319,14 @@ params! {
         n: i32 = "int",
         rows: i32 = "int",
     }
-    /// `quantize_q8s` (q8_1 with with_sum) and `quantize_q8ks` (which does not read with_sum):
-    /// values to the split q8 layout (qs, ds).
+    /// `quantize_q8s` (q8_1 with with_sum; `nb` 32-value blocks) and `quantize_q8ks` (which
+    /// reads neither): values to the split q8 layout (qs, ds).
     [Matmul] struct QuantizeSplitParams {
         x: u64 = "const float*",
         qs: u64 = "i8*",
         ds: u64 = "float*",
         with_sum: i32 = "int",
+        nb: i32 = "int",
     }
     /// `matvec_T`, `matvec_T_r8`: out = a · wᵀ (+ bias) for `rows` rows (q8 activations in the
     /// file layout, or f32 for float weights).

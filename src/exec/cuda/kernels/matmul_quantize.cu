@@ -73,15 +73,17 @@ extern "C" __global__ void round_f16(const RoundF16Params p) {
 // (int8) and AF floats a block (q8_0/q8_1: d and s, f16-rounded as the file layout stores
 // them; q8_K: d). Same values as the file-layout kernels above. Stores: q8.cuh.
 
-// One warp per 32-value block.
+// Eight warps a block, a warp per 32-value block, `nb` blocks in all (a block of 32 threads
+// per 32 values made a prompt's conversion launch-bound: 131,072 blocks for 4M values).
 extern "C" __global__ void quantize_q8s(const QuantizeSplitParams p) {
     pdl_trigger();
     pdl_wait();
-    int b = blockIdx.x;
-    q8_0_store(p.x[32 * b + threadIdx.x], b, p.qs, p.ds, p.with_sum);
+    int b = blockIdx.x * 8 + threadIdx.x / 32;
+    if (b >= p.nb) return;  // a whole warp: q8_0_store's shuffles stay within live warps
+    q8_0_store(p.x[32 * b + threadIdx.x % 32], b, p.qs, p.ds, p.with_sum);
 }
 
-// 256 threads per 256-value block (`with_sum` is not read).
+// 256 threads per 256-value block (`with_sum` and `nb` are not read).
 extern "C" __global__ void quantize_q8ks(const QuantizeSplitParams p) {
     pdl_trigger();
     pdl_wait();

@@ -172,16 +172,8 @@ impl CudaExecutor {
         for r0 in (0..rows).step_by(per) {
             let nr = per.min(rows - r0);
             let qs = c.qact.ptr;
-            let p = QuantizeSplitParams {
-                x: c.act(x) + 4 * (r0 * k) as u64,
-                qs,
-                ds: c.scales_rows(k, nr),
-                with_sum: (vt == GgmlType::Q8_1) as i32,
-            };
-            match vt {
-                GgmlType::Q8_K => self.launch(Kernel::QuantizeQ8Ks, ((nr * k / 256) as u32, 1), 256, &p)?,
-                _ => self.launch(Kernel::QuantizeQ8s, ((nr * k / 32) as u32, 1), 32, &p)?,
-            }
+            let x = c.act(x) + 4 * (r0 * k) as u64;
+            self.quantize_split_at(vt, x, qs, c.scales_rows(k, nr), nr * k)?;
             let p = MmvParams {
                 w: wt.buf.ptr,
                 aq: qs,
@@ -209,15 +201,30 @@ impl CudaExecutor {
     /// rows are whole blocks) into the split q8 scratch as `kind`.
     pub(in super::super) fn quantize_split(&self, c: &Compiled, x: ActId, kind: ActQuant) -> Result<()> {
         let (k, rows) = (c.g.cols(x), c.g.rows(x));
-        let p = QuantizeSplitParams {
-            x: c.act(x),
-            qs: c.qact.ptr,
-            ds: c.scales_rows(k, rows),
-            with_sum: (kind == ActQuant::Q8_1) as i32,
+        let vt = match kind {
+            ActQuant::Q8K => GgmlType::Q8_K,
+            ActQuant::Q8_1 => GgmlType::Q8_1,
+            ActQuant::Q8_0 => GgmlType::Q8_0,
         };
-        match kind {
-            ActQuant::Q8K => self.launch(Kernel::QuantizeQ8Ks, ((rows * k / 256) as u32, 1), 256, &p),
-            _ => self.launch(Kernel::QuantizeQ8s, ((rows * k / 32) as u32, 1), 32, &p),
+        self.quantize_split_at(vt, c.act(x), c.qact.ptr, c.scales_rows(k, rows), rows * k)
+    }
+
+    /// Convert the `n` values at `x` (whole blocks of `vt`: q8_0, q8_1 with block sums, or q8_K)
+    /// into the split q8 layout at `qs` and `ds`.
+    pub(in super::super) fn quantize_split_at(
+        &self,
+        vt: GgmlType,
+        x: u64,
+        qs: u64,
+        ds: u64,
+        n: usize,
+    ) -> Result<()> {
+        let blocks = |per: usize| u32::try_from(n / per).map_err(|_| err("activation too large"));
+        let nb = blocks(32)?;
+        let p = QuantizeSplitParams { x, qs, ds, with_sum: (vt == GgmlType::Q8_1) as i32, nb: nb as i32 };
+        match vt {
+            GgmlType::Q8_K => self.launch(Kernel::QuantizeQ8Ks, (blocks(256)?, 1), 256, &p),
+            _ => self.launch(Kernel::QuantizeQ8s, (nb.div_ceil(8), 1), 256, &p),
         }
     }
 

@@ -10,7 +10,7 @@
 //! from the rows the `mmvn` kernels leave (7, [`CudaExecutor::mmvn_limit`]).
 
 use super::super::kernels::{Block, Kernel, MMQ_LARGE_TYPES, MMQ_SMALL_TYPES};
-use super::super::params::{MmqParams, QuantizeSplitParams};
+use super::super::params::MmqParams;
 use super::super::record::Compiled;
 use super::super::{drv, err, CudaExecutor};
 use crate::exec::{ActId, Op, WeightId};
@@ -154,14 +154,9 @@ impl CudaExecutor {
             }
             _ => false,
         };
-        let blocks = |per: usize| u32::try_from(rows * k / per).map_err(|_| err("activation too large"));
         let vt = quant::vec_dot_type(wt.dtype);
         if !reuse {
-            let p = QuantizeSplitParams { x: c.act(x), qs, ds, with_sum: (vt == GgmlType::Q8_1) as i32 };
-            match vt {
-                GgmlType::Q8_K => self.launch(Kernel::QuantizeQ8Ks, (blocks(256)?, 1), 256, &p)?,
-                _ => self.launch(Kernel::QuantizeQ8s, (blocks(32)?, 1), 32, &p)?,
-            }
+            self.quantize_split_at(vt, c.act(x), qs, ds, rows * k)?;
         }
         let (bias, btype) = self.bias_param(bias)?;
         // Products too small to give the device a few blocks per SM take 32-token tiles, and
