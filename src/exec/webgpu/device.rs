@@ -75,7 +75,8 @@ impl Gpu {
             && std::env::var("WICK_WEBGPU_F16").map_or(true, |v| v != "0");
         let subgroups = have.contains(wgpu::Features::SUBGROUP)
             && std::env::var("WICK_WEBGPU_SUBGROUPS").map_or(true, |v| v != "0");
-        let profiling = cfg!(not(target_arch = "wasm32")) && env_is("WICK_WEBGPU_PROFILE", "1");
+        let profiling = cfg!(not(target_arch = "wasm32"))
+            && (env_is("WICK_WEBGPU_PROFILE", "1") || super::profile::span_only());
         let ts_features = wgpu::Features::TIMESTAMP_QUERY
             | wgpu::Features::TIMESTAMP_QUERY_INSIDE_ENCODERS
             | wgpu::Features::TIMESTAMP_QUERY_INSIDE_PASSES;

@@ -780,10 +780,59 @@ impl Pipelines {
             return Ok(p.clone());
         }
         let (src, entry) = k.source(self.f16)?;
+        #[cfg(not(target_arch = "wasm32"))]
+        let src = experiment::source(k, src);
         // A pipeline that failed is not cached: the next graph tries again.
         let pipe = build_pipeline(device, &format!("{k:?}"), &src, entry)?;
         self.cache.insert(k, pipe.clone());
         Ok(pipe)
+    }
+}
+
+/// Kernel experiments without a rebuild (natively): `WICK_WEBGPU_SHADER_DUMP=DIR` writes each
+/// kernel's composed source as it is built to `DIR/<kernel>.wgsl` (the kernel's name with its
+/// parameters, e.g. `AttentionSplit_heads_4_dims_128.wgsl`); `WICK_WEBGPU_SHADER_DIR=DIR`
+/// builds a kernel from `DIR/<kernel>.wgsl` instead of its own source where that file exists.
+#[cfg(not(target_arch = "wasm32"))]
+mod experiment {
+    use super::Kernel;
+
+    /// The file name of `k`'s source.
+    fn file(k: Kernel) -> String {
+        let name: String =
+            format!("{k:?}").chars().map(|c| if c.is_ascii_alphanumeric() { c } else { '_' }).collect();
+        let mut out = String::new();
+        for part in name.split('_').filter(|p| !p.is_empty()) {
+            if !out.is_empty() {
+                out.push('_');
+            }
+            out.push_str(part);
+        }
+        out + ".wgsl"
+    }
+
+    /// `src`, or the experiment's replacement; dumped when asked.
+    pub fn source(k: Kernel, src: String) -> String {
+        let dir = |var: &str| std::env::var_os(var).filter(|v| !v.is_empty()).map(std::path::PathBuf::from);
+        if let Some(d) = dir("WICK_WEBGPU_SHADER_DUMP") {
+            let _ = std::fs::create_dir_all(&d).and_then(|()| std::fs::write(d.join(file(k)), &src));
+        }
+        match dir("WICK_WEBGPU_SHADER_DIR").and_then(|d| std::fs::read_to_string(d.join(file(k))).ok()) {
+            Some(text) => {
+                eprintln!("wick: {} from WICK_WEBGPU_SHADER_DIR", file(k));
+                text
+            }
+            None => src,
+        }
+    }
+
+    #[test]
+    fn file_names_carry_the_parameters() {
+        assert_eq!(
+            file(Kernel::AttentionSplit { heads: 4, dims: 128 }),
+            "AttentionSplit_heads_4_dims_128.wgsl"
+        );
+        assert_eq!(file(Kernel::Add), "Add.wgsl");
     }
 }
 

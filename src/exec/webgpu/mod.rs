@@ -91,7 +91,9 @@
 //!   workgroup-memory reduction; `WICK_WEBGPU_COOP=1` forces the cooperative matrix kernels
 //!   and `0` the one-row-per-invocation ones, whatever the adapter type;
 //!   `WICK_WEBGPU_FUSE=0` turns fusions off, `WICK_WEBGPU_AHEAD=0` recording ahead;
-//!   `WICK_WEBGPU_PROFILE=1` profiles (natively); `WICK_WEBGPU_SPLITS=N` caps the decode
+//!   `WICK_WEBGPU_PROFILE=1` profiles (natively; `span`: the GPU span of a step alone);
+//!   `WICK_WEBGPU_SHADER_DUMP` / `WICK_WEBGPU_SHADER_DIR` write and replace kernel sources
+//!   (kernels.rs, natively); `WICK_WEBGPU_SPLITS=N` caps the decode
 //!   attention's splits and `WICK_WEBGPU_MV_ROWS=N` the weight rows of a matvec workgroup
 //!   (to measure); `WICK_WEBGPU_TILED=N` runs prefill products in tiles from N token rows
 //!   (`0`: never) and `WICK_WEBGPU_TILE=RTxCT` gives them all one tile shape; `WICK_WEBGPU_MAX_BUFFER=<bytes>` lowers

@@ -1,4 +1,4 @@
-//! Step profiling (natively, `WICK_WEBGPU_PROFILE=1`): CPU time spent recording and
+//! Step profiling (natively, `WICK_WEBGPU_PROFILE=1`, or `span` for the GPU span alone): CPU time spent recording and
 //! submitting each step and waiting for its result, and, where the adapter has
 //! `TIMESTAMP_QUERY_INSIDE_PASSES`, GPU time per recorded command from timestamps written after
 //! every dispatch and copy. A summary per compiled graph goes to stderr when the executor is
@@ -6,6 +6,13 @@
 //! per-command times are upper bounds; the GPU span of a step is close to the truth.
 
 use std::collections::HashMap;
+
+/// `WICK_WEBGPU_PROFILE=span`: timestamps only before a step's first command and after its
+/// last, so that the GPU span is measured without the per-command timestamps' cost (the wall
+/// time of a token less this span is the time the GPU waits for the host between steps).
+pub fn span_only() -> bool {
+    std::env::var("WICK_WEBGPU_PROFILE").as_deref() == Ok("span")
+}
 
 /// Timestamp queries of one plan: one before its first command, one after each command.
 pub struct StepQueries {
@@ -89,6 +96,10 @@ impl PlanStats {
         }
         let ns = |a: u64, b: u64| b.saturating_sub(a) as f64 * period;
         self.gpu_ns += ns(ts[0], ts[ts.len() - 1]);
+        if ts.len() == 2 && labels.len() > 1 {
+            // The span alone (`span_only`).
+            return;
+        }
         for (i, w) in ts.windows(2).enumerate() {
             let label = labels.get(i).map_or("readback", |s| s.as_str());
             let e = self.per_label.entry(label.to_string()).or_insert((0, 0.0));

@@ -422,7 +422,13 @@ impl Plan {
             logits_read,
             logits_bytes: 4 * n(g.logits) as u64,
             embed_rows: built.embed_rows,
-            queries: if profile { StepQueries::new(device, labels.len()) } else { None },
+            queries: if !profile {
+                None
+            } else if super::profile::span_only() {
+                StepQueries::new(device, 0)
+            } else {
+                StepQueries::new(device, labels.len())
+            },
             labels,
             ahead: None,
         })
@@ -620,10 +626,11 @@ impl Plan {
     pub fn record(&self, enc: &mut wgpu::CommandEncoder, kv: u32, tail: Tail) {
         let cb = &self.bound[&kv];
         let kvb = &cb.groups;
-        let qs = self.queries.as_ref().map(|q| &q.set);
-        if let Some(qs) = qs {
-            enc.write_timestamp(qs, 0);
+        if let Some(q) = &self.queries {
+            enc.write_timestamp(&q.set, 0);
         }
+        // A timestamp after each command, unless only the span is measured.
+        let qs = self.queries.as_ref().filter(|q| q.count > 2).map(|q| &q.set);
         let mut i = 0;
         while i < self.cmds.len() {
             if let Cmd::Copy { src, src_off, dst, size } = self.cmds[i] {
@@ -663,7 +670,7 @@ impl Plan {
             Tail::Nothing => {}
         }
         if let Some(q) = &self.queries {
-            enc.write_timestamp(&q.set, self.cmds.len() as u32 + 1);
+            enc.write_timestamp(&q.set, q.count - 1);
             q.resolve(enc);
         }
     }
