@@ -681,7 +681,17 @@ impl Kernel {
                     .set("ZERO", heads(&|x| format!("d{x} = 0.0;")))
                     .set("PARTIALS", lines(h, |x| format!("red[({x}u * T + kk) * P + kp] = d{x};")))
                     .set("RESCALE", heads(&|x| format!("acc{x} *= alpha[{x}];")))
-                    .set("OUTPUTS", lines(h, |i| format!("output_head({i}u, acc{i}, lid, nh, o);")));
+                    .set("OUTPUTS", lines(h, |i| format!("output_head({i}u, acc{i}, lid, nh, o);")))
+                    .set(
+                        "OUT_SUM",
+                        lines(vg, |g| {
+                            format!(
+                                "let i{g} = 4u * ({g}u * D4 + lid); \
+                                 let s{g} = vec4<f32>(red[i{g}], red[i{g} + 1u], red[i{g} + 2u], red[i{g} + 3u]);"
+                            )
+                        }) + "\n        "
+                            + &lines(vg, |g| format!("sum += s{g};")),
+                    );
                 (attention_source(f16, tpl)?, "attention_split")
             }
             Kernel::AttentionCombine { dims } => {
