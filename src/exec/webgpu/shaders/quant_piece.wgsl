@@ -55,13 +55,27 @@ fn q8_k_piece(v: vec4<f32>, blk: u32, lid: u32, recs: u32) {
     }
     sh_v[lid] = best;
     workgroupBarrier();
-    for (var s = 1u; s < 64u; s <<= 1u) {
-        if (lid % (2u * s) == 0u && abs(sh_v[lid + s]) > abs(sh_v[lid])) {
-            sh_v[lid] = sh_v[lid + s];
-        }
-        workgroupBarrier();
+    // Every invocation scans the 64 in order, eight loads a round (the same pick as a tree of
+    // pairwise merges, with one barrier rather than seven).
+    var mx = 0.0;
+    for (var j = 0u; j < 64u; j += 8u) {
+        let x0 = sh_v[j];
+        let x1 = sh_v[j + 1u];
+        let x2 = sh_v[j + 2u];
+        let x3 = sh_v[j + 3u];
+        let x4 = sh_v[j + 4u];
+        let x5 = sh_v[j + 5u];
+        let x6 = sh_v[j + 6u];
+        let x7 = sh_v[j + 7u];
+        mx = select(mx, x0, abs(x0) > abs(mx));
+        mx = select(mx, x1, abs(x1) > abs(mx));
+        mx = select(mx, x2, abs(x2) > abs(mx));
+        mx = select(mx, x3, abs(x3) > abs(mx));
+        mx = select(mx, x4, abs(x4) > abs(mx));
+        mx = select(mx, x5, abs(x5) > abs(mx));
+        mx = select(mx, x6, abs(x6) > abs(mx));
+        mx = select(mx, x7, abs(x7) > abs(mx));
     }
-    let mx = sh_v[0];
     var iscale = 0.0;
     var d = 0.0;
     if (mx != 0.0) {
