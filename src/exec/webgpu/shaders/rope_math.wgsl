@@ -38,18 +38,11 @@ fn rope_sin_cos(pos: u32, i: u32) -> vec2<f32> {
 // The same from a position given as an f32 (a context shift's negative delta, kv_shift.wgsl).
 fn rope_sin_cos_from(pos: f32, i: u32) -> vec2<f32> {
     var theta = pos;
-    // Four multiplications a round (the same ones, in order): a loop of one a round cost an
-    // 8B decode layer 2.5 µs of RoPE's ~7 on an H200 (lanes run up to n_rot / 2 rounds).
-    let ts = p.theta_scale;
-    var t = 0u;
-    for (; t + 4u <= i; t += 4u) {
-        theta *= ts;
-        theta *= ts;
-        theta *= ts;
-        theta *= ts;
-    }
-    for (; t < i; t++) {
-        theta *= ts;
+    // One multiplication a round. Four a round saved an 8B decode layer 2.5 µs of RoPE's ~7 on
+    // an H200, but NVIDIA's Vulkan compiler then changed the products' rounding (the op suite's
+    // RoPE at position 65521 went 1.4e-3 off): the angle must be exactly ggml's.
+    for (var t = 0u; t < i; t++) {
+        theta *= p.theta_scale;
     }
     var extrap = theta;
     if (p.has_freqs != 0u) {
