@@ -827,9 +827,9 @@ pub fn compile_module(module: Module, arch: (i32, i32)) -> Result<String> {
 
 /// `module` compiled with `opts` by the NVRTC wick chose (nvrtc.rs).
 fn nvrtc_compile(module: Module, opts: Vec<String>, out: nvrtc::Output) -> Result<Vec<u8>> {
-    let what = || format!("NVRTC could not compile the {} kernels", module.name());
     let lib = nvrtc::get().map_err(err)?;
-    lib.compile(&source(module), &opts, out).map_err(|e| err(format!("{}: {e}", what())))
+    lib.compile(&source(module), &opts, out)
+        .map_err(|e| err(format!("NVRTC could not compile the {} kernels: {e}", module.name())))
 }
 
 /// Compile every module for `arch` with NVRTC (no GPU needed, a thread a core), returning

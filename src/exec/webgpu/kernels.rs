@@ -807,18 +807,12 @@ impl Pipelines {
 mod experiment {
     use super::Kernel;
 
-    /// The file name of `k`'s source.
+    /// The file name of `k`'s source: its debug form's words joined by `_`.
     fn file(k: Kernel) -> String {
-        let name: String =
-            format!("{k:?}").chars().map(|c| if c.is_ascii_alphanumeric() { c } else { '_' }).collect();
-        let mut out = String::new();
-        for part in name.split('_').filter(|p| !p.is_empty()) {
-            if !out.is_empty() {
-                out.push('_');
-            }
-            out.push_str(part);
-        }
-        out + ".wgsl"
+        let name = format!("{k:?}");
+        let words: Vec<&str> =
+            name.split(|c: char| !c.is_ascii_alphanumeric()).filter(|w| !w.is_empty()).collect();
+        words.join("_") + ".wgsl"
     }
 
     /// `src`, or the experiment's replacement; dumped when asked.
