@@ -37,6 +37,8 @@ mod avx2;
 #[cfg(target_arch = "x86_64")]
 mod avx2_ktile;
 #[cfg(target_arch = "x86_64")]
+mod avx2_quantize;
+#[cfg(target_arch = "x86_64")]
 mod avx2_tile;
 mod blocks;
 mod dequant;
