@@ -62,29 +62,7 @@ pub fn matmul(
         });
         return Ok(());
     }
-    if tiled {
-        return matmul_tiled(dtype, k, n, rows, data, wrb, acts, arb, chunk, out, &mut s.tmp, &mut s.scales);
-    }
-    // Batched: each weight row is read once and dotted with every activation row.
-    s.tmp.resize(n * rows, 0.0);
-    let rows4 = rows / 4 * 4;
-    par::for_each_chunk(&mut s.tmp, chunk * rows, |ci, t| {
-        let j0 = ci * chunk;
-        for (jj, tj) in t.chunks_mut(rows).enumerate() {
-            let j = j0 + jj;
-            let wr = &data[j * wrb..(j + 1) * wrb];
-            // llama.cpp's 4-row kernels take the rows in groups of four, the rest one by one.
-            for (g, o) in tj[..rows4].chunks_exact_mut(4).enumerate() {
-                if let Ok(o) = <&mut [f32; 4]>::try_from(o) {
-                    quant::vec_dot_gemm4_tile(dtype, k, wr, &acts[4 * g * arb..], arb, o);
-                }
-            }
-            for (r, o) in tj.iter_mut().enumerate().skip(rows4) {
-                *o = quant::vec_dot(dtype, k, wr, &acts[r * arb..(r + 1) * arb]);
-            }
-        }
-    });
-    transpose(&s.tmp, rows, n, out);
+    matmul_batched(tiled, dtype, k, n, rows, data, wrb, acts, arb, chunk, out, &mut s.tmp, &mut s.scales);
     Ok(())
 }
 
@@ -112,11 +90,17 @@ fn convert(vt: quant::GgmlType, x: &[f32], k: usize, rows: usize, s: &mut Scratc
     Ok(())
 }
 
-/// The batched product for types with tiles: each weight block is unpacked once for four
-/// activation rows. Results are bit-identical to one [`quant::vec_dot`] per output (for these
-/// types llama.cpp's 4-row kernels round as its one-row kernels do).
+/// The batched product: each weight row is read once and dotted with every activation row,
+/// eight or four activation rows at a time. `tiled` (the legacy types): the tiles of
+/// [`quant::vec_dot_tile8`] / [`quant::vec_dot_tile4`], whose results are bit-identical to one
+/// [`quant::vec_dot`] per output (for these types llama.cpp's 4-row kernels round as its
+/// one-row kernels do). Otherwise llama.cpp's 4-row order, [`quant::vec_dot_gemm4`] (Q4_K on x86
+/// rounds differently there), by [`quant::vec_dot_gemm4_tile`]. Rows past the last group of
+/// four take [`quant::vec_dot`], as in llama.cpp. (Q4_K unpacked once for eight rows, as the
+/// legacy types are, was tried: no faster on Gemma 3 270M.)
 #[allow(clippy::too_many_arguments)]
-fn matmul_tiled(
+fn matmul_batched(
+    tiled: bool,
     dtype: quant::GgmlType,
     k: usize,
     n: usize,
@@ -129,7 +113,7 @@ fn matmul_tiled(
     out: &mut [f32],
     tmp: &mut Vec<f32>,
     scales: &mut Vec<f32>,
-) -> Result<()> {
+) {
     // Each thread's chunk of weight rows j0..j0 + nj is a block of tmp laid out by activation
     // row (block[r * nj + jj]: activation row r times weight row j0 + jj), so that the chunk's
     // part of each output row is one copy at the end. (A transpose of the whole product, one
@@ -137,16 +121,18 @@ fn matmul_tiled(
     tmp.resize(n * rows, 0.0);
     let rows4 = rows / 4 * 4;
     // The activations' block scales as f32, once for every weight row (8 values a block a group).
-    let gsz = 8 * (k / dtype.block_size());
+    let gsz = if tiled { 8 * (k / dtype.block_size()) } else { 0 };
     scales.resize(rows4 / 4 * gsz, 0.0);
-    for (g, sc) in scales.chunks_exact_mut(gsz).enumerate() {
-        quant::tile_scales(dtype, k, &acts[4 * g * arb..], arb, sc);
+    if tiled {
+        for (g, sc) in scales.chunks_exact_mut(gsz).enumerate() {
+            quant::tile_scales(dtype, k, &acts[4 * g * arb..], arb, sc);
+        }
     }
     let scales = &scales[..];
     // Eight rows at a time where the type has that kernel (each weight block unpacked once for
     // eight: Gemma 3 270M's Q5_0 prefill, pp64 on one thread, 261-264 -> 285-290 tok/s), then
     // four, then one.
-    let rows8 = if quant::has_tile8(dtype) { rows / 8 * 8 } else { 0 };
+    let rows8 = if tiled && quant::has_tile8(dtype) { rows / 8 * 8 } else { 0 };
     // Weight rows in runs that stay in L1 while every activation group passes over them, each
     // group in turn staying in L1 across the run. Row by row, the whole activation matrix
     // (Gemma 3 270M's pp64: 64 rows of 680 bytes, and their scales) went through L2 once per
@@ -171,8 +157,12 @@ fn matmul_tiled(
             for g in rows8 / 4..rows4 / 4 {
                 let sc = &scales[g * gsz..(g + 1) * gsz];
                 for jj in js.clone() {
-                    let mut o = [0f32; 4];
-                    quant::vec_dot_tile4(dtype, k, wr(jj), &acts[4 * g * arb..], arb, sc, &mut o);
+                    let (mut o, a) = ([0f32; 4], &acts[4 * g * arb..]);
+                    if tiled {
+                        quant::vec_dot_tile4(dtype, k, wr(jj), a, arb, sc, &mut o);
+                    } else {
+                        quant::vec_dot_gemm4_tile(dtype, k, wr(jj), a, arb, &mut o);
+                    }
                     for (c, v) in o.into_iter().enumerate() {
                         t[(4 * g + c) * nj + jj] = v;
                     }
@@ -189,22 +179,6 @@ fn matmul_tiled(
         let (j0, nj) = (ci * chunk, t.len() / rows);
         for (r, src) in t.chunks_exact(nj).enumerate() {
             out[r * n + j0..r * n + j0 + nj].copy_from_slice(src);
-        }
-    }
-    Ok(())
-}
-
-/// out[r * n + j] = tmp[j * rows + r], sixteen columns at a time: the sixteen source rows stay
-/// in L1 while each output row gets 64 contiguous bytes (column by column, every store missed:
-/// measured 8% of SmolLM2's prefill).
-fn transpose(tmp: &[f32], rows: usize, n: usize, out: &mut [f32]) {
-    for j0 in (0..n).step_by(16) {
-        let j1 = (j0 + 16).min(n);
-        for r in 0..rows {
-            let o = &mut out[r * n + j0..r * n + j1];
-            for (jj, o) in o.iter_mut().enumerate() {
-                *o = tmp[(j0 + jj) * rows + r];
-            }
         }
     }
 }
