@@ -277,8 +277,11 @@ struct WideKv {
 }
 
 impl WideKv {
+    /// The most values held: 64 MiB natively, 16 MiB in wasm (whose memory never shrinks).
+    const MAX: usize = if cfg!(target_arch = "wasm32") { 1 << 22 } else { 1 << 24 };
+
     /// The rows of positions [lo, hi] when every query row reads the same sequence (one block
-    /// table) and they fit in 64 MiB; otherwise none (each task converts its own rows).
+    /// table) and they fit in [`Self::MAX`]; otherwise none (each task converts its own rows).
     fn of(kv: &KvView, at: &[QueryAt], s: &AttnShape) -> Option<Self> {
         let first = at.first()?;
         if !at.iter().all(|a| std::ptr::eq(a.blocks, first.blocks)) {
@@ -287,7 +290,7 @@ impl WideKv {
         let hi = at.iter().map(|a| a.pos).max()?;
         let lo = at.iter().map(|a| s.window.map_or(0, |w| (a.pos + 1).saturating_sub(w))).min()?;
         let n = hi + 1 - lo;
-        if n.checked_mul(kv.k_dim + kv.v_dim)? > 1 << 24 {
+        if n.checked_mul(kv.k_dim + kv.v_dim)? > Self::MAX {
             return None;
         }
         let convert = |src: &[f16], dim: usize| {
