@@ -142,13 +142,20 @@ fn dot_f16_lanes16_impl(a: &[f16], b: &[f32]) -> f32 {
     for (ca, cb) in a.chunks(64).zip(b.chunks(64)) {
         let n = ca.len().min(cb.len()) / 16 * 16;
         f16_to_f32(&ca[..n], &mut buf[..n]);
-        for (ca, cb) in buf[..n].chunks_exact(16).zip(cb.chunks_exact(16)) {
-            for l in 0..16 {
-                acc[l] = fma_f16s(ca[l], cb[l], acc[l]);
-            }
-        }
+        fma_lanes16(&mut acc, &buf[..n], cb);
     }
     reduce16(&acc)
+}
+
+/// Lane l of `acc` gains a[i] * b[i] for every i = l mod 16, in order, by fused multiply-adds
+/// (whole groups of 16 only).
+#[inline(always)]
+fn fma_lanes16(acc: &mut [f32; 16], a: &[f32], b: &[f32]) {
+    for (ca, cb) in a.chunks_exact(16).zip(b.chunks_exact(16)) {
+        for l in 0..16 {
+            acc[l] = fma_f16s(ca[l], cb[l], acc[l]);
+        }
+    }
 }
 
 /// f16 x f16 dot product as ggml's `ggml_vec_dot_f16` (AVX512 build) computes it: 64 elements
@@ -331,11 +338,7 @@ unsafe fn dot_f32_lanes16_fma(a: &[f32], b: &[f32]) -> f32 {
 #[inline(always)]
 fn dot_f32_lanes16_impl(a: &[f32], b: &[f32]) -> f32 {
     let mut acc = [0f32; 16];
-    for (ca, cb) in a.chunks_exact(16).zip(b.chunks_exact(16)) {
-        for l in 0..16 {
-            acc[l] = fma_f16s(ca[l], cb[l], acc[l]);
-        }
-    }
+    fma_lanes16(&mut acc, a, b);
     reduce16(&acc)
 }
 
