@@ -38,6 +38,8 @@ const MATMUL_TILE_STORE: &str = include_str!("shaders/matmul_tile_store.wgsl");
 const RMS_NORM: &str = include_str!("shaders/rms_norm.wgsl");
 const ROPE: &str = include_str!("shaders/rope.wgsl");
 const ROPE_MATH: &str = include_str!("shaders/rope_math.wgsl");
+const ROPE_PAIR: &str = include_str!("shaders/rope_pair.wgsl");
+const ROPE_TABLE: &str = include_str!("shaders/rope_table.wgsl");
 const ROPE_KV: &str = include_str!("shaders/rope_kv.wgsl");
 const KV_STORE: &str = include_str!("shaders/kv_store.wgsl");
 const KV_SHIFT: &str = include_str!("shaders/kv_shift.wgsl");
@@ -142,6 +144,8 @@ pub enum Kernel {
     NormQuant(ActQuant),
     /// RoPE in place (rope.wgsl).
     Rope,
+    /// The sines and cosines of a step's RoPE angles (rope_table.wgsl).
+    RopeTable,
     /// RoPE of queries and keys and the KV store in one dispatch (rope_kv.wgsl).
     RopeKv,
     /// Rows into the f16 KV cache (kv_store.wgsl).
@@ -622,9 +626,14 @@ impl Kernel {
                     .render()?;
                 ([COMMON, &src].concat(), "rms_norm")
             }
-            Kernel::Rope => ([COMMON, ROPE_MATH, &with_params::<RopeParams>(ROPE)?, STEP].concat(), "rope"),
+            Kernel::Rope => {
+                ([COMMON, ROPE_MATH, ROPE_PAIR, &with_params::<RopeParams>(ROPE)?, STEP].concat(), "rope")
+            }
+            Kernel::RopeTable => {
+                ([COMMON, ROPE_MATH, &with_params::<RopeParams>(ROPE_TABLE)?, STEP].concat(), "rope_table")
+            }
             Kernel::RopeKv => {
-                ([COMMON, ROPE_MATH, &with_params::<RopeKvParams>(ROPE_KV)?, STEP].concat(), "rope_kv")
+                ([COMMON, ROPE_PAIR, &with_params::<RopeKvParams>(ROPE_KV)?, STEP].concat(), "rope_kv")
             }
             Kernel::KvStore => {
                 ([COMMON, &with_params::<KvStoreParams>(KV_STORE)?, STEP].concat(), "kv_store")

@@ -131,7 +131,7 @@ params!(
 );
 
 params!(
-    /// rope.wgsl.
+    /// rope.wgsl and rope_table.wgsl.
     RopeParams {
         n_heads: u32,
         head_dim: u32,
@@ -188,15 +188,6 @@ params!(
         head_dim: u32,
         n_rot: u32,
         rows: u32,
-        theta_scale: f32,
-        freq_scale: f32,
-        /// YaRN's ramp weight (0: none), its first and last pair, and the scale of cos and sin.
-        ext_factor: f32,
-        corr_low: f32,
-        corr_high: f32,
-        mscale: f32,
-        /// Whether binding `freqs` holds frequency factors (else every factor is 1).
-        has_freqs: u32,
         neox: u32,
         q_width: u32,
         k_dim: u32,
@@ -358,13 +349,6 @@ mod tests {
             head_dim,
             n_rot,
             rows,
-            theta_scale,
-            freq_scale,
-            ext_factor,
-            corr_low,
-            corr_high,
-            mscale,
-            has_freqs,
             neox,
             q_width,
             k_dim,

@@ -24,7 +24,7 @@ use crate::Result;
 const PARAMS_BYTES: u64 = 128;
 
 /// A buffer named before the buffers are all made.
-#[derive(Clone, Copy)]
+#[derive(Clone, Copy, PartialEq)]
 pub enum Res {
     /// An activation slot.
     Act(ActId),
@@ -43,6 +43,9 @@ pub enum Res {
     Quant(ActQuant),
     /// The partial results of the attention splits.
     AttnScratch,
+    /// The step's RoPE angles for one set of RoPE constants (rope_table.wgsl): index into
+    /// [`Built::rope_tables`].
+    RopeTable(usize),
 }
 
 /// A dispatch whose bind group is made once the buffers exist.
@@ -73,9 +76,9 @@ pub enum Item {
 pub enum KvUse {
     /// kv_store.wgsl: the keys (or, with `value`, the values) of `src` into layer `layer`.
     Store { src: ActId, layer: usize, value: bool },
-    /// RoPE of `q` and `k` and the store of `k` and `v` (fuse.rs); `freqs`: the frequency
-    /// factors' weight, or the dummy.
-    RopeStore { q: ActId, k: ActId, v: ActId, layer: usize, freqs: Res },
+    /// RoPE of `q` and `k` and the store of `k` and `v` (fuse.rs); `table`: the step's
+    /// angles (a `Res::RopeTable`).
+    RopeStore { q: ActId, k: ActId, v: ActId, layer: usize, table: Res },
     /// attention.wgsl or attention_tiled.wgsl over layer `layer`, whose rows are `k_dim` wide.
     Attend { q: ActId, dst: ActId, layer: usize, k_dim: usize },
     /// attention_split.wgsl: the splits' partial results into the plan's scratch buffer.
@@ -109,6 +112,8 @@ pub struct Built {
     pub embed_rows: Option<u64>,
     /// Bytes of the attention splits' partial results (0: none).
     pub attn_scratch: u64,
+    /// Bytes of each RoPE angle table.
+    pub rope_tables: Vec<u64>,
     /// Offset of the argmax's parameters.
     pub argmax: u64,
     /// Chunks of a row in the argmax's first pass.
@@ -284,6 +289,11 @@ impl Plan {
             .map(|(&q, &size)| Ok((q, buffer("quantized activations", size, usage)?)))
             .collect::<Result<_>>()?;
         let attn_scratch = buffer("attention splits", built.attn_scratch, wgpu::BufferUsages::STORAGE)?;
+        let rope_tables: Vec<wgpu::Buffer> = built
+            .rope_tables
+            .iter()
+            .map(|&size| buffer("RoPE angles", size, wgpu::BufferUsages::STORAGE))
+            .collect::<Result<_>>()?;
         let argmax_out = buffer("argmax", 4 * g.n_seqs as u64, usage)?;
         let parts_bytes = 8 * (g.n_seqs * built.argmax_parts as usize) as u64;
         let argmax_chunks = buffer("argmax chunks", parts_bytes, wgpu::BufferUsages::STORAGE)?;
@@ -325,6 +335,7 @@ impl Plan {
                 Res::DummyRw => &dummy_rw,
                 Res::Quant(q) => &quant[&q],
                 Res::AttnScratch => &attn_scratch,
+                Res::RopeTable(t) => &rope_tables[t],
                 Res::Unused => return None,
             })
         };
@@ -343,7 +354,7 @@ impl Plan {
         let mut kv_binds = Vec::new();
         for (what, kernel, params) in built.kv_uses {
             let extra = match what {
-                KvUse::RopeStore { freqs, .. } => resolve(freqs).cloned(),
+                KvUse::RopeStore { table, .. } => resolve(table).cloned(),
                 _ => None,
             };
             kv_binds.push(KvBind {
@@ -585,9 +596,9 @@ impl Plan {
                     if self.graph.cols(k) != l.k_dim || self.graph.cols(v) != l.v_dim {
                         return Err(err(format!("KV store of layer {layer}: rows do not match the cache")));
                     }
-                    let freqs =
-                        b.extra.as_ref().ok_or_else(|| err("RoPE store without its factors' buffer"))?;
-                    vec![Some(step_res()), act(q), act(k), act(v), whole(&l.k), whole(&l.v), whole(freqs)]
+                    let table =
+                        b.extra.as_ref().ok_or_else(|| err("RoPE store without its angles' buffer"))?;
+                    vec![Some(step_res()), act(q), act(k), act(v), whole(&l.k), whole(&l.v), whole(table)]
                 }
                 KvUse::Attend { q, dst, k_dim, .. } => {
                     if l.k_dim != k_dim || l.v_dim != k_dim {

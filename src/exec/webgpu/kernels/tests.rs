@@ -184,6 +184,7 @@ fn all_kernels() -> Vec<Kernel> {
         Kernel::RmsNorm(false),
         Kernel::RmsNorm(true),
         Kernel::Rope,
+        Kernel::RopeTable,
         Kernel::RopeKv,
         Kernel::KvStore,
         Kernel::KvShift,

@@ -74,6 +74,9 @@ pub struct Builder<'a> {
     /// Bytes each quantized-activation buffer needs.
     qsize: HashMap<ActQuant, u64>,
     embed_rows: Option<u64>,
+    /// The RoPE angle tables made so far: what each was made from (the parameters' words and
+    /// the frequency factors) and its bytes.
+    rope_tables: Vec<((Vec<u32>, Res), u64)>,
 }
 
 impl<'a> Builder<'a> {
@@ -185,6 +188,7 @@ pub fn compile(
         qstate: HashMap::new(),
         qsize: HashMap::new(),
         embed_rows: None,
+        rope_tables: Vec::new(),
     };
     for i in 0..g.ops.len() {
         if !b.fz.skip.contains(&i) {
@@ -199,6 +203,7 @@ pub fn compile(
         qsize: b.qsize,
         embed_rows: b.embed_rows,
         attn_scratch: b.attn_scratch,
+        rope_tables: b.rope_tables.into_iter().map(|(_, bytes)| bytes).collect(),
         argmax,
         argmax_parts,
     };

@@ -3,6 +3,7 @@
 
 use super::{check, groups, Builder};
 use crate::exec::webgpu::kernels::Kernel;
+use crate::exec::webgpu::params::Params;
 use crate::exec::webgpu::params::{KvStoreParams, RopeKvParams, RopeParams};
 use crate::exec::webgpu::record::{KvUse, Res};
 use crate::exec::{ActId, Op, RopeConsts, RopeMode};
@@ -59,27 +60,45 @@ pub fn rope(b: &mut Builder, i: usize) -> Result<()> {
     Ok(())
 }
 
+/// The table of the step's RoPE angles for the constants of `p` and factors `freqs`
+/// (rope_table.wgsl): made by a dispatch at its first use in the graph, read by every later
+/// layer with the same constants (Gemma 3's local and global layers have two).
+fn angles(b: &mut Builder, p: &RopeParams, freqs: Res) -> Res {
+    let consts = RopeParams { n_heads: 0, head_dim: 0, width: 0, neox: 0, ..*p };
+    let key = (consts.words(), freqs);
+    if let Some(t) = b.rope_tables.iter().position(|(k, _)| *k == key) {
+        return Res::RopeTable(t);
+    }
+    let t = b.rope_tables.len();
+    let entries = p.rows as usize * p.n_rot as usize / 2;
+    b.rope_tables.push((key, 8 * entries as u64));
+    let table = Res::RopeTable(t);
+    b.run(
+        "rope_table".into(),
+        Kernel::RopeTable,
+        &consts,
+        vec![Res::Step, table, freqs],
+        groups(entries.div_ceil(64)),
+    );
+    table
+}
+
 /// Rope op `i` (queries), the Rope after it (keys) and the KvStore after that as one
-/// dispatch (rope_kv.wgsl; fuse.rs): the rotated keys go to the cache only.
+/// dispatch (rope_kv.wgsl; fuse.rs): the rotated keys go to the cache only. The angles come
+/// from the step's table.
 pub fn rope_kv(b: &mut Builder, i: usize) -> Result<()> {
     let (x, p, freqs) = checked(b, i)?;
     let Some(&Op::KvStore { layer, k, v }) = b.g.ops.get(i + 2) else {
         // fuse.rs chose the fusion only before a KV store: this does not happen.
         return rope(b, i);
     };
+    let table = angles(b, &p, freqs);
     let (kd, vd) = (b.g.cols(k), b.g.cols(v));
     let rp = RopeKvParams {
         n_heads: p.n_heads,
         head_dim: p.head_dim,
         n_rot: p.n_rot,
         rows: p.rows,
-        theta_scale: p.theta_scale,
-        freq_scale: p.freq_scale,
-        ext_factor: p.ext_factor,
-        corr_low: p.corr_low,
-        corr_high: p.corr_high,
-        mscale: p.mscale,
-        has_freqs: p.has_freqs,
         neox: p.neox,
         q_width: p.width,
         k_dim: kd as u32,
@@ -89,7 +108,7 @@ pub fn rope_kv(b: &mut Builder, i: usize) -> Result<()> {
     };
     let rows = p.rows as usize;
     let work = rows * (p.n_heads as usize * p.n_rot as usize / 2 + kd / 2 + vd / 2);
-    let what = KvUse::RopeStore { q: x, k, v, layer, freqs };
+    let what = KvUse::RopeStore { q: x, k, v, layer, table };
     b.kv("rope_kv", Kernel::RopeKv, &rp, what, groups(work.div_ceil(64)));
     b.wrote(x);
     Ok(())

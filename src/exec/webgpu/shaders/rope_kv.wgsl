@@ -3,7 +3,8 @@
 // (fuse.rs). Invocations, per token row: one per query pair, then one per cache word of keys
 // (two adjacent values, each rotated with its partner read from the unrotated keys: the key
 // slot is dead afterwards and is left as it was), then one per cache word of values.
-// Same float operations as rope.wgsl and kv_store.wgsl.
+// Same float operations as rope.wgsl and kv_store.wgsl: the angles' sines and cosines come
+// from the step's table (rope_table.wgsl), made with rope.wgsl's operations.
 
 // The parameters: `RopeKvParams` (params.rs), declared once for Rust and WGSL.
 {{PARAMS}}
@@ -15,8 +16,8 @@
 @group(0) @binding(4) var<storage, read> v: array<f32>;
 @group(0) @binding(5) var<storage, read_write> kc: array<u32>;
 @group(0) @binding(6) var<storage, read_write> vc: array<u32>;
-// The frequency factors (n_rot/2), where p.has_freqs; else a dummy.
-@group(0) @binding(7) var<storage, read> freqs: array<f32>;
+// (sin, cos) · mscale of pair i at token row r's position: entry r · n_rot/2 + i.
+@group(0) @binding(7) var<storage, read> table: array<vec2<f32>>;
 
 // Value d of the key head starting at `base` of token row r, rotated.
 fn rotated_key(r: u32, base: u32, d: u32) -> f32 {
@@ -33,7 +34,7 @@ fn rotated_key(r: u32, base: u32, d: u32) -> f32 {
     let ab = rope_pair(base, i, half_rot, p.neox);
     let ia = ab.x;
     let ib = ab.y;
-    let sc = rope_sin_cos(step_pos(r), i);
+    let sc = table[r * half_rot + i];
     let x0 = k[ia];
     let x1 = k[ib];
     if (first) {
@@ -53,7 +54,7 @@ fn rope_kv(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_inde
         let i = idx % half_rot;
         let h = (idx / half_rot) % p.n_heads;
         let r = idx / (half_rot * p.n_heads);
-        let sc = rope_sin_cos(step_pos(r), i);
+        let sc = table[r * half_rot + i];
         let s = sc.x;
         let c = sc.y;
         let ab = rope_pair(r * p.q_width + h * p.head_dim, i, half_rot, p.neox);
