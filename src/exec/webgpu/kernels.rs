@@ -690,7 +690,7 @@ impl Kernel {
                     .set("ZERO", heads(&|x| format!("d{x} = 0.0;")))
                     .set("PARTIALS", lines(h, |x| format!("red[({x}u * T + kk) * P + kp] = d{x};")))
                     .set("RESCALE", heads(&|x| format!("acc{x} *= alpha[{x}];")))
-                    .set("OUTPUTS", lines(h, |i| format!("output_head({i}u, acc{i}, lid, nh, o);")))
+                    .set("OUTPUTS", lines(h, |i| format!("output_head({i}u, acc{i}, lid, nh, o, d, whole);")))
                     .set(
                         "OUT_SUM",
                         lines(vg, |g| {

@@ -81,8 +81,9 @@ pub enum KvUse {
     RopeStore { q: ActId, k: ActId, v: ActId, layer: usize, table: Res },
     /// attention.wgsl or attention_tiled.wgsl over layer `layer`, whose rows are `k_dim` wide.
     Attend { q: ActId, dst: ActId, layer: usize, k_dim: usize },
-    /// attention_split.wgsl: the splits' partial results into the plan's scratch buffer.
-    AttendSplit { q: ActId, layer: usize, k_dim: usize },
+    /// attention_split.wgsl: the splits' partial results into the plan's scratch buffer (the
+    /// output of rows of one split into `dst`).
+    AttendSplit { q: ActId, dst: ActId, layer: usize, k_dim: usize },
     /// A dispatch that reads the step but not the cache (record.rs makes these from the
     /// dispatches whose buffers include `Res::Step`): its bindings 1, 2, ...
     Plain(Vec<Slot>),
@@ -606,11 +607,18 @@ impl Plan {
                     }
                     vec![Some(step_res()), act(q), whole(&l.k), whole(&l.v), act(dst)]
                 }
-                KvUse::AttendSplit { q, k_dim, .. } => {
+                KvUse::AttendSplit { q, dst, k_dim, .. } => {
                     if l.k_dim != k_dim || l.v_dim != k_dim {
                         return Err(err(format!("attention of layer {layer}: heads do not match the cache")));
                     }
-                    vec![Some(step_res()), act(q), whole(&l.k), whole(&l.v), whole(&self.attn_scratch)]
+                    vec![
+                        Some(step_res()),
+                        act(q),
+                        whole(&l.k),
+                        whole(&l.v),
+                        whole(&self.attn_scratch),
+                        act(dst),
+                    ]
                 }
                 KvUse::Plain(_) => unreachable!("plain dispatches are bound above"),
             };

@@ -74,7 +74,7 @@ pub fn attention(b: &mut Builder, i: usize) -> Result<()> {
             p.splits = splits as u32;
             p.blocks = group.div_ceil(heads) as u32;
             b.attn_scratch = b.attn_scratch.max(per_split * splits as u64);
-            let what = KvUse::AttendSplit { q, layer, k_dim: kv_dim };
+            let what = KvUse::AttendSplit { q, dst, layer, k_dim: kv_dim };
             let n = splits * p.blocks as usize * n_kv_heads * rows;
             b.kv(
                 "attention split",

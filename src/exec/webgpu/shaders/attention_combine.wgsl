@@ -1,5 +1,5 @@
 // Decode attention, second pass: merge the splits of attention_split.wgsl for one row and
-// query head (one workgroup each): the splits' maxima and sums are brought to the largest
+// query head (one workgroup each; rows of one split are done already): the splits' maxima and sums are brought to the largest
 // maximum, and the outputs summed with the same weights and divided by the total.
 // Bound by latency (a few KiB a workgroup), so no loop walks the splits one load after
 // another: invocation s reads split s's (max, sum), a tree in workgroup memory reduces them,
@@ -40,6 +40,10 @@ fn attention_combine(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invoc
     let lo = split_from(pos);
     let n = pos + 1u - lo;
     let used = (n + split_len(n) - 1u) / split_len(n);
+    // A row of one split was normalized by attention_split.wgsl itself.
+    if (used == 1u) {
+        return;
+    }
     let base = idx * p.splits;
     let outs = 2u * p.rows * p.n_heads * p.splits;
 
