@@ -6,7 +6,8 @@
 //! - a matrix product and the in-place residual add after it: the add is the product's
 //!   epilogue (the product's own output is still written);
 //! - RoPE of the queries, RoPE of the keys and the KV store after them: one dispatch, where
-//!   the key slot is dead after the store (the rotated keys then go to the cache only);
+//!   the key slot is dead after the store (the rotated keys then go to the cache only); its
+//!   angles come from a table made once a step for all layers (rope_table.wgsl);
 //! - a whole-row RMSNorm (into another slot) and the q8 quantization of its output that the
 //!   next matrix product needs: one dispatch (each workgroup recomputes the row's sum of
 //!   squares in the order the RMSNorm kernel uses, then normalizes and quantizes one
