@@ -707,6 +707,7 @@ impl WebGpuExecutor {
             s.steps += 1;
             s.record_ns += (t1 - t0).as_nanos() as f64;
             s.wait_ns += (now - t1).as_nanos() as f64;
+            (s.submit_ns, s.ahead_ns) = plan.host_ns;
             if let Some(ts) = ts {
                 s.add_timestamps(&ts, &plan.labels, period);
             }

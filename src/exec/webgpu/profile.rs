@@ -82,6 +82,10 @@ pub struct PlanStats {
     pub tokens: usize,
     pub record_ns: f64,
     pub wait_ns: f64,
+    /// Of `record_ns`: in `queue.submit`, and recording the next step ahead (the plan's
+    /// running totals).
+    pub submit_ns: f64,
+    pub ahead_ns: f64,
     pub gpu_ns: f64,
     /// Per command label: (commands, ns).
     pub per_label: HashMap<String, (u64, f64)>,
@@ -115,11 +119,13 @@ impl PlanStats {
         }
         let n = self.steps as f64;
         let mut out = format!(
-            "webgpu profile {name} ({} token(s), {} steps): CPU record+submit {:.1} us, wait {:.1} us, \
-             GPU span {:.1} us per step\n",
+            "webgpu profile {name} ({} token(s), {} steps): CPU record+submit {:.1} us (submit {:.1}, \
+             next step recorded {:.1}), wait {:.1} us, GPU span {:.1} us per step\n",
             self.tokens,
             self.steps,
             self.record_ns / n / 1e3,
+            self.submit_ns / n / 1e3,
+            self.ahead_ns / n / 1e3,
             self.wait_ns / n / 1e3,
             self.gpu_ns / n / 1e3
         );
