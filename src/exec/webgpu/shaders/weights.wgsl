@@ -8,29 +8,30 @@ fn ww(i: u32) -> u32 {
     return w[i >> 2u][i & 3u];
 }
 
-// The 4 bytes at byte offset `off`, little-endian.
+// The 4 bytes at byte offset `off`, little-endian. Both cases are computed and one picked:
+// blocks of 2-byte alignment alternate between them, so a branch diverges (see `wvec`).
 fn wword(off: u32) -> u32 {
     let i = off >> 2u;
     let s = (off & 3u) * 8u;
     let lo = ww(i);
-    if (s == 0u) {
-        return lo;
-    }
-    return (lo >> s) | (ww(i + 1u) << (32u - s));
+    let shifted = (lo >> s) | (ww(i + 1u) << ((32u - s) & 31u));
+    return select(shifted, lo, s == 0u);
 }
 
 // The 16 bytes at byte offset `off`: four aligned words, or five funnel-shifted. (Loading the
 // one or two 16-byte units holding them and picking words by `switch` was measured slower on
-// an H100: Q6_K's 14336x4096 product took 59 µs rather than 50, the picks diverge.)
+// an H100: Q6_K's 14336x4096 product took 59 µs rather than 50, the picks diverge.) The fifth
+// word is loaded and shifted in either case, then the aligned words picked where they are the
+// answer: with a branch instead, an 8B Q4_K_M decode step on an H200 took 50 µs more (of 3.58
+// ms), its Q6_K products 34 µs a call rather than 31.5. Neighbouring Q6_K and Q8_0 blocks
+// alternate between the two cases, so the branch diverged.
 fn wvec(off: u32) -> vec4<u32> {
     let i = off >> 2u;
     let s = (off & 3u) * 8u;
     let v = vec4<u32>(ww(i), ww(i + 1u), ww(i + 2u), ww(i + 3u));
-    if (s == 0u) {
-        return v;
-    }
     let next = vec4<u32>(v.yzw, ww(i + 4u));
-    return (v >> vec4<u32>(s)) | (next << vec4<u32>(32u - s));
+    let shifted = (v >> vec4<u32>(s)) | (next << vec4<u32>((32u - s) & 31u));
+    return select(shifted, v, s == 0u);
 }
 
 // The byte at `off`.
