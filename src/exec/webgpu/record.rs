@@ -207,30 +207,6 @@ pub struct Plan {
     pub host_ns: (f64, f64),
 }
 
-/// A host clock for the profile: `std::time::Instant` natively; never read in the browser,
-/// where profiling is off (and `Instant` panics).
-struct Clock(#[cfg(not(target_arch = "wasm32"))] std::time::Instant);
-
-impl Clock {
-    fn now() -> Clock {
-        Clock(
-            #[cfg(not(target_arch = "wasm32"))]
-            std::time::Instant::now(),
-        )
-    }
-
-    /// Nanoseconds from `earlier` to this.
-    fn since(&self, earlier: Clock) -> f64 {
-        #[cfg(not(target_arch = "wasm32"))]
-        return (self.0 - earlier.0).as_nanos() as f64;
-        #[cfg(target_arch = "wasm32")]
-        {
-            let _ = earlier;
-            0.0
-        }
-    }
-}
-
 /// The first `bytes` of step buffer `step`.
 fn step_binding(step: &wgpu::Buffer, bytes: u64) -> wgpu::BindingResource<'_> {
     wgpu::BindingResource::Buffer(wgpu::BufferBinding {
@@ -508,18 +484,19 @@ impl Plan {
             Some((k, t, cmds)) if k == kv && t == tail => cmds,
             _ => record(self),
         };
+        // Timed only when profiling, which is native only (`Instant` panics in the browser).
         let timing = self.queries.is_some();
-        let t0 = timing.then(Clock::now);
+        let t0 = timing.then(std::time::Instant::now);
         gpu.queue.submit([cmds]);
-        let t1 = timing.then(Clock::now);
+        let t1 = timing.then(std::time::Instant::now);
         if ahead {
             // The next step of this graph most likely reads the same cache the same way: record
             // it now, while the GPU works (wgpu's recording costs microseconds per dispatch).
             self.ahead = Some((kv, tail, record(self)));
         }
         if let (Some(t0), Some(t1)) = (t0, t1) {
-            self.host_ns.0 += t1.since(t0);
-            self.host_ns.1 += Clock::now().since(t1);
+            self.host_ns.0 += (t1 - t0).as_nanos() as f64;
+            self.host_ns.1 += t1.elapsed().as_nanos() as f64;
         }
         Ok(())
     }

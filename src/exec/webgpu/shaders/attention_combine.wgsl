@@ -1,6 +1,7 @@
 // Decode attention, second pass: merge the splits of attention_split.wgsl for one row and
-// query head (one workgroup each; rows of one split are done already): the splits' maxima and sums are brought to the largest
-// maximum, and the outputs summed with the same weights and divided by the total.
+// query head (one workgroup each; a row of one split was finished by the split kernel): the
+// splits' maxima and sums are brought to the largest maximum, and the outputs summed with the
+// same weights and divided by the total.
 // Bound by latency (a few KiB a workgroup), so no loop walks the splits one load after
 // another: invocation s reads split s's (max, sum), a tree in workgroup memory reduces them,
 // and the outputs are read by VG groups of D4 invocations (four dimensions each), group g
