@@ -393,14 +393,33 @@ impl<'m> Session<'m> {
     /// forward pass; the token mask it returns (entry 0) applies to the device's argmax of the
     /// last token ([`crate::exec::Executor::run_with`], [`SeqStep::mask`]: only with
     /// [`Readback::Argmax`], `exec::mask_words(n_vocab)` words).
-    // The executor stays borrowed across the step's readback on purpose: a second step started
-    // meanwhile (from another task) gets a "busy" error instead of interleaving with this one.
-    #[allow(clippy::await_holding_refcell_ref)]
     pub async fn eval_with(
         &mut self,
         tokens: &[u32],
         readback: Readback,
+        work: Option<HostWork<'_>>,
+    ) -> Result<StepOutput> {
+        self.eval_inner(tokens, readback, work, false).await
+    }
+
+    /// [`Session::eval`] with [`Readback::Argmax`] in greedy decoding: the caller will most
+    /// likely evaluate the token it returns next, so the executor may start that step before
+    /// this one's token is read back ([`crate::exec::Executor::run_greedy`]). Any other next
+    /// call is still right; only the device's time on the started step is lost.
+    pub async fn eval_greedy(&mut self, tokens: &[u32]) -> Result<StepOutput> {
+        self.eval_inner(tokens, Readback::Argmax, None, true).await
+    }
+
+    /// [`Session::eval_with`], or with `greedy` [`Session::eval_greedy`].
+    // The executor stays borrowed across the step's readback on purpose: a second step started
+    // meanwhile (from another task) gets a "busy" error instead of interleaving with this one.
+    #[allow(clippy::await_holding_refcell_ref)]
+    async fn eval_inner(
+        &mut self,
+        tokens: &[u32],
+        readback: Readback,
         mut work: Option<HostWork<'_>>,
+        greedy: bool,
     ) -> Result<StepOutput> {
         if tokens.is_empty() {
             return Err(Error::InvalidArgument("nothing to evaluate".into()));
@@ -411,6 +430,10 @@ impl<'m> Session<'m> {
         }
         let logits = if readback == Readback::AllLogits { Logits::All } else { Logits::Last };
         self.blocks.reserve(&mut self.pool, needed)?;
+        if greedy {
+            // The next position too, where there is room: the step started after the last.
+            let _ = self.blocks.reserve(&mut self.pool, (needed + 1).min(self.n_ctx));
+        }
         let mut out = StepOutput::default();
         for (i, batch) in tokens.chunks(self.n_batch).enumerate() {
             let last = (i + 1) * self.n_batch >= tokens.len();
@@ -420,6 +443,7 @@ impl<'m> Session<'m> {
             let seq = SeqStep::one(batch, self.tokens.len(), self.blocks.table());
             let step = match if last { work.take() } else { None } {
                 Some(w) => exec.run_with(graph, self.kv, &seq, rb, w).await?,
+                None if last && greedy && batch.len() == 1 => exec.run_greedy(graph, self.kv, &seq).await?,
                 None => exec.run(graph, self.kv, &seq, rb).await?,
             };
             drop(exec);
@@ -556,7 +580,14 @@ impl Generation<'_, '_> {
             }
         });
         let work = next_mask.as_mut().map(|w| w as HostWork);
-        let out = match self.session.eval_with(&pending, readback, work).await {
+        // Unconstrained greedy decoding with more tokens to come: the device may start the
+        // next step on this one's argmax.
+        let chain = on_device && work.is_none() && self.generated + 1 < self.max_tokens;
+        let out = match if chain {
+            self.session.eval_greedy(&pending).await
+        } else {
+            self.session.eval_with(&pending, readback, work).await
+        } {
             Ok(o) => o,
             Err(e) => {
                 self.finish = Some(FinishReason::Stop);

@@ -195,6 +195,24 @@ pub trait Executor {
         readback: Readback,
     ) -> LocalFuture<'a, Result<StepOutput>>;
 
+    /// A step of greedy decoding: [`Executor::run`] of one sequence with [`Readback::Argmax`],
+    /// where the caller's next step will most likely be the token read back, at the next
+    /// position, with the same graph, cache and block table. An executor may start that next
+    /// step on the device (its token taken from this step's argmax there) before this step's
+    /// token is read back, so that the device does not wait for the host between steps. A next
+    /// call that is not that step runs as usual: the started step wrote only the cache rows of
+    /// the next position, past the sequence's tokens (so nothing is lost), and anything that
+    /// changes the cache (shifts, block writes) or frees the graph or cache forgets it. The
+    /// default runs the step alone.
+    fn run_greedy<'a>(
+        &'a mut self,
+        graph: GraphId,
+        kv: KvId,
+        seqs: &'a [SeqStep<'a>],
+    ) -> LocalFuture<'a, Result<StepOutput>> {
+        self.run(graph, kv, seqs, Readback::Argmax)
+    }
+
     /// [`Executor::run`], with `work` done on the host while the device runs the forward
     /// pass, and the token masks it returns applied by the argmax readback. An executor that
     /// cannot split a step in two (this default) does the work first. An error of `work` fails

@@ -219,17 +219,25 @@ pub fn oneshot<T: Send + 'static>() -> (impl FnOnce(T) + Send + 'static, Receive
     (send, Receiver(shared))
 }
 
-/// Read `size` bytes of a MAP_READ buffer after the work that fills it was submitted.
-pub async fn read(device: &wgpu::Device, buf: &wgpu::Buffer, size: u64) -> Result<Vec<u8>> {
+/// Read `size` bytes of a MAP_READ buffer after the work that fills it was submitted: natively
+/// waiting for submission `until` (`None`: all of them; work submitted after it may still run).
+pub async fn read(
+    device: &wgpu::Device,
+    buf: &wgpu::Buffer,
+    size: u64,
+    until: Option<wgpu::SubmissionIndex>,
+) -> Result<Vec<u8>> {
     let slice = buf.slice(..size);
     let (send, done) = oneshot();
     slice.map_async(wgpu::MapMode::Read, send);
     // Natively, callbacks run inside poll; in the browser, poll does nothing and the
     // event loop resolves the map while we await.
     #[cfg(not(target_arch = "wasm32"))]
-    device.poll(wgpu::PollType::wait_indefinitely()).map_err(|e| err(format!("device lost: {e}")))?;
+    device
+        .poll(wgpu::PollType::Wait { submission_index: until, timeout: None })
+        .map_err(|e| err(format!("device lost: {e}")))?;
     #[cfg(target_arch = "wasm32")]
-    let _ = device;
+    let _ = (device, until);
     done.await.map_err(|e| err(format!("reading results back failed: {e}")))?;
     let data = slice.get_mapped_range().map_err(|e| err(format!("mapping results failed: {e}")))?.to_vec();
     buf.unmap();

@@ -177,7 +177,17 @@ impl Gpu {
     /// because the device was lost (or wgpu reported an error first), that is the error: a
     /// failed map says only that it failed.
     pub async fn read(&self, buf: &wgpu::Buffer, size: u64) -> Result<Vec<u8>> {
-        match super::buffers::read(&self.device, buf, size).await {
+        self.read_after(buf, size, None).await
+    }
+
+    /// [`Gpu::read`], natively waiting only for submission `until` (`None`: all).
+    pub async fn read_after(
+        &self,
+        buf: &wgpu::Buffer,
+        size: u64,
+        until: Option<wgpu::SubmissionIndex>,
+    ) -> Result<Vec<u8>> {
+        match super::buffers::read(&self.device, buf, size, until).await {
             Ok(v) => Ok(v),
             Err(e) => {
                 self.take_error()?;

@@ -79,7 +79,9 @@
 //!   the cache's block count; record.rs), submits the step's commands (recorded ahead during
 //!   the previous step of the same graph, cache and readback, else now) in one submission,
 //!   records the next step's, and reads back an argmax id per sequence (computed on the
-//!   device) or the logits (LastLogits: each sequence's row).
+//!   device) or the logits (LastLogits: each sequence's row). `run_greedy` also submits the
+//!   step after, its token copied on the device from this step's argmax, before reading this
+//!   one's back: greedy decoding keeps the GPU busy between steps.
 //! - Activations are f32; the KV cache is f16, two per 32-bit word (read as `vec2<f16>` with
 //!   `shader-f16`, by hand without).
 //! - Layout: device.rs acquires the device; ops/ turns each launch unit of a graph (one op,
@@ -90,7 +92,8 @@
 //! - Environment: `WICK_WEBGPU_F16=0` forces the f32 path, `WICK_WEBGPU_SUBGROUPS=0` the
 //!   workgroup-memory reduction; `WICK_WEBGPU_COOP=1` forces the cooperative matrix kernels
 //!   and `0` the one-row-per-invocation ones, whatever the adapter type;
-//!   `WICK_WEBGPU_FUSE=0` turns fusions off, `WICK_WEBGPU_AHEAD=0` recording ahead;
+//!   `WICK_WEBGPU_FUSE=0` turns fusions off, `WICK_WEBGPU_AHEAD=0` recording ahead,
+//!   `WICK_WEBGPU_CHAIN=0` chained greedy steps;
 //!   `WICK_WEBGPU_PROFILE=1` profiles (natively; `span`: the GPU span of a step alone);
 //!   `WICK_WEBGPU_SHADER_DUMP` / `WICK_WEBGPU_SHADER_DIR` write and replace kernel sources
 //!   (kernels.rs, natively); `WICK_WEBGPU_SPLITS=N` caps the decode
@@ -130,11 +133,34 @@ use record::{Plan, Tail};
 pub const TILED_FROM: usize = 32;
 
 use super::{
-    with_masks, Executor, Graph, GraphId, HostWork, KvId, KvShift, KvSpec, LocalFuture, Readback, Rows,
-    SeqStep, StepOutput, WeightId,
+    blocks_for, with_masks, Executor, Graph, GraphId, HostWork, KvId, KvShift, KvSpec, LocalFuture, Readback,
+    Rows, SeqStep, StepOutput, WeightId, KV_BLOCK,
 };
 use crate::quant::GgmlType;
 use crate::{Error, Result};
+
+/// A step started on the device before its token was read back (chained greedy decoding,
+/// [`Executor::run_greedy`]): its token is the argmax of the step before it.
+struct Chained {
+    graph: u32,
+    kv: u32,
+    pos: usize,
+    /// The blocks of its table that hold its positions.
+    blocks: Vec<u32>,
+    /// Its token: the step before's argmax, once read back.
+    token: Option<u32>,
+    /// The argmax readback buffer it copies into.
+    slot: usize,
+    index: wgpu::SubmissionIndex,
+}
+
+/// A submitted step: its plan, the argmax readback buffer it copies into, and the submission
+/// that fills it (`None`: wait for all).
+struct Submitted {
+    gi: usize,
+    slot: usize,
+    index: Option<wgpu::SubmissionIndex>,
+}
 
 /// Queue this many bytes of weight writes before flushing them, bounding staging memory.
 const FLUSH_BYTES: u64 = 64 << 20;
@@ -168,6 +194,11 @@ pub struct WebGpuExecutor {
     fuse: bool,
     /// Record each step's successor while the GPU runs it (`WICK_WEBGPU_AHEAD=0`: off).
     ahead: bool,
+    /// Start a greedy step's successor before its token is read back ([`Executor::run_greedy`];
+    /// `WICK_WEBGPU_CHAIN=0`: off; off when profiling, whose queries one step at a time read).
+    chain: bool,
+    /// The step the last greedy step started, until the next step says whether it was right.
+    chained: Option<Chained>,
     /// Profiling (`WICK_WEBGPU_PROFILE=1`, natively): per-plan times.
     profile: Option<Vec<profile::PlanStats>>,
     /// In the browser, the error scopes the weight upload runs in, from the first
@@ -221,6 +252,8 @@ impl WebGpuExecutor {
                 Some((rt.parse().ok()?, ct.parse().ok()?)).filter(|s| TileShape::ALL.contains(s))
             }),
             ahead: !env_is("WICK_WEBGPU_AHEAD", "0"),
+            chain: !env_is("WICK_WEBGPU_CHAIN", "0") && !gpu.profiling,
+            chained: None,
             fuse: fuse::enabled(),
             profile: gpu.profiling.then(Vec::new),
             #[cfg(target_arch = "wasm32")]
@@ -448,6 +481,7 @@ impl Executor for WebGpuExecutor {
     }
 
     fn free_kv(&mut self, kv: KvId) {
+        self.chained = None;
         if let Some(slot) = self.kvs.get_mut(kv.0 as usize) {
             *slot = None;
             for p in self.plans.iter_mut().flatten() {
@@ -466,6 +500,7 @@ impl Executor for WebGpuExecutor {
     }
 
     fn free_graph(&mut self, graph: GraphId) {
+        self.chained = None;
         // Its buffers are released when the last command buffer using them has run: wgpu keeps
         // them alive until then.
         if let Some(slot) = self.plans.get_mut(graph.0 as usize) {
@@ -474,6 +509,8 @@ impl Executor for WebGpuExecutor {
     }
 
     fn shift_kv(&mut self, kv: KvId, shift: &KvShift) -> Result<()> {
+        // A started step read the keys before the shift: it is not the step the caller wants.
+        self.chained = None;
         self.shift(kv, shift)
     }
 
@@ -487,6 +524,7 @@ impl Executor for WebGpuExecutor {
     }
 
     fn write_kv_blocks(&mut self, kv: KvId, blocks: &[u32], offset: usize, bytes: &[u8]) -> Result<()> {
+        self.chained = None;
         self.write_kv(kv, blocks, offset, bytes)
     }
 
@@ -497,7 +535,16 @@ impl Executor for WebGpuExecutor {
         seqs: &'a [SeqStep<'a>],
         readback: Readback,
     ) -> LocalFuture<'a, Result<StepOutput>> {
-        self.step(graph, kv, seqs, readback, None)
+        self.step(graph, kv, seqs, readback, None, false)
+    }
+
+    fn run_greedy<'a>(
+        &'a mut self,
+        graph: GraphId,
+        kv: KvId,
+        seqs: &'a [SeqStep<'a>],
+    ) -> LocalFuture<'a, Result<StepOutput>> {
+        self.step(graph, kv, seqs, Readback::Argmax, None, true)
     }
 
     fn run_with<'a>(
@@ -508,12 +555,13 @@ impl Executor for WebGpuExecutor {
         readback: Readback,
         work: HostWork<'a>,
     ) -> LocalFuture<'a, Result<StepOutput>> {
-        self.step(graph, kv, seqs, readback, Some(work))
+        self.step(graph, kv, seqs, readback, Some(work), false)
     }
 }
 
 impl WebGpuExecutor {
-    /// [`Executor::run_with`], or [`Executor::run`] without `work`.
+    /// [`Executor::run_with`], or [`Executor::run`] without `work`; `greedy`:
+    /// [`Executor::run_greedy`].
     fn step<'a>(
         &'a mut self,
         graph: GraphId,
@@ -521,6 +569,7 @@ impl WebGpuExecutor {
         seqs: &'a [SeqStep<'a>],
         readback: Readback,
         work: Option<HostWork<'a>>,
+        greedy: bool,
     ) -> LocalFuture<'a, Result<StepOutput>> {
         let t0 = self.profile.as_ref().map(|_| std::time::Instant::now());
         // In the browser the step runs inside error scopes that are awaited with its results,
@@ -528,7 +577,7 @@ impl WebGpuExecutor {
         // cause fails this call, not the next one.
         #[cfg(target_arch = "wasm32")]
         let scopes = device::Scopes::push(&self.gpu.device);
-        let submitted = self.submit(graph, kv, seqs, readback, work);
+        let submitted = self.submit(graph, kv, seqs, readback, work, greedy);
         #[cfg(target_arch = "wasm32")]
         let (caught, settled) = (scopes.pop("a step"), self.gpu.settle());
         let t1 = t0.map(|_| std::time::Instant::now());
@@ -603,20 +652,32 @@ impl WebGpuExecutor {
     /// The second half of [`Executor::run`]: read the step's results back.
     async fn finish_step(
         &mut self,
-        submitted: Result<usize>,
+        submitted: Result<Submitted>,
         seqs: &[SeqStep<'_>],
         readback: Readback,
         t0: Option<std::time::Instant>,
         t1: Option<std::time::Instant>,
     ) -> Result<StepOutput> {
-        let gi = submitted?;
+        let Submitted { gi, slot, index } = submitted?;
         let plan = self.plans[gi].as_ref().ok_or_else(|| err("unknown graph"))?;
         let out = match readback {
             Readback::Argmax => {
-                // One id per sequence of the graph (argmax.wgsl); those of the step's.
-                let b = self.gpu.read(&plan.argmax_read, 4 * seqs.len() as u64).await?;
-                let tokens =
+                // One id per sequence of the graph (argmax.wgsl); those of the step's. Only
+                // this step is waited for, not one it started.
+                let bytes = 4 * seqs.len() as u64;
+                let b = match self.gpu.read_after(&plan.argmax_read[slot], bytes, index).await {
+                    Ok(b) => b,
+                    Err(e) => {
+                        self.chained = None;
+                        return Err(e);
+                    }
+                };
+                let tokens: Vec<u32> =
                     b.chunks_exact(4).map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect();
+                // The step this one started runs on its argmax: now that token is known.
+                if let Some(c) = self.chained.as_mut().filter(|c| c.token.is_none()) {
+                    c.token = tokens.first().copied();
+                }
                 StepOutput { tokens, logits: Vec::new() }
             }
             Readback::LastLogits | Readback::AllLogits => {
@@ -665,10 +726,12 @@ impl Drop for WebGpuExecutor {
 }
 
 impl WebGpuExecutor {
-    /// Check the step, write its inputs, record and submit it; returns the plan index.
-    /// Submit a step; with `work`, the forward pass first, then the host's work while the GPU
-    /// runs it, then the argmax with the masks the work returned (the readback of the logits is
-    /// in the first submission).
+    /// Check the step, write its inputs, record and submit it; with `work`, the forward pass
+    /// first, then the host's work while the GPU runs it, then the argmax with the masks the
+    /// work returned (the readback of the logits is in the first submission). A step that the
+    /// last greedy step started (the same graph, cache, position, block table and token) is
+    /// not submitted again. With `greedy`, a one-token step of one sequence then starts its
+    /// successor: the next position, its token taken from this step's argmax on the device.
     fn submit(
         &mut self,
         graph: GraphId,
@@ -676,25 +739,72 @@ impl WebGpuExecutor {
         seqs: &[SeqStep],
         readback: Readback,
         work: Option<HostWork>,
-    ) -> Result<usize> {
+        greedy: bool,
+    ) -> Result<Submitted> {
         // An error reported since the last call (a lost device) fails the step before it runs.
         self.gpu.take_error()?;
+        let started = self.chained.take().filter(|c| {
+            let [s] = seqs else { return false };
+            work.is_none()
+                && readback == Readback::Argmax
+                && (c.graph, c.kv, c.pos) == (graph.0, kv.0, s.pos)
+                && c.token.is_some_and(|t| s.tokens == [t])
+                && s.mask.is_none()
+                // The blocks it reads and writes (the table may have grown since).
+                && s.blocks.get(..c.blocks.len()) == Some(&c.blocks[..])
+        });
         let gi = graph.0 as usize;
         let plan = self.plans.get_mut(gi).and_then(Option::as_mut).ok_or_else(|| err("unknown graph"))?;
         let cache =
             self.kvs.get(kv.0 as usize).and_then(|c| c.as_ref()).ok_or_else(|| err("unknown KV cache"))?;
-        let argmax = readback == Readback::Argmax;
-        let tail = match (argmax, work.is_some()) {
-            (false, _) => Tail::Logits,
-            (true, false) => Tail::Argmax,
-            (true, true) => Tail::Nothing,
+        let chain = greedy
+            && self.chain
+            && work.is_none()
+            && readback == Readback::Argmax
+            && plan.graph.n_tokens == 1
+            && match seqs {
+                // The table covers the next position (else the caller's next step grows it).
+                [s] => s.mask.is_none() && s.pos + 2 <= s.blocks.len().min(cache.n_blocks) * KV_BLOCK,
+                _ => false,
+            };
+        let fed = |slot| Tail::Argmax { slot, fed: true };
+        let (slot, index) = match started {
+            Some(c) => (c.slot, Some(c.index)),
+            None => {
+                let tail = match (readback, work.is_some()) {
+                    (Readback::Argmax, false) => Tail::Argmax { slot: 0, fed: false },
+                    (Readback::Argmax, true) => Tail::Nothing,
+                    _ => Tail::Logits,
+                };
+                // What the next submission most likely is: the started step, or one like this.
+                let next = if chain { fed(1) } else { tail };
+                let index = plan.submit(&self.gpu, kv.0, cache, seqs, tail, self.ahead.then_some(next))?;
+                match work {
+                    Some(work) => {
+                        let masks = work()?;
+                        plan.submit_rest(&self.gpu, kv.0, cache, &with_masks(seqs, &masks), readback)?;
+                        (0, None)
+                    }
+                    None => (0, Some(index)),
+                }
+            }
         };
-        plan.submit(&self.gpu, kv.0, cache, seqs, tail, self.ahead)?;
-        if let Some(work) = work {
-            let masks = work()?;
-            plan.submit_rest(&self.gpu, kv.0, cache, &with_masks(seqs, &masks), readback)?;
+        if chain {
+            let s = &seqs[0];
+            let next = [SeqStep { tokens: &[0], pos: s.pos + 1, blocks: s.blocks, mask: None }];
+            let index =
+                plan.submit(&self.gpu, kv.0, cache, &next, fed(slot ^ 1), self.ahead.then_some(fed(slot)))?;
+            self.chained = Some(Chained {
+                graph: graph.0,
+                kv: kv.0,
+                pos: s.pos + 1,
+                blocks: s.blocks[..blocks_for(s.pos + 2)].to_vec(),
+                token: None,
+                slot: slot ^ 1,
+                index,
+            });
         }
-        Ok(gi)
+        Ok(Submitted { gi, slot, index })
     }
 
     /// Add a finished step's CPU times (`t0` start, `t1` submitted) and timestamps to the profile.

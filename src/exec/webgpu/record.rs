@@ -186,8 +186,9 @@ pub struct Plan {
     masks: wgpu::Buffer,
     /// Whether the last step with the argmax wrote a mask (so the next must clear the flags).
     masks_set: bool,
-    /// Where the argmax's token ids (one per sequence of the graph) are read back.
-    pub argmax_read: wgpu::Buffer,
+    /// Where the argmax's token ids (one per sequence of the graph) are read back: two, so that
+    /// a chained step ([`Tail::Argmax`]'s `fed`) can copy into one while the other is mapped.
+    pub argmax_read: [wgpu::Buffer; 2],
     /// Where the logits are read back.
     pub logits_read: wgpu::Buffer,
     /// Bytes of logits (the readback buffer may be longer).
@@ -306,7 +307,10 @@ impl Plan {
             buffer("token masks", mask_bytes, wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_DST)?;
         let dummy_rw = buffer("dummy", 16, wgpu::BufferUsages::STORAGE)?;
         let map = wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST;
-        let argmax_read = buffer("argmax readback", 4 * g.n_seqs as u64, map)?;
+        let argmax_read = [
+            buffer("argmax readback", 4 * g.n_seqs as u64, map)?,
+            buffer("argmax readback", 4 * g.n_seqs as u64, map)?,
+        ];
         let logits_read = buffer("logits readback", 4 * n(g.logits) as u64, map)?;
         let params_buf = buffer(
             "params",
@@ -453,7 +457,8 @@ impl Plan {
     /// Check a step of `seqs` against the graph and cache `kv` (`cache`), write
     /// its inputs, and submit its commands: those recorded ahead during the previous step if
     /// they read the same cache the same way, else recorded now. With `ahead`, also record
-    /// the next step's commands while the GPU works.
+    /// the next step's commands (with that tail) while the GPU works. Returns the submission's
+    /// index.
     #[allow(clippy::too_many_arguments)]
     pub fn submit(
         &mut self,
@@ -462,8 +467,8 @@ impl Plan {
         cache: &GpuKv,
         seqs: &[SeqStep],
         tail: Tail,
-        ahead: bool,
-    ) -> Result<()> {
+        ahead: Option<Tail>,
+    ) -> Result<wgpu::SubmissionIndex> {
         let n_vocab = self.embed_rows.map_or(0, |r| r as usize);
         let readback = if tail == Tail::Logits { Readback::LastLogits } else { Readback::Argmax };
         check_step(&self.graph, "webgpu", seqs, readback, cache.n_blocks, n_vocab)?;
@@ -471,10 +476,10 @@ impl Plan {
         let cb = &self.bound[&kv];
         let words = cb.layout.pack(seqs);
         gpu.queue.write_buffer(&cb.step, 0, &u32_bytes(&words));
-        if tail == Tail::Argmax {
+        if let Tail::Argmax { .. } = tail {
             self.write_masks(gpu, seqs);
         }
-        let record = |plan: &Plan| {
+        let record = |plan: &Plan, tail| {
             let mut enc =
                 gpu.device.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some("step") });
             plan.record(&mut enc, kv, tail);
@@ -482,23 +487,23 @@ impl Plan {
         };
         let cmds = match self.ahead.take() {
             Some((k, t, cmds)) if k == kv && t == tail => cmds,
-            _ => record(self),
+            _ => record(self, tail),
         };
         // Timed only when profiling, which is native only (`Instant` panics in the browser).
         let timing = self.queries.is_some();
         let t0 = timing.then(std::time::Instant::now);
-        gpu.queue.submit([cmds]);
+        let index = gpu.queue.submit([cmds]);
         let t1 = timing.then(std::time::Instant::now);
-        if ahead {
+        if let Some(next) = ahead {
             // The next step of this graph most likely reads the same cache the same way: record
             // it now, while the GPU works (wgpu's recording costs microseconds per dispatch).
-            self.ahead = Some((kv, tail, record(self)));
+            self.ahead = Some((kv, next, record(self, next)));
         }
         if let (Some(t0), Some(t1)) = (t0, t1) {
             self.host_ns.0 += (t1 - t0).as_nanos() as f64;
             self.host_ns.1 += t1.elapsed().as_nanos() as f64;
         }
-        Ok(())
+        Ok(index)
     }
 
     /// The second half of a step submitted in two (see [`Tail::Nothing`]): `seqs` are the
@@ -522,7 +527,7 @@ impl Plan {
         let cb = self.bound.get(&kv).ok_or_else(|| err("the step's cache is not bound"))?;
         let mut enc =
             gpu.device.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some("argmax") });
-        self.record_argmax(&mut enc, cb);
+        self.record_argmax(&mut enc, cb, 0);
         gpu.queue.submit([enc.finish()]);
         Ok(())
     }
@@ -657,6 +662,10 @@ impl Plan {
     pub fn record(&self, enc: &mut wgpu::CommandEncoder, kv: u32, tail: Tail) {
         let cb = &self.bound[&kv];
         let kvb = &cb.groups;
+        if let Tail::Argmax { fed: true, .. } = tail {
+            // The token is the argmax of the step before, still on the device.
+            enc.copy_buffer_to_buffer(&self.argmax_out, 0, &cb.step, 0, 4);
+        }
         if let Some(q) = &self.queries {
             enc.write_timestamp(&q.set, 0);
         }
@@ -696,7 +705,7 @@ impl Plan {
         }
         let logits = &self.acts[self.graph.logits.0 as usize];
         match tail {
-            Tail::Argmax => self.record_argmax(enc, cb),
+            Tail::Argmax { slot, .. } => self.record_argmax(enc, cb, slot),
             Tail::Logits => enc.copy_buffer_to_buffer(logits, 0, &self.logits_read, 0, self.logits_bytes),
             Tail::Nothing => {}
         }
@@ -708,9 +717,9 @@ impl Plan {
 }
 
 impl Plan {
-    /// The argmax of every sequence's logits row (its two passes) and its copy to the readback
-    /// buffer.
-    fn record_argmax(&self, enc: &mut wgpu::CommandEncoder, cb: &CacheBinds) {
+    /// The argmax of every sequence's logits row (its two passes) and its copy to readback
+    /// buffer `slot`.
+    fn record_argmax(&self, enc: &mut wgpu::CommandEncoder, cb: &CacheBinds, slot: usize) {
         let mut pass = enc.begin_compute_pass(&wgpu::ComputePassDescriptor::default());
         pass.set_pipeline(&self.argmax.0);
         pass.set_bind_group(0, &cb.argmax, &[]);
@@ -720,15 +729,17 @@ impl Plan {
         pass.dispatch_workgroups(self.graph.n_seqs as u32, 1, 1);
         drop(pass);
         let bytes = 4 * self.graph.n_seqs as u64;
-        enc.copy_buffer_to_buffer(&self.argmax_out, 0, &self.argmax_read, 0, bytes);
+        enc.copy_buffer_to_buffer(&self.argmax_out, 0, &self.argmax_read[slot], 0, bytes);
     }
 }
 
 /// What a step's commands end with.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Tail {
-    /// The argmax of each sequence's row (with the masks written before), read back.
-    Argmax,
+    /// The argmax of each sequence's row (with the masks written before), read back through
+    /// readback buffer `slot`. `fed`: a chained step of one token, whose token is the argmax
+    /// of the step before it on the device (copied into the step buffer first).
+    Argmax { slot: usize, fed: bool },
     /// The logits, read back.
     Logits,
     /// Nothing: the argmax follows in its own submission ([`Plan::submit_rest`]), once the
