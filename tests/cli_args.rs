@@ -27,6 +27,7 @@ fn counts_past_their_range_are_rejected() {
     fails_cleanly(&["generate", "-m", m, "-p", "hi", "-n", "-1"], "-1");
     fails_cleanly(&["generate", "-m", m, "-p", "hi", "--ctx", "4294967296"], "4294967296");
     fails_cleanly(&["bench", "-m", m, "--bandwidth", "nan"], "nan");
+    fails_cleanly(&["bench", "-m", m, "--memory-budget", "1073741825"], "1073741825");
 }
 
 #[test]

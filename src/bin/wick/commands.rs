@@ -536,7 +536,7 @@ pub async fn bench(a: BenchArgs) -> Result<()> {
             model: path.clone(),
             executor: a.executor.clone(),
             n_ctx: 0,
-            memory_budget: None,
+            memory_budget: a.memory_budget,
             no_progress: true,
         };
         let model = load(&margs).await?;

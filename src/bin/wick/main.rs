@@ -87,7 +87,7 @@ struct ModelArgs {
     #[arg(long = "ctx", default_value_t = 0, value_parser = count(1 << 24))]
     n_ctx: usize,
     /// MiB that the KV cache and scratch may take, in place of the executor's budget (free
-    /// RAM or device memory less a margin; WebGPU: 2048).
+    /// RAM or device memory less a margin; WebGPU: 1024).
     #[arg(long = "memory-budget", value_parser = count(1 << 30))]
     memory_budget: Option<usize>,
     /// Do not draw the loading progress bar.
@@ -306,6 +306,10 @@ struct BenchArgs {
     /// on the device (the WebGPU executor cannot measure it yet).
     #[arg(long, value_parser = positive_f64)]
     bandwidth: Option<f64>,
+    /// MiB that the KV cache and scratch may take, in place of the executor's budget (WebGPU's
+    /// default, 1024, holds no 16k context of an 8B model).
+    #[arg(long = "memory-budget", value_parser = count(1 << 30))]
+    memory_budget: Option<usize>,
 }
 
 #[derive(Args)]
