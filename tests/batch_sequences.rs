@@ -233,34 +233,22 @@ fn shift(kind: ExecutorKind) {
     assert_eq!(ya, za, "{kind:?}: the idle sequence's cache changed");
 }
 
-fn kinds() -> Vec<ExecutorKind> {
-    #[allow(unused_mut)]
-    let mut k = vec![ExecutorKind::Cpu];
-    #[cfg(feature = "webgpu")]
-    k.push(ExecutorKind::WebGpu);
-    #[cfg(feature = "cuda")]
-    if support::cuda_wanted() {
-        k.push(ExecutorKind::Cuda);
-    }
-    k
-}
-
 #[test]
 fn sequences_together_match_each_alone() {
-    kinds().into_iter().for_each(together);
+    support::executor_kinds().into_iter().for_each(together);
 }
 
 #[test]
 fn fork_shares_a_prefix() {
-    kinds().into_iter().for_each(fork);
+    support::executor_kinds().into_iter().for_each(fork);
 }
 
 #[test]
 fn batch_errors() {
-    kinds().into_iter().for_each(errors);
+    support::executor_kinds().into_iter().for_each(errors);
 }
 
 #[test]
 fn a_sequence_shifts_as_a_session_does() {
-    kinds().into_iter().for_each(shift);
+    support::executor_kinds().into_iter().for_each(shift);
 }

@@ -58,21 +58,9 @@ fn decode(model: &Model, n_ctx: usize, chained: bool) -> Vec<u32> {
     })
 }
 
-fn kinds() -> Vec<ExecutorKind> {
-    #[allow(unused_mut)]
-    let mut k = vec![ExecutorKind::Cpu];
-    #[cfg(feature = "webgpu")]
-    k.push(ExecutorKind::WebGpu);
-    #[cfg(feature = "cuda")]
-    if support::cuda_wanted() {
-        k.push(ExecutorKind::Cuda);
-    }
-    k
-}
-
 #[test]
 fn chained_greedy_steps_give_the_tokens_of_steps_alone() {
-    for kind in kinds() {
+    for kind in support::executor_kinds() {
         let Some(model) = load(kind) else { continue };
         // 12 + 84 positions cross the block boundary at 64; the last steps have no room to
         // start a successor.
@@ -102,7 +90,7 @@ fn chained_greedy_steps_give_the_tokens_of_steps_alone() {
 
 #[test]
 fn a_next_step_other_than_the_started_one_is_right() {
-    for kind in kinds() {
+    for kind in support::executor_kinds() {
         let Some(model) = load(kind) else { continue };
         let n_vocab = model.n_vocab() as u32;
         block_on(async {

@@ -25,6 +25,21 @@ pub fn block_on<F: std::future::Future>(f: F) -> F::Output {
     pollster::block_on(f)
 }
 
+/// The executors a test runs on: the CPU, and the GPU executors built in (WebGPU: lavapipe in
+/// CI; CUDA where [`cuda_wanted`]).
+#[cfg(not(target_arch = "wasm32"))]
+pub fn executor_kinds() -> Vec<wick::ExecutorKind> {
+    #[allow(unused_mut)]
+    let mut k = vec![wick::ExecutorKind::Cpu];
+    #[cfg(feature = "webgpu")]
+    k.push(wick::ExecutorKind::WebGpu);
+    #[cfg(feature = "cuda")]
+    if cuda_wanted() {
+        k.push(wick::ExecutorKind::Cuda);
+    }
+    k
+}
+
 /// Whether the CUDA tests should run: a CUDA driver is installed, or `WICK_REQUIRE_CUDA=1`
 /// (which turns a missing driver into the executor's failure). Where neither, says so loudly.
 #[cfg(all(feature = "cuda", not(target_arch = "wasm32")))]
