@@ -11,8 +11,9 @@ use support::tensors::random_blocks;
 use support::Rng;
 use wick::quant::vec_dot_rows;
 use wick::quant::{
-    dequantize, quantize_row_into, tile_scales, vec_dot, vec_dot_gemm4, vec_dot_gemm4_tile, vec_dot_portable,
-    vec_dot_ref, vec_dot_tile, vec_dot_tile4, vec_dot_tile8, vec_dot_type, GgmlType,
+    dequantize, quantize_row_into, tile_scales, vec_dot, vec_dot_gemm4, vec_dot_gemm4_run,
+    vec_dot_gemm4_tile, vec_dot_portable, vec_dot_ref, vec_dot_tile, vec_dot_tile4, vec_dot_tile8,
+    vec_dot_tile8_run, vec_dot_type, GgmlType,
 };
 
 /// Roughly normal (sum of uniforms), mean 0, sd ~ `sd`.
@@ -385,6 +386,47 @@ fn gemm4_tiles_are_bit_identical_to_gemm4() {
 }
 
 /// The decode loop over weight rows gives exactly the bits of one `vec_dot` per row.
+/// The run forms (`vec_dot_tile8_run`, `vec_dot_gemm4_run`: several weight rows in one call,
+/// results strided by output row) give exactly the bits of one `vec_dot` / `vec_dot_gemm4` per
+/// pair, for every weight type, and write nothing between the strided results.
+#[test]
+fn tile_runs_are_bit_identical_and_write_only_their_outputs() {
+    let mut rng = Rng(0x5EED_000B);
+    let (nw, stride, at) = (5usize, 9usize, 2usize);
+    for t in GgmlType::WEIGHT_TYPES {
+        for n in lengths(t) {
+            let rows: Vec<Vec<u8>> = (0..nw).map(|_| random_weights(t, n, &mut rng)).collect();
+            let (w, wrb) = (rows.concat(), rows[0].len());
+            let a = activation_rows(t, n, 8, &mut rng);
+            let (acts, arb) = (a.concat(), a[0].len());
+            let gsz = 8 * (n / t.block_size());
+            let (mut sc0, mut sc1) = (vec![f32::NAN; gsz], vec![f32::NAN; gsz]);
+            tile_scales(t, n, &acts, arb, &mut sc0);
+            tile_scales(t, n, &acts[4 * arb..], arb, &mut sc1);
+            let sentinel = f32::from_bits(0x7fc0_1234);
+            let mut out = vec![sentinel; 8 * stride];
+            vec_dot_tile8_run(t, n, &w, wrb, nw, &acts, arb, [&sc0, &sc1], &mut out[at..], stride);
+            let mut out4 = vec![sentinel; 4 * stride];
+            vec_dot_gemm4_run(t, n, &w, wrb, nw, &acts, arb, &mut out4[at..], stride);
+            for (i, (&v, &v4)) in out.iter().zip(out4.iter().chain(std::iter::repeat(&sentinel))).enumerate()
+            {
+                let (c, j) = (i / stride, (i % stride).wrapping_sub(at));
+                if j >= nw {
+                    assert_eq!(v.to_bits(), sentinel.to_bits(), "{t} n={n}: wrote index {i}");
+                    assert_eq!(v4.to_bits(), sentinel.to_bits(), "{t} n={n}: gemm4 wrote index {i}");
+                    continue;
+                }
+                let want = vec_dot(t, n, &rows[j], &a[c]);
+                assert_eq!(v.to_bits(), want.to_bits(), "{t} n={n} weight row {j} row {c}: {v} vs {want}");
+                if c < 4 {
+                    let want = vec_dot_gemm4(t, n, &rows[j], &a[c]);
+                    assert_eq!(v4.to_bits(), want.to_bits(), "{t} n={n} gemm4 weight row {j} row {c}");
+                }
+            }
+        }
+    }
+}
+
 #[test]
 fn rows_are_bit_identical_to_vec_dot() {
     let mut rng = Rng(0x5EED_0006);

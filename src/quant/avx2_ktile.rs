@@ -56,6 +56,7 @@ unsafe fn act_scales(a: [*const u8; 4]) -> __m128 {
 /// AVX2, FMA and F16C present; `w` readable for `nb` Q4_K blocks, every `a[c]` for `nb` Q8_K
 /// blocks.
 #[target_feature(enable = "avx2,fma,f16c")]
+#[inline]
 pub(super) unsafe fn q4_k_1x4(nb: usize, w: *const u8, a: [*const u8; 4], out: &mut [f32; 4]) {
     let m4 = _mm256_set1_epi8(0x0F);
     let (mut acc, mut accm) = (_mm_setzero_ps(), _mm_setzero_ps());
@@ -124,6 +125,7 @@ pub(super) unsafe fn q4_k_1x4(nb: usize, w: *const u8, a: [*const u8; 4], out: &
 /// # Safety
 /// As [`q4_k_1x4`], with Q6_K blocks.
 #[target_feature(enable = "avx2,fma,f16c")]
+#[inline]
 pub(super) unsafe fn q6_k_1x4(nb: usize, w: *const u8, a: [*const u8; 4], out: &mut [f32; 4]) {
     let mut acc = _mm_setzero_ps();
     for i in 0..nb {
@@ -182,4 +184,72 @@ pub fn gemm4_tile(t: GgmlType, n: usize, w: &[u8], a: &[u8], arb: usize, out: &m
         }
     }
     true
+}
+
+/// [`gemm4_tile`] for `nw` weight rows `wrb` bytes apart in `w`: weight row `j` times activation
+/// row `c` into `out[c * ostride + j]`, the checks and the dispatch once for the run. False
+/// (nothing written) where [`gemm4_tile`] would be, or where `out` is too short.
+#[allow(clippy::too_many_arguments)]
+pub fn gemm4_run(
+    t: GgmlType,
+    n: usize,
+    w: &[u8],
+    wrb: usize,
+    nw: usize,
+    a: &[u8],
+    arb: usize,
+    out: &mut [f32],
+    ostride: usize,
+) -> bool {
+    let ts = match t {
+        GgmlType::Q4_K => Q4K,
+        GgmlType::Q6_K => Q6K,
+        _ => return false,
+    };
+    let nb = n / QK_K;
+    let fits = nw > 0
+        && n.is_multiple_of(QK_K)
+        && nb * ts <= wrb
+        && w.len() >= (nw - 1) * wrb + nb * ts
+        && nb * Q8_K_BYTES <= arb
+        && a.len() >= 3 * arb + nb * Q8_K_BYTES
+        && ostride >= nw
+        && out.len() >= 3 * ostride + nw;
+    if !fits || !super::avx2::available() {
+        return false;
+    }
+    let ap: [*const u8; 4] = std::array::from_fn(|c| a[c * arb..].as_ptr());
+    // SAFETY: features checked above; every weight row and the four activation rows lie inside
+    // their slices, and every write inside `out` (`fits`).
+    unsafe { run4(t == GgmlType::Q4_K, nb, w.as_ptr(), wrb, nw, ap, out.as_mut_ptr(), ostride) }
+    true
+}
+
+/// The loop of [`gemm4_run`], with the tiles inlined.
+///
+/// # Safety
+/// As [`q4_k_1x4`] / [`q6_k_1x4`] for every row; `out` writable at every index written.
+#[target_feature(enable = "avx2,fma,f16c")]
+#[allow(clippy::too_many_arguments)]
+unsafe fn run4(
+    q4k: bool,
+    nb: usize,
+    w: *const u8,
+    wrb: usize,
+    nw: usize,
+    a: [*const u8; 4],
+    out: *mut f32,
+    ostride: usize,
+) {
+    for j in 0..nw {
+        let mut o = [0f32; 4];
+        if q4k {
+            q4_k_1x4(nb, w.add(j * wrb), a, &mut o);
+        } else {
+            q6_k_1x4(nb, w.add(j * wrb), a, &mut o);
+        }
+        for (c, v) in o.into_iter().enumerate() {
+            *out.add(c * ostride + j) = v;
+        }
+    }
 }

@@ -348,6 +348,88 @@ pub fn dot_tile8s(
     true
 }
 
+/// [`tile8s_body`] over a run of `nw` weight rows `wrb` bytes apart: weight row `j` times
+/// activation row `c` into `out[c * ostride + j]`. One call for the run: the checks, the
+/// dispatch and the call were 2-3% of Gemma 3 270M's prefill made once per weight row.
+///
+/// # Safety
+/// As [`tile8s_body`] for every row (`V`: VNNI present); `out` writable at every index written.
+#[target_feature(enable = "avx2,fma,f16c")]
+#[allow(clippy::too_many_arguments)]
+unsafe fn tile8s_run<const T: u32, const V: bool>(
+    ts: usize,
+    nb: usize,
+    w: *const u8,
+    wrb: usize,
+    nw: usize,
+    a: [*const u8; 8],
+    sc: [*const f32; 2],
+    out: *mut f32,
+    ostride: usize,
+) {
+    for j in 0..nw {
+        let mut o = [0f32; 8];
+        tile8s_body::<T, V>(ts, nb, w.add(j * wrb), a, sc, &mut o);
+        for (c, v) in o.into_iter().enumerate() {
+            *out.add(c * ostride + j) = v;
+        }
+    }
+}
+
+/// [`dot_tile8s`] for `nw` weight rows `wrb` bytes apart in `w`: weight row `j` times activation
+/// row `c` into `out[c * ostride + j]`. False (nothing written) where [`dot_tile8s`] would be, or
+/// where `out` is too short.
+#[allow(clippy::too_many_arguments)]
+pub fn dot_tile8s_run(
+    t: GgmlType,
+    n: usize,
+    w: &[u8],
+    wrb: usize,
+    nw: usize,
+    a: &[u8],
+    arb: usize,
+    sc: [&[f32]; 2],
+    out: &mut [f32],
+    ostride: usize,
+) -> bool {
+    let nb = n / t.block_size();
+    let ts = t.type_size();
+    let fits = has_tile8s(t)
+        && nw > 0
+        && n.is_multiple_of(t.block_size())
+        && nb * ts <= wrb
+        && w.len() >= (nw - 1) * wrb + nb * ts
+        && nb * 34 <= arb
+        && a.len() >= 7 * arb + nb * 34
+        && sc.iter().all(|s| s.len() >= 8 * nb)
+        && ostride >= nw
+        && out.len() >= 7 * ostride + nw;
+    if !fits {
+        return false;
+    }
+    let ap: [*const u8; 8] = std::array::from_fn(|c| a[c * arb..].as_ptr());
+    let (wp, sp, op) = (w.as_ptr(), [sc[0].as_ptr(), sc[1].as_ptr()], out.as_mut_ptr());
+    // SAFETY: features checked above; every weight row, activation row and scale read lies
+    // inside its slice, and every write inside `out` (`fits`).
+    unsafe {
+        macro_rules! go {
+            ($t:expr) => {
+                if vnni() {
+                    tile8s_run::<{ $t as u32 }, true>(ts, nb, wp, wrb, nw, ap, sp, op, ostride)
+                } else {
+                    tile8s_run::<{ $t as u32 }, false>(ts, nb, wp, wrb, nw, ap, sp, op, ostride)
+                }
+            };
+        }
+        match t {
+            GgmlType::Q4_0 => go!(GgmlType::Q4_0),
+            GgmlType::Q5_0 => go!(GgmlType::Q5_0),
+            _ => go!(GgmlType::Q8_0),
+        }
+    }
+    true
+}
+
 /// `out[c]` = weight row `w` times activation row `c` of `a` (four rows `arb` bytes apart) for a
 /// legacy type `t`, with the activations' block scales from `sc` ([`super::tile_scales`] of the
 /// same four rows). False (nothing written) for other types or slices too short.

@@ -81,6 +81,43 @@ pub fn vec_dot_gemm4_tile(t: GgmlType, n: usize, w_row: &[u8], acts: &[u8], arb:
     }
 }
 
+/// [`vec_dot_gemm4_tile`] for `nw` weight rows `wrb` bytes apart in `w`: weight row `j` times
+/// activation row `c` into `out[c * ostride + j]`, in one call on x86 (the same bits).
+#[allow(clippy::too_many_arguments)]
+pub fn vec_dot_gemm4_run(
+    t: GgmlType,
+    n: usize,
+    w: &[u8],
+    wrb: usize,
+    nw: usize,
+    acts: &[u8],
+    arb: usize,
+    out: &mut [f32],
+    ostride: usize,
+) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        if super::avx2_ktile::gemm4_run(t, n, w, wrb, nw, acts, arb, out, ostride) {
+            return;
+        }
+    }
+    for j in 0..nw {
+        let mut o = [0f32; 4];
+        vec_dot_gemm4_tile(t, n, w.get(j * wrb..).unwrap_or(&[]), acts, arb, &mut o);
+        put_strided(&o, out, ostride, j);
+    }
+}
+
+/// `o[c]` into `out[c * ostride + j]` where that is inside `out`: a run's results for one
+/// weight row.
+fn put_strided(o: &[f32], out: &mut [f32], ostride: usize, j: usize) {
+    for (c, &v) in o.iter().enumerate() {
+        if let Some(x) = out.get_mut(c * ostride + j) {
+            *x = v;
+        }
+    }
+}
+
 /// [`vec_dot_gemm4`] by the portable code alone (what the wasm tests hold the simd128 kernels
 /// to).
 #[doc(hidden)]
@@ -255,6 +292,34 @@ pub fn vec_dot_tile8(
     if let (Ok(lo), Ok(hi)) = (<&mut [f32; 4]>::try_from(lo), <&mut [f32; 4]>::try_from(hi)) {
         vec_dot_tile4(t, n, w_row, acts, arb, sc0, lo);
         vec_dot_tile4(t, n, w_row, acts.get(4 * arb..).unwrap_or(&[]), arb, sc1, hi);
+    }
+}
+
+/// [`vec_dot_tile8`] for `nw` weight rows `wrb` bytes apart in `w`: weight row `j` times
+/// activation row `c` into `out[c * ostride + j]`, in one call on x86 (the same bits).
+#[allow(clippy::too_many_arguments)]
+pub fn vec_dot_tile8_run(
+    t: GgmlType,
+    n: usize,
+    w: &[u8],
+    wrb: usize,
+    nw: usize,
+    acts: &[u8],
+    arb: usize,
+    sc: [&[f32]; 2],
+    out: &mut [f32],
+    ostride: usize,
+) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        if super::avx2_tile::dot_tile8s_run(t, n, w, wrb, nw, acts, arb, sc, out, ostride) {
+            return;
+        }
+    }
+    for j in 0..nw {
+        let mut o = [0f32; 8];
+        vec_dot_tile8(t, n, w.get(j * wrb..).unwrap_or(&[]), acts, arb, sc[0], sc[1], &mut o);
+        put_strided(&o, out, ostride, j);
     }
 }
 

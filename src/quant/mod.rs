@@ -54,8 +54,9 @@ mod types;
 pub(crate) use blocks::f16_to_f32_branchless;
 pub use dequant::dequantize;
 pub use dot::{
-    has_tile, has_tile8, tile_scales, vec_dot, vec_dot_gemm4, vec_dot_gemm4_portable, vec_dot_gemm4_tile,
-    vec_dot_portable, vec_dot_rows, vec_dot_tile, vec_dot_tile4, vec_dot_tile8,
+    has_tile, has_tile8, tile_scales, vec_dot, vec_dot_gemm4, vec_dot_gemm4_portable, vec_dot_gemm4_run,
+    vec_dot_gemm4_tile, vec_dot_portable, vec_dot_rows, vec_dot_tile, vec_dot_tile4, vec_dot_tile8,
+    vec_dot_tile8_run,
 };
 pub use dot_ref::vec_dot_ref;
 pub use quantize::quantize_row_into;

@@ -146,23 +146,32 @@ fn matmul_batched(
             let js = jb..(jb + run).min(nj);
             for h in 0..rows8 / 8 {
                 let (sc0, sc1) = (&scales[2 * h * gsz..], &scales[(2 * h + 1) * gsz..]);
-                for jj in js.clone() {
-                    let mut o = [0f32; 8];
-                    quant::vec_dot_tile8(dtype, k, wr(jj), &acts[8 * h * arb..], arb, sc0, sc1, &mut o);
-                    for (c, v) in o.into_iter().enumerate() {
-                        t[(8 * h + c) * nj + jj] = v;
-                    }
-                }
+                let w = &data[(j0 + js.start) * wrb..(j0 + js.end) * wrb];
+                let o = &mut t[8 * h * nj + js.start..];
+                quant::vec_dot_tile8_run(
+                    dtype,
+                    k,
+                    w,
+                    wrb,
+                    js.len(),
+                    &acts[8 * h * arb..],
+                    arb,
+                    [sc0, sc1],
+                    o,
+                    nj,
+                );
             }
             for g in rows8 / 4..rows4 / 4 {
-                let sc = &scales[g * gsz..(g + 1) * gsz];
+                let (sc, a) = (&scales[g * gsz..(g + 1) * gsz], &acts[4 * g * arb..]);
+                if !tiled {
+                    let w = &data[(j0 + js.start) * wrb..(j0 + js.end) * wrb];
+                    let o = &mut t[4 * g * nj + js.start..];
+                    quant::vec_dot_gemm4_run(dtype, k, w, wrb, js.len(), a, arb, o, nj);
+                    continue;
+                }
                 for jj in js.clone() {
-                    let (mut o, a) = ([0f32; 4], &acts[4 * g * arb..]);
-                    if tiled {
-                        quant::vec_dot_tile4(dtype, k, wr(jj), a, arb, sc, &mut o);
-                    } else {
-                        quant::vec_dot_gemm4_tile(dtype, k, wr(jj), a, arb, &mut o);
-                    }
+                    let mut o = [0f32; 4];
+                    quant::vec_dot_tile4(dtype, k, wr(jj), a, arb, sc, &mut o);
                     for (c, v) in o.into_iter().enumerate() {
                         t[(4 * g + c) * nj + jj] = v;
                     }
