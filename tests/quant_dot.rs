@@ -11,9 +11,9 @@ use support::tensors::random_blocks;
 use support::Rng;
 use wick::quant::vec_dot_rows;
 use wick::quant::{
-    dequantize, quantize_row_into, tile_scales, vec_dot, vec_dot_gemm4, vec_dot_gemm4_run,
+    dequantize, pack_tile8, quantize_row_into, tile_scales, vec_dot, vec_dot_gemm4, vec_dot_gemm4_run,
     vec_dot_gemm4_tile, vec_dot_portable, vec_dot_ref, vec_dot_tile, vec_dot_tile4, vec_dot_tile8,
-    vec_dot_tile8_run, vec_dot_type, GgmlType,
+    vec_dot_tile8_run, vec_dot_type, GgmlType, Tile8Acts,
 };
 
 /// Roughly normal (sum of uniforms), mean 0, sd ~ `sd`.
@@ -405,7 +405,10 @@ fn tile_runs_are_bit_identical_and_write_only_their_outputs() {
             tile_scales(t, n, &acts[4 * arb..], arb, &mut sc1);
             let sentinel = f32::from_bits(0x7fc0_1234);
             let mut out = vec![sentinel; 8 * stride];
-            vec_dot_tile8_run(t, n, &w, wrb, nw, &acts, arb, [&sc0, &sc1], &mut out[at..], stride);
+            let mut packed = vec![0u8; 256 * (n / 32)];
+            pack_tile8(n, &acts, arb, &mut packed);
+            let a8 = Tile8Acts { raw: &acts, arb, packed: &packed, scales: [&sc0, &sc1] };
+            vec_dot_tile8_run(t, n, (&w, wrb, nw), &a8, &mut out[at..], stride);
             let mut out4 = vec![sentinel; 4 * stride];
             vec_dot_gemm4_run(t, n, &w, wrb, nw, &acts, arb, &mut out4[at..], stride);
             for (i, (&v, &v4)) in out.iter().zip(out4.iter().chain(std::iter::repeat(&sentinel))).enumerate()

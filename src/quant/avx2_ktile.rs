@@ -37,6 +37,18 @@ unsafe fn hsum4(v: [__m256i; 4]) -> __m128i {
     _mm_add_epi32(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1))
 }
 
+/// `acc` plus the sums of pairs of products of the i16 lanes of `x` and `y` (`madd`), as 8 i32
+/// lanes: with `V` (AVX-512 VNNI) one `vpdpwssd`, else `madd` and an add. The same integers.
+#[target_feature(enable = "avx2,fma,f16c")]
+#[inline]
+unsafe fn madd_onto<const V: bool>(acc: __m256i, x: __m256i, y: __m256i) -> __m256i {
+    if V {
+        super::avx512_asm::dpwssd_onto(acc, x, y)
+    } else {
+        _mm256_add_epi32(acc, _mm256_madd_epi16(x, y))
+    }
+}
+
 /// The four activation rows' block scales (f32 at the start of each Q8_K block).
 #[target_feature(enable = "avx2,fma,f16c")]
 #[inline]
@@ -57,7 +69,7 @@ unsafe fn act_scales(a: [*const u8; 4]) -> __m128 {
 /// blocks.
 #[target_feature(enable = "avx2,fma,f16c")]
 #[inline]
-pub(super) unsafe fn q4_k_1x4(nb: usize, w: *const u8, a: [*const u8; 4], out: &mut [f32; 4]) {
+pub(super) unsafe fn q4_k_1x4<const V: bool>(nb: usize, w: *const u8, a: [*const u8; 4], out: &mut [f32; 4]) {
     let m4 = _mm256_set1_epi8(0x0F);
     let (mut acc, mut accm) = (_mm_setzero_ps(), _mm_setzero_ps());
     for i in 0..nb {
@@ -109,8 +121,7 @@ pub(super) unsafe fn q4_k_1x4(nb: usize, w: *const u8, a: [*const u8; 4], out: &
             let sums: [__m256i; 4] = std::array::from_fn(|c| {
                 let aq = ab[c].add(4 + 64 * j);
                 let plo = _mm256_madd_epi16(_mm256_maddubs_epi16(lo, load(aq)), s0);
-                let phi = _mm256_madd_epi16(_mm256_maddubs_epi16(hi, load(aq.add(32))), s1);
-                _mm256_add_epi32(plo, phi)
+                madd_onto::<V>(plo, _mm256_maddubs_epi16(hi, load(aq.add(32))), s1)
             });
             acc = _mm_fmadd_ps(_mm_cvtepi32_ps(hsum4(sums)), d, acc);
             accm = _mm_fmadd_ps(_mm_cvtepi32_ps(mj[j]), dmin, accm);
@@ -126,7 +137,7 @@ pub(super) unsafe fn q4_k_1x4(nb: usize, w: *const u8, a: [*const u8; 4], out: &
 /// As [`q4_k_1x4`], with Q6_K blocks.
 #[target_feature(enable = "avx2,fma,f16c")]
 #[inline]
-pub(super) unsafe fn q6_k_1x4(nb: usize, w: *const u8, a: [*const u8; 4], out: &mut [f32; 4]) {
+pub(super) unsafe fn q6_k_1x4<const V: bool>(nb: usize, w: *const u8, a: [*const u8; 4], out: &mut [f32; 4]) {
     let mut acc = _mm_setzero_ps();
     for i in 0..nb {
         let wb = w.add(i * Q6K);
@@ -146,7 +157,7 @@ pub(super) unsafe fn q6_k_1x4(nb: usize, w: *const u8, a: [*const u8; 4], out: &
                 let scale = scale_pair(sc[s], sc[s + 1]);
                 for c in 0..4 {
                     let p = _mm256_maddubs_epi16(q, load(ab[c].add(4 + 128 * h + 32 * k)));
-                    sumi[c] = _mm256_add_epi32(sumi[c], _mm256_madd_epi16(p, scale));
+                    sumi[c] = madd_onto::<V>(sumi[c], p, scale);
                 }
             }
         }
@@ -177,10 +188,11 @@ pub fn gemm4_tile(t: GgmlType, n: usize, w: &[u8], a: &[u8], arb: usize, out: &m
     // SAFETY: features checked above; the weight row and the four activation rows lie inside
     // their slices (`fits`).
     unsafe {
-        if t == GgmlType::Q4_K {
-            q4_k_1x4(nb, w.as_ptr(), ap, out)
-        } else {
-            q6_k_1x4(nb, w.as_ptr(), ap, out)
+        match (t == GgmlType::Q4_K, super::avx512_asm::vnni()) {
+            (true, true) => q4_k_1x4::<true>(nb, w.as_ptr(), ap, out),
+            (true, false) => q4_k_1x4::<false>(nb, w.as_ptr(), ap, out),
+            (false, true) => q6_k_1x4::<true>(nb, w.as_ptr(), ap, out),
+            (false, false) => q6_k_1x4::<false>(nb, w.as_ptr(), ap, out),
         }
     }
     true
@@ -221,17 +233,25 @@ pub fn gemm4_run(
     let ap: [*const u8; 4] = std::array::from_fn(|c| a[c * arb..].as_ptr());
     // SAFETY: features checked above; every weight row and the four activation rows lie inside
     // their slices, and every write inside `out` (`fits`).
-    unsafe { run4(t == GgmlType::Q4_K, nb, w.as_ptr(), wrb, nw, ap, out.as_mut_ptr(), ostride) }
+    unsafe {
+        let (q4k, wp, op) = (t == GgmlType::Q4_K, w.as_ptr(), out.as_mut_ptr());
+        if super::avx512_asm::vnni() {
+            run4::<true>(q4k, nb, wp, wrb, nw, ap, op, ostride)
+        } else {
+            run4::<false>(q4k, nb, wp, wrb, nw, ap, op, ostride)
+        }
+    }
     true
 }
 
 /// The loop of [`gemm4_run`], with the tiles inlined.
 ///
 /// # Safety
-/// As [`q4_k_1x4`] / [`q6_k_1x4`] for every row; `out` writable at every index written.
+/// As [`q4_k_1x4`] / [`q6_k_1x4`] for every row (`V`: VNNI present); `out` writable at every
+/// index written.
 #[target_feature(enable = "avx2,fma,f16c")]
 #[allow(clippy::too_many_arguments)]
-unsafe fn run4(
+unsafe fn run4<const V: bool>(
     q4k: bool,
     nb: usize,
     w: *const u8,
@@ -244,9 +264,9 @@ unsafe fn run4(
     for j in 0..nw {
         let mut o = [0f32; 4];
         if q4k {
-            q4_k_1x4(nb, w.add(j * wrb), a, &mut o);
+            q4_k_1x4::<V>(nb, w.add(j * wrb), a, &mut o);
         } else {
-            q6_k_1x4(nb, w.add(j * wrb), a, &mut o);
+            q6_k_1x4::<V>(nb, w.add(j * wrb), a, &mut o);
         }
         for (c, v) in o.into_iter().enumerate() {
             *out.add(c * ostride + j) = v;

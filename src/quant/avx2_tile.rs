@@ -12,6 +12,8 @@
 //! (tests/quant_dot.rs checks it).
 
 use super::avx2::{hsum_ps, legacy_q, load, mul_sum_u8_i8};
+use super::avx512_asm::vnni;
+use super::avx512_asm::{dpbusd_onto, fmadd_bcast};
 use super::GgmlType;
 use std::arch::x86_64::*;
 
@@ -58,12 +60,6 @@ pub(super) unsafe fn tile<const T: u32, const R: usize, const C: usize>(
     }
 }
 
-/// Whether the CPU has AVX-512 VNNI with 256-bit vectors (`vpdpbusd` on ymm registers).
-#[inline]
-fn vnni() -> bool {
-    is_x86_feature_detected!("avx512vnni") && is_x86_feature_detected!("avx512vl")
-}
-
 /// [`tile_body`] with AVX2 only: byte products by `maddubs` + `madd`.
 #[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn tile_avx2<const T: u32, const R: usize, const C: usize>(
@@ -89,24 +85,11 @@ unsafe fn tile_vnni<const T: u32, const R: usize, const C: usize>(
 }
 
 /// Sums of four products of unsigned `x` and signed `y` bytes, as 8 i32 lanes, by one
-/// `vpdpbusd` (AVX-512 VNNI on ymm registers: call only where [`vnni`] says so). The same
-/// integers as `maddubs` + `madd` (whose i16 pair sums never saturate here: see avx2.rs).
-///
-/// In assembly: the intrinsic and the `avx512vnni` target feature need Rust 1.89, the crate's
-/// minimum is 1.87.
+/// `vpdpbusd` (call only where [`vnni`] says so).
 #[target_feature(enable = "avx2")]
 #[inline]
 unsafe fn dpbusd(x: __m256i, y: __m256i) -> __m256i {
-    let mut acc = _mm256_setzero_si256();
-    // SAFETY: register-only instruction; the caller checked the CPU has it.
-    std::arch::asm!(
-        "vpdpbusd {acc}, {x}, {y}",
-        acc = inout(ymm_reg) acc,
-        x = in(ymm_reg) x,
-        y = in(ymm_reg) y,
-        options(pure, nomem, nostack, preserves_flags)
-    );
-    acc
+    dpbusd_onto(_mm256_setzero_si256(), x, y)
 }
 
 /// The kernel, inlined into [`tile_avx2`] and [`tile_vnni`] (`V`: use `vpdpbusd`).
@@ -245,21 +228,33 @@ unsafe fn tile8s_body<const T: u32, const V: bool>(
     nb: usize,
     w: *const u8,
     a: [*const u8; 8],
+    ab: usize,
     sc: [*const f32; 2],
     out: &mut [f32; 8],
 ) {
     let mut acc = [_mm256_setzero_ps(); 8];
+    // With VNNI: the eight scale products of a block in one multiplication, through memory, each
+    // pair's fused multiply-add taking its product as a broadcast operand (a load, not a shuffle).
+    let mut dv = [0f32; 8];
     for i in 0..nb {
         let wb = w.add(i * ts);
         let wd = _mm256_broadcastss_ps(f16x2(wb));
         let q = legacy_q::<T>(wb);
         let aw = _mm256_sign_epi8(q, q);
+        if V {
+            let s8 = _mm256_set_m128(_mm_loadu_ps(sc[1].add(8 * i)), _mm_loadu_ps(sc[0].add(8 * i)));
+            _mm256_storeu_ps(dv.as_mut_ptr(), _mm256_mul_ps(wd, s8));
+        }
         for c in 0..8 {
-            let d = _mm256_mul_ps(wd, _mm256_broadcast_ss(&*sc[c / 4].add(8 * i + c % 4)));
-            let aq = load(a[c].add(i * 34 + 2));
+            let aq = load(a[c].add(i * ab));
             let y = _mm256_sign_epi8(aq, q);
-            let p = _mm256_cvtepi32_ps(if V { dpbusd(aw, y) } else { mul_sum_u8_i8(aw, y) });
-            acc[c] = _mm256_fmadd_ps(d, p, acc[c]);
+            if V {
+                let p = _mm256_cvtepi32_ps(dpbusd(aw, y));
+                acc[c] = fmadd_bcast(acc[c], p, dv.as_ptr().add(c));
+            } else {
+                let d = _mm256_mul_ps(wd, _mm256_broadcast_ss(&*sc[c / 4].add(8 * i + c % 4)));
+                acc[c] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(mul_sum_u8_i8(aw, y)), acc[c]);
+            }
         }
     }
     for c in 0..8 {
@@ -277,7 +272,7 @@ unsafe fn tile8s_avx2<const T: u32>(
     sc: [*const f32; 2],
     out: &mut [f32; 8],
 ) {
-    tile8s_body::<T, false>(ts, nb, w, a, sc, out)
+    tile8s_body::<T, false>(ts, nb, w, a.map(|p| p.add(2)), 34, sc, out)
 }
 
 /// [`tile8s_body`] with AVX-512 VNNI (`vpdpbusd`).
@@ -290,7 +285,7 @@ unsafe fn tile8s_vnni<const T: u32>(
     sc: [*const f32; 2],
     out: &mut [f32; 8],
 ) {
-    tile8s_body::<T, true>(ts, nb, w, a, sc, out)
+    tile8s_body::<T, true>(ts, nb, w, a.map(|p| p.add(2)), 34, sc, out)
 }
 
 /// Whether [`dot_tile8s`] takes `t` on this CPU: Q4_0, Q5_0 or Q8_0, with AVX2.
@@ -362,14 +357,15 @@ unsafe fn tile8s_run<const T: u32, const V: bool>(
     w: *const u8,
     wrb: usize,
     nw: usize,
-    a: [*const u8; 8],
+    p: *const u8,
     sc: [*const f32; 2],
     out: *mut f32,
     ostride: usize,
 ) {
+    let a: [*const u8; 8] = std::array::from_fn(|c| p.add(32 * c));
     for j in 0..nw {
         let mut o = [0f32; 8];
-        tile8s_body::<T, V>(ts, nb, w.add(j * wrb), a, sc, &mut o);
+        tile8s_body::<T, V>(ts, nb, w.add(j * wrb), a, 256, sc, &mut o);
         for (c, v) in o.into_iter().enumerate() {
             *out.add(c * ostride + j) = v;
         }
@@ -383,11 +379,8 @@ unsafe fn tile8s_run<const T: u32, const V: bool>(
 pub fn dot_tile8s_run(
     t: GgmlType,
     n: usize,
-    w: &[u8],
-    wrb: usize,
-    nw: usize,
-    a: &[u8],
-    arb: usize,
+    (w, wrb, nw): (&[u8], usize, usize),
+    packed: &[u8],
     sc: [&[f32]; 2],
     out: &mut [f32],
     ostride: usize,
@@ -399,16 +392,15 @@ pub fn dot_tile8s_run(
         && n.is_multiple_of(t.block_size())
         && nb * ts <= wrb
         && w.len() >= (nw - 1) * wrb + nb * ts
-        && nb * 34 <= arb
-        && a.len() >= 7 * arb + nb * 34
+        && packed.len() >= 256 * nb
         && sc.iter().all(|s| s.len() >= 8 * nb)
         && ostride >= nw
         && out.len() >= 7 * ostride + nw;
     if !fits {
         return false;
     }
-    let ap: [*const u8; 8] = std::array::from_fn(|c| a[c * arb..].as_ptr());
-    let (wp, sp, op) = (w.as_ptr(), [sc[0].as_ptr(), sc[1].as_ptr()], out.as_mut_ptr());
+    let (wp, ap) = (w.as_ptr(), packed.as_ptr());
+    let (sp, op) = ([sc[0].as_ptr(), sc[1].as_ptr()], out.as_mut_ptr());
     // SAFETY: features checked above; every weight row, activation row and scale read lies
     // inside its slice, and every write inside `out` (`fits`).
     unsafe {

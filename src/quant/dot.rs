@@ -295,30 +295,53 @@ pub fn vec_dot_tile8(
     }
 }
 
+/// The quants of eight Q8_0 activation rows (`acts`, `arb` bytes apart, `n` values each) as
+/// [`vec_dot_tile8_run`] reads them: block by block, the eight rows' 32 bytes one after another
+/// (256 bytes a block). The rows' own 34-byte blocks put every other 32-byte load across a cache
+/// line. Leaves `out` as it is where the slices are short.
+pub fn pack_tile8(n: usize, acts: &[u8], arb: usize, out: &mut [u8]) {
+    for (i, blk) in out.chunks_exact_mut(256).take(n / QK).enumerate() {
+        for (c, dst) in blk.chunks_exact_mut(32).enumerate() {
+            if let Some(src) = acts.get(c * arb + 34 * i + 2..c * arb + 34 * i + 34) {
+                dst.copy_from_slice(src);
+            }
+        }
+    }
+}
+
+/// Eight activation rows as [`vec_dot_tile8_run`] reads them.
+pub struct Tile8Acts<'a> {
+    /// The rows themselves, `arb` bytes apart.
+    pub raw: &'a [u8],
+    /// Bytes from one row to the next in `raw`.
+    pub arb: usize,
+    /// Their quants, [`pack_tile8`] of the eight rows.
+    pub packed: &'a [u8],
+    /// [`tile_scales`] of rows 0-3 and of rows 4-7.
+    pub scales: [&'a [f32]; 2],
+}
+
 /// [`vec_dot_tile8`] for `nw` weight rows `wrb` bytes apart in `w`: weight row `j` times
-/// activation row `c` into `out[c * ostride + j]`, in one call on x86 (the same bits).
-#[allow(clippy::too_many_arguments)]
+/// activation row `c` into `out[c * ostride + j]`, in one call on x86 (the same bits), which
+/// reads the quants from `a.packed`.
 pub fn vec_dot_tile8_run(
     t: GgmlType,
     n: usize,
-    w: &[u8],
-    wrb: usize,
-    nw: usize,
-    acts: &[u8],
-    arb: usize,
-    sc: [&[f32]; 2],
+    (w, wrb, nw): (&[u8], usize, usize),
+    a: &Tile8Acts,
     out: &mut [f32],
     ostride: usize,
 ) {
     #[cfg(target_arch = "x86_64")]
     {
-        if super::avx2_tile::dot_tile8s_run(t, n, w, wrb, nw, acts, arb, sc, out, ostride) {
+        if super::avx2_tile::dot_tile8s_run(t, n, (w, wrb, nw), a.packed, a.scales, out, ostride) {
             return;
         }
     }
+    let [sc0, sc1] = a.scales;
     for j in 0..nw {
         let mut o = [0f32; 8];
-        vec_dot_tile8(t, n, w.get(j * wrb..).unwrap_or(&[]), acts, arb, sc[0], sc[1], &mut o);
+        vec_dot_tile8(t, n, w.get(j * wrb..).unwrap_or(&[]), a.raw, a.arb, sc0, sc1, &mut o);
         put_strided(&o, out, ostride, j);
     }
 }

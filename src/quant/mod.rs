@@ -40,6 +40,8 @@ mod avx2_ktile;
 mod avx2_quantize;
 #[cfg(target_arch = "x86_64")]
 mod avx2_tile;
+#[cfg(target_arch = "x86_64")]
+mod avx512_asm;
 mod blocks;
 mod dequant;
 mod dot;
@@ -54,9 +56,9 @@ mod types;
 pub(crate) use blocks::f16_to_f32_branchless;
 pub use dequant::dequantize;
 pub use dot::{
-    has_tile, has_tile8, tile_scales, vec_dot, vec_dot_gemm4, vec_dot_gemm4_portable, vec_dot_gemm4_run,
-    vec_dot_gemm4_tile, vec_dot_portable, vec_dot_rows, vec_dot_tile, vec_dot_tile4, vec_dot_tile8,
-    vec_dot_tile8_run,
+    has_tile, has_tile8, pack_tile8, tile_scales, vec_dot, vec_dot_gemm4, vec_dot_gemm4_portable,
+    vec_dot_gemm4_run, vec_dot_gemm4_tile, vec_dot_portable, vec_dot_rows, vec_dot_tile, vec_dot_tile4,
+    vec_dot_tile8, vec_dot_tile8_run, Tile8Acts,
 };
 pub use dot_ref::vec_dot_ref;
 pub use quantize::quantize_row_into;

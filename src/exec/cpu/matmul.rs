@@ -19,6 +19,8 @@ pub struct Scratch {
     row: Vec<u8>,
     tmp: Vec<f32>,
     scales: Vec<f32>,
+    /// The eight-row tile's activation quants (`quant::pack_tile8`).
+    packed: Vec<u8>,
 }
 
 /// out (rows × n) = x (rows × k) · Wᵀ, W being `w` (n rows of k). `same_input`: the previous
@@ -62,7 +64,22 @@ pub fn matmul(
         });
         return Ok(());
     }
-    matmul_batched(tiled, dtype, k, n, rows, data, wrb, acts, arb, chunk, out, &mut s.tmp, &mut s.scales);
+    matmul_batched(
+        tiled,
+        dtype,
+        k,
+        n,
+        rows,
+        data,
+        wrb,
+        acts,
+        arb,
+        chunk,
+        out,
+        &mut s.tmp,
+        &mut s.scales,
+        &mut s.packed,
+    );
     Ok(())
 }
 
@@ -113,6 +130,7 @@ fn matmul_batched(
     out: &mut [f32],
     tmp: &mut Vec<f32>,
     scales: &mut Vec<f32>,
+    packed: &mut Vec<u8>,
 ) {
     // Each thread's chunk of weight rows j0..j0 + nj is a block of tmp laid out by activation
     // row (block[r * nj + jj]: activation row r times weight row j0 + jj), so that the chunk's
@@ -133,6 +151,15 @@ fn matmul_batched(
     // eight: Gemma 3 270M's Q5_0 prefill, pp64 on one thread, 261-264 -> 285-290 tok/s), then
     // four, then one.
     let rows8 = if tiled && quant::has_tile8(dtype) { rows / 8 * 8 } else { 0 };
+    // Their quants packed block by block (256 bytes a block a group of eight), 32-byte aligned.
+    let psz = 256 * (k / dtype.block_size());
+    packed.resize(rows8 / 8 * psz + 32, 0);
+    let p0 = packed.as_ptr().align_offset(32).min(32);
+    let packed = &mut packed[p0..p0 + rows8 / 8 * psz];
+    for (h, p) in packed.chunks_exact_mut(psz.max(1)).enumerate() {
+        quant::pack_tile8(k, &acts[8 * h * arb..], arb, p);
+    }
+    let packed = &packed[..];
     // Weight rows in runs that stay in L1 while every activation group passes over them, each
     // group in turn staying in L1 across the run. Row by row, the whole activation matrix
     // (Gemma 3 270M's pp64: 64 rows of 680 bytes, and their scales) went through L2 once per
@@ -148,18 +175,13 @@ fn matmul_batched(
                 let (sc0, sc1) = (&scales[2 * h * gsz..], &scales[(2 * h + 1) * gsz..]);
                 let w = &data[(j0 + js.start) * wrb..(j0 + js.end) * wrb];
                 let o = &mut t[8 * h * nj + js.start..];
-                quant::vec_dot_tile8_run(
-                    dtype,
-                    k,
-                    w,
-                    wrb,
-                    js.len(),
-                    &acts[8 * h * arb..],
+                let a = quant::Tile8Acts {
+                    raw: &acts[8 * h * arb..],
                     arb,
-                    [sc0, sc1],
-                    o,
-                    nj,
-                );
+                    packed: &packed[h * psz..(h + 1) * psz],
+                    scales: [sc0, sc1],
+                };
+                quant::vec_dot_tile8_run(dtype, k, (w, wrb, js.len()), &a, o, nj);
             }
             for g in rows8 / 4..rows4 / 4 {
                 let (sc, a) = (&scales[g * gsz..(g + 1) * gsz], &acts[4 * g * arb..]);
