@@ -459,11 +459,22 @@ fn attend_head(
             let a = &mut acc[(j % 64) * hd..(j % 64 + 1) * hd];
             a.iter_mut().zip(&vbuf).for_each(|(a, v)| *a += w * v);
         }
-        for (d, o) in o.iter_mut().enumerate() {
-            let at = |k: usize, l: usize| acc[(16 * k + l) * hd + d];
-            let s0: [f32; 16] = std::array::from_fn(|l| (at(0, l) + at(2, l)) + (at(1, l) + at(3, l)));
-            *o = reduce16(&s0);
+        // Per dimension d: lane l's four accumulators (k = 0..4) summed as (0 + 2) + (1 + 3),
+        // then `reduce16` over the lanes; done for every d at once, row by row (contiguous in
+        // d, so vectorized), with the same additions in the same order.
+        let row = |k: usize, l: usize| (16 * k + l) * hd;
+        let mut lanes = vec![0f32; 16 * hd];
+        for (l, s) in lanes.chunks_exact_mut(hd).enumerate() {
+            let (a0, a1, a2, a3) = (row(0, l), row(1, l), row(2, l), row(3, l));
+            for (d, s) in s.iter_mut().enumerate() {
+                *s = (acc[a0 + d] + acc[a2 + d]) + (acc[a1 + d] + acc[a3 + d]);
+            }
         }
+        for half in [8, 4, 2, 1] {
+            let (lo, hi) = lanes.split_at_mut(half * hd);
+            lo.iter_mut().zip(&hi[..half * hd]).for_each(|(a, b)| *a += *b);
+        }
+        o.iter_mut().zip(&lanes[..hd]).for_each(|(o, v)| *o = *v);
         return;
     }
     let mut acc = vec![0f32; 16 * hd];
