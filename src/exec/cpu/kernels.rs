@@ -471,11 +471,7 @@ fn attend_head(
                 *s = (acc[a0 + d] + acc[a2 + d]) + (acc[a1 + d] + acc[a3 + d]);
             }
         }
-        for half in [8, 4, 2, 1] {
-            let (lo, hi) = lanes.split_at_mut(half * hd);
-            lo.iter_mut().zip(&hi[..half * hd]).for_each(|(a, b)| *a += *b);
-        }
-        o.iter_mut().zip(&lanes[..hd]).for_each(|(o, v)| *o = *v);
+        reduce16_rows(&mut lanes, hd, o);
         return;
     }
     let mut acc = vec![0f32; 16 * hd];
@@ -490,10 +486,18 @@ fn attend_head(
         let a = &mut acc[(j % 16) * hd..(j % 16 + 1) * hd];
         a.iter_mut().zip(vr).for_each(|(a, v)| *a += w * v);
     }
-    for (d, o) in o.iter_mut().enumerate() {
-        let lanes: [f32; 16] = std::array::from_fn(|l| acc[l * hd + d]);
-        *o = reduce16(&lanes);
+    reduce16_rows(&mut acc, hd, o);
+}
+
+/// `o[d]` = [`reduce16`] of the 16 lanes `lanes[l * hd + d]`, for every d at once: the same
+/// additions in the same order, row by row (contiguous, so vectorized) rather than 16 strided
+/// loads a dimension. `lanes` is overwritten.
+fn reduce16_rows(lanes: &mut [f32], hd: usize, o: &mut [f32]) {
+    for half in [8, 4, 2, 1] {
+        let (lo, hi) = lanes.split_at_mut(half * hd);
+        lo.iter_mut().zip(&hi[..half * hd]).for_each(|(a, b)| *a += *b);
     }
+    o.iter_mut().zip(&lanes[..hd]).for_each(|(o, v)| *o = *v);
 }
 
 /// `dst[i] = src[i]` as f32 (exact; `dst` as long as `src`), eight at a time by F16C where the
