@@ -36,13 +36,15 @@ pub fn rms_norm(src: Option<&[f32]>, dst: &mut [f32], w: &[f32], group: usize, e
     if let Some(src) = src {
         dst.copy_from_slice(src);
     }
-    for g in dst.chunks_mut(group) {
-        // ggml squares in f32 and sums in f64.
-        let sum: f64 = g.iter().map(|&v| (v * v) as f64).sum();
-        let mean = (sum / group as f64) as f32;
-        let scale = 1.0 / (mean + eps).sqrt();
-        g.iter_mut().zip(w).for_each(|(v, w)| *v = (*v * scale) * w);
-    }
+    par::for_each_rows(dst, group, |_, part| {
+        for g in part.chunks_mut(group) {
+            // ggml squares in f32 and sums in f64.
+            let sum: f64 = g.iter().map(|&v| (v * v) as f64).sum();
+            let mean = (sum / group as f64) as f32;
+            let scale = 1.0 / (mean + eps).sqrt();
+            g.iter_mut().zip(w).for_each(|(v, w)| *v = (*v * scale) * w);
+        }
+    });
 }
 
 /// Rotary embedding in place: row r of `x` is at position `pos + r`. `freqs`: the frequency
@@ -59,10 +61,54 @@ pub fn rope(
     freqs: Option<&[f32]>,
     mode: RopeMode,
 ) {
+    par::for_each_rows(x, n_heads * head_dim, |r0, part| {
+        let pos = positions.get(r0..).unwrap_or(&[]);
+        #[cfg(target_arch = "x86_64")]
+        {
+            if is_x86_feature_detected!("fma") {
+                // SAFETY: the CPU has FMA (checked above).
+                return unsafe { rope_rows_fma(part, pos, n_heads, head_dim, n_rot, k, freqs, mode) };
+            }
+        }
+        rope_rows(part, pos, n_heads, head_dim, n_rot, k, freqs, mode)
+    });
+}
+
+/// [`rope_rows`] compiled with FMA: `mul_add` one instruction instead of a call to libm's
+/// `fmaf` (the same bits).
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+#[allow(clippy::too_many_arguments)]
+unsafe fn rope_rows_fma(
+    x: &mut [f32],
+    positions: &[usize],
+    n_heads: usize,
+    head_dim: usize,
+    n_rot: usize,
+    k: &RopeConsts,
+    freqs: Option<&[f32]>,
+    mode: RopeMode,
+) {
+    rope_rows(x, positions, n_heads, head_dim, n_rot, k, freqs, mode)
+}
+
+/// [`rope`] of the rows of `x`, row r at `positions[r]`.
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+fn rope_rows(
+    x: &mut [f32],
+    positions: &[usize],
+    n_heads: usize,
+    head_dim: usize,
+    n_rot: usize,
+    k: &RopeConsts,
+    freqs: Option<&[f32]>,
+    mode: RopeMode,
+) {
     let mut cs = vec![(0f32, 0f32); n_rot / 2];
-    for (r, row) in x.chunks_mut(n_heads * head_dim).enumerate() {
+    for (row, &p) in x.chunks_mut(n_heads * head_dim).zip(positions) {
         // Angles as ggml computes them: p·scaleⁱ by repeated multiplication in f32.
-        let mut theta = positions[r] as f32;
+        let mut theta = p as f32;
         for (i, c) in cs.iter_mut().enumerate() {
             let extrap = match freqs {
                 Some(f) => theta / f[i],
@@ -648,8 +694,16 @@ fn gelu_table() -> &'static [f16] {
     })
 }
 
-/// gate = act(gate) * up.
+/// gate = act(gate) * up, split among the threads in prefill.
 pub fn gated_act(gate: &mut [f32], up: &[f32], act: Gate) {
+    par::for_each_rows(gate, 1024, |r0, part| {
+        let u = up.get(r0 * 1024..r0 * 1024 + part.len()).unwrap_or(&[]);
+        gated_act_run(part, u, act)
+    });
+}
+
+/// [`gated_act`] on one thread.
+fn gated_act_run(gate: &mut [f32], up: &[f32], act: Gate) {
     match act {
         Gate::Silu => swiglu(gate, up),
         Gate::Gelu => {

@@ -34,6 +34,22 @@ pub fn run_in_pool<R: Send>(f: impl FnOnce() -> R + Send) -> R {
     }
 }
 
+/// Call `f(first_row, rows)` for runs of whole rows (`row` values each) of `data`: split among
+/// the threads when `data` holds at least [`ROWS_PAR_MIN`] values (prefill), else one call
+/// (decode: a step's small ops cost more to split than to run).
+pub fn for_each_rows<T: Send>(data: &mut [T], row: usize, f: impl Fn(usize, &mut [T]) + Sync + Send) {
+    let (row, rows) = (row.max(1), data.len() / row.max(1));
+    if data.len() < ROWS_PAR_MIN || threads() == 1 || rows < 2 {
+        f(0, data);
+        return;
+    }
+    let per = rows.div_ceil(2 * threads());
+    for_each_chunk(data, per * row, |i, part| f(i * per, part));
+}
+
+/// The fewest values that [`for_each_rows`] splits among the threads.
+pub const ROWS_PAR_MIN: usize = 16 * 1024;
+
 /// Call `f(index, chunk)` for every `chunk`-sized piece of `data`, in parallel where possible.
 pub fn for_each_chunk<T: Send>(data: &mut [T], chunk: usize, f: impl Fn(usize, &mut [T]) + Sync + Send) {
     let chunk = chunk.max(1);
