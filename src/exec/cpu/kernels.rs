@@ -61,50 +61,42 @@ pub fn rope(
     freqs: Option<&[f32]>,
     mode: RopeMode,
 ) {
+    let s = RopeRows { n_heads, head_dim, n_rot, k, freqs, mode };
     par::for_each_rows(x, n_heads * head_dim, |r0, part| {
         let pos = positions.get(r0..).unwrap_or(&[]);
         #[cfg(target_arch = "x86_64")]
         {
             if is_x86_feature_detected!("fma") {
                 // SAFETY: the CPU has FMA (checked above).
-                return unsafe { rope_rows_fma(part, pos, n_heads, head_dim, n_rot, k, freqs, mode) };
+                return unsafe { rope_rows_fma(part, pos, &s) };
             }
         }
-        rope_rows(part, pos, n_heads, head_dim, n_rot, k, freqs, mode)
+        rope_rows(part, pos, &s)
     });
+}
+
+/// What [`rope`] was given besides the rows and their positions.
+struct RopeRows<'a> {
+    n_heads: usize,
+    head_dim: usize,
+    n_rot: usize,
+    k: &'a RopeConsts,
+    freqs: Option<&'a [f32]>,
+    mode: RopeMode,
 }
 
 /// [`rope_rows`] compiled with FMA: `mul_add` one instruction instead of a call to libm's
 /// `fmaf` (the same bits).
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma")]
-#[allow(clippy::too_many_arguments)]
-unsafe fn rope_rows_fma(
-    x: &mut [f32],
-    positions: &[usize],
-    n_heads: usize,
-    head_dim: usize,
-    n_rot: usize,
-    k: &RopeConsts,
-    freqs: Option<&[f32]>,
-    mode: RopeMode,
-) {
-    rope_rows(x, positions, n_heads, head_dim, n_rot, k, freqs, mode)
+unsafe fn rope_rows_fma(x: &mut [f32], positions: &[usize], s: &RopeRows) {
+    rope_rows(x, positions, s)
 }
 
 /// [`rope`] of the rows of `x`, row r at `positions[r]`.
 #[inline(always)]
-#[allow(clippy::too_many_arguments)]
-fn rope_rows(
-    x: &mut [f32],
-    positions: &[usize],
-    n_heads: usize,
-    head_dim: usize,
-    n_rot: usize,
-    k: &RopeConsts,
-    freqs: Option<&[f32]>,
-    mode: RopeMode,
-) {
+fn rope_rows(x: &mut [f32], positions: &[usize], s: &RopeRows) {
+    let RopeRows { n_heads, head_dim, n_rot, k, freqs, mode } = *s;
     let mut cs = vec![(0f32, 0f32); n_rot / 2];
     for (row, &p) in x.chunks_mut(n_heads * head_dim).zip(positions) {
         // Angles as ggml computes them: p·scaleⁱ by repeated multiplication in f32.
