@@ -196,11 +196,11 @@ impl CpuExecutor {
                     }
                     for (row, a) in acts[k.0 as usize].chunks(kd).zip(&at) {
                         let o = crate::exec::kv_row(a.blocks, a.pos) * kd;
-                        l.k[o..o + kd].iter_mut().zip(row).for_each(|(d, s)| *d = f16::from_f32(*s));
+                        kernels::f32_to_f16(row, &mut l.k[o..o + kd]);
                     }
                     for (row, a) in acts[v.0 as usize].chunks(vd).zip(&at) {
                         let o = crate::exec::kv_row(a.blocks, a.pos) * vd;
-                        l.v[o..o + vd].iter_mut().zip(row).for_each(|(d, s)| *d = f16::from_f32(*s));
+                        kernels::f32_to_f16(row, &mut l.v[o..o + vd]);
                     }
                 }
                 Op::Attention { layer, q, dst, n_heads, n_kv_heads, head_dim, scale, window, softcap } => {
