@@ -206,10 +206,15 @@ fn matmul_batched(
             }
         }
     });
-    for (ci, t) in tmp.chunks(chunk * rows).enumerate() {
-        let (j0, nj) = (ci * chunk, t.len() / rows);
-        for (r, src) in t.chunks_exact(nj).enumerate() {
-            out[r * n + j0..r * n + j0 + nj].copy_from_slice(src);
+    // Each output row gathers its pieces from the chunks, the rows split among the threads.
+    let tmp = &tmp[..];
+    par::for_each_rows(out, n, |r0, part| {
+        for (ci, t) in tmp.chunks(chunk * rows).enumerate() {
+            let (j0, nj) = (ci * chunk, t.len() / rows);
+            for (r, o) in part.chunks_exact_mut(n).enumerate() {
+                let src = &t[(r0 + r) * nj..(r0 + r + 1) * nj];
+                o[j0..j0 + nj].copy_from_slice(src);
+            }
         }
-    }
+    });
 }
