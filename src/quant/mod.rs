@@ -28,7 +28,11 @@
 //!   run them as tiles (`avx2_tile.rs`), with `vpdpbusd` where the CPU has AVX-512 VNNI; prefill's
 //!   1 x 4 tile ([`vec_dot_tile4`]) reads the activations' block scales converted once per
 //!   matmul ([`tile_scales`]); Q4_K and
-//!   Q6_K have four-row tiles of their own ([`vec_dot_gemm4_tile`], `avx2_ktile.rs`).
+//!   Q6_K have four-row tiles of their own ([`vec_dot_gemm4_tile`], `avx2_ktile.rs`). The run
+//!   forms ([`vec_dot_tile8_run`], [`vec_dot_gemm4_run`]) take the L1-sized run of weight rows a
+//!   matmul hands a thread in one call; the 1 x 8 one reads the activation quants packed by
+//!   [`pack_tile8`]. The AVX-512 instructions (`vpdpbusd`, `vpdpwssd`, embedded broadcasts) are
+//!   inline assembly in `avx512_asm.rs`.
 //! - The hot path never allocates, never panics and never reads out of bounds, even when the
 //!   caller breaks its length contract (debug builds assert it).
 
