@@ -39,6 +39,8 @@ mod shift;
 pub mod source;
 pub mod stop;
 pub mod synth;
+#[cfg(test)]
+mod test_rng;
 pub mod tokenizer;
 #[cfg(target_arch = "wasm32")]
 pub mod web;

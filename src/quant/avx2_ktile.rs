@@ -273,3 +273,52 @@ unsafe fn run4<const V: bool>(
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The Q4_K and Q6_K four-row tiles give the same bits with `vpdpwssd` (VNNI) as with
+    /// `madd` and an add.
+    #[test]
+    fn avx2_and_vnni_k_tiles_agree() {
+        if !super::super::avx2::available() || !super::super::avx512_asm::vnni() {
+            return;
+        }
+        let mut next = crate::test_rng::xorshift(0xD1B5_4A32_D192_ED03u64);
+        let (n, nw) = (512usize, 3usize);
+        let nb = n / QK_K;
+        let mut a = Vec::new();
+        for _ in 0..4 {
+            let x: Vec<f32> = (0..n).map(|_| (next() % 2001) as f32 / 1000.0 - 1.0).collect();
+            let mut r = Vec::new();
+            super::super::quantize_row_into(GgmlType::Q8_K, &x, &mut r).unwrap();
+            a.extend_from_slice(&r);
+        }
+        let arb = a.len() / 4;
+        let ap: [*const u8; 4] = std::array::from_fn(|c| a[c * arb..].as_ptr());
+        for (q4k, ts) in [(true, Q4K), (false, Q6K)] {
+            let mut w: Vec<u8> = (0..nw * nb * ts).map(|_| next() as u8).collect();
+            for b in w.chunks_exact_mut(ts) {
+                let d = half::f16::from_f32((next() % 1000) as f32 * 1e-4).to_le_bytes();
+                let at = if q4k { 0 } else { 208 };
+                b[at..at + 2].copy_from_slice(&d);
+                if q4k {
+                    b[2..4]
+                        .copy_from_slice(&half::f16::from_f32((next() % 1000) as f32 * 1e-5).to_le_bytes());
+                }
+            }
+            let (mut o1, mut o2) = (vec![0f32; 4 * nw], vec![0f32; 4 * nw]);
+            // SAFETY: features checked above; `nw` rows of `nb` blocks in `w`, 4 activation rows
+            // of `nb` blocks, `4 * nw` outputs.
+            unsafe {
+                run4::<false>(q4k, nb, w.as_ptr(), nb * ts, nw, ap, o1.as_mut_ptr(), nw);
+                run4::<true>(q4k, nb, w.as_ptr(), nb * ts, nw, ap, o2.as_mut_ptr(), nw);
+            }
+            for i in 0..4 * nw {
+                assert_eq!(o1[i].to_bits(), o2[i].to_bits(), "q4k={q4k} output {i}: {} vs {}", o1[i], o2[i]);
+            }
+            assert!(o1.iter().all(|&v| v != 0.0), "q4k={q4k}: zero outputs");
+        }
+    }
+}

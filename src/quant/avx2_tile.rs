@@ -566,18 +566,67 @@ mod tests {
 
     /// Both instantiations, `maddubs` + `madd` and `vpdpbusd`, give the same bits (the suite in
     /// tests/quant_dot.rs only reaches the one this CPU dispatches to).
+    /// The 1 x 8 run gives the same bits through AVX2 alone and through VNNI (with its
+    /// embedded-broadcast multiply-adds), on packed activations, for the types it takes.
+    #[test]
+    fn avx2_and_vnni_runs_agree() {
+        if !super::super::avx2::available() || !vnni() {
+            return;
+        }
+        let mut next = crate::test_rng::xorshift(0x9E37_79B9_7F4A_7C15u64);
+        let (n, nw) = (320usize, 3usize);
+        let nb = n / 32;
+        for t in [GgmlType::Q4_0, GgmlType::Q5_0, GgmlType::Q8_0] {
+            let ts = t.type_size();
+            let mut w: Vec<u8> = (0..nw * nb * ts).map(|_| next() as u8).collect();
+            for b in w.chunks_exact_mut(ts) {
+                b[..2].copy_from_slice(&half::f16::from_f32((next() % 1000) as f32 * 1e-4).to_le_bytes());
+            }
+            let mut a = Vec::new();
+            for _ in 0..8 {
+                let x: Vec<f32> = (0..n).map(|_| (next() % 2001) as f32 / 1000.0 - 1.0).collect();
+                let mut r = Vec::new();
+                super::super::quantize_row_into(GgmlType::Q8_0, &x, &mut r).unwrap();
+                a.extend_from_slice(&r);
+            }
+            let arb = a.len() / 8;
+            let (mut sc0, mut sc1) = (vec![0f32; 8 * nb], vec![0f32; 8 * nb]);
+            super::super::tile_scales(t, n, &a, arb, &mut sc0);
+            super::super::tile_scales(t, n, &a[4 * arb..], arb, &mut sc1);
+            let mut packed = vec![0u8; 256 * nb];
+            super::super::pack_tile8(n, &a, arb, &mut packed);
+            let (mut o1, mut o2) = (vec![0f32; 8 * nw], vec![0f32; 8 * nw]);
+            let sp = [sc0.as_ptr(), sc1.as_ptr()];
+            // SAFETY: features checked above; `nw` rows of `nb` blocks in `w`, 8 packed rows of
+            // `nb` blocks, `8 * nb` scales each, `8 * nw` outputs.
+            unsafe {
+                let (wp, pp, wrb, p1, p2) =
+                    (w.as_ptr(), packed.as_ptr(), nb * ts, o1.as_mut_ptr(), o2.as_mut_ptr());
+                macro_rules! both {
+                    ($t:expr) => {{
+                        tile8s_run::<{ $t as u32 }, false>(ts, nb, wp, wrb, nw, pp, sp, p1, nw);
+                        tile8s_run::<{ $t as u32 }, true>(ts, nb, wp, wrb, nw, pp, sp, p2, nw);
+                    }};
+                }
+                match t {
+                    GgmlType::Q4_0 => both!(GgmlType::Q4_0),
+                    GgmlType::Q5_0 => both!(GgmlType::Q5_0),
+                    _ => both!(GgmlType::Q8_0),
+                }
+            }
+            for i in 0..8 * nw {
+                assert_eq!(o1[i].to_bits(), o2[i].to_bits(), "{t} output {i}: {} vs {}", o1[i], o2[i]);
+            }
+            assert!(o1.iter().all(|&v| v != 0.0), "{t}: zero outputs");
+        }
+    }
+
     #[test]
     fn avx2_and_vnni_tiles_agree() {
         if !super::super::avx2::available() || !vnni() {
             return;
         }
-        let mut seed = 0x2545_F491_4F6C_DD1Du64;
-        let mut next = move || {
-            seed ^= seed << 13;
-            seed ^= seed >> 7;
-            seed ^= seed << 17;
-            seed
-        };
+        let mut next = crate::test_rng::xorshift(0x2545_F491_4F6C_DD1Du64);
         for t in [GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q5_0, GgmlType::Q5_1, GgmlType::Q8_0] {
             let n = 256;
             let (ts, nb) = (t.type_size(), n / 32);

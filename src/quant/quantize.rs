@@ -153,13 +153,7 @@ mod tests {
     /// of both signs, and blocks with NaN or infinities (which the scalar code takes).
     #[test]
     fn q8_conversions_match_the_scalar_code() {
-        let mut seed = 0x9E37_79B9_7F4A_7C15u64;
-        let mut next = move || {
-            seed ^= seed << 13;
-            seed ^= seed >> 7;
-            seed ^= seed << 17;
-            seed
-        };
+        let mut next = crate::test_rng::xorshift(0x9E37_79B9_7F4A_7C15u64);
         let n = 1024;
         let mut rows: Vec<Vec<f32>> = Vec::new();
         for scale in [1e-3f32, 1.0, 37.5, 6e4] {
