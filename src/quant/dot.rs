@@ -103,7 +103,7 @@ pub fn vec_dot_gemm4_run(
     }
     for j in 0..nw {
         let mut o = [0f32; 4];
-        vec_dot_gemm4_tile(t, n, w.get(j * wrb..).unwrap_or(&[]), acts, arb, &mut o);
+        vec_dot_gemm4_tile(t, n, w.get(j * wrb..(j + 1) * wrb).unwrap_or(&[]), acts, arb, &mut o);
         put_strided(&o, out, ostride, j);
     }
 }
@@ -341,7 +341,7 @@ pub fn vec_dot_tile8_run(
     let [sc0, sc1] = a.scales;
     for j in 0..nw {
         let mut o = [0f32; 8];
-        vec_dot_tile8(t, n, w.get(j * wrb..).unwrap_or(&[]), a.raw, a.arb, sc0, sc1, &mut o);
+        vec_dot_tile8(t, n, w.get(j * wrb..(j + 1) * wrb).unwrap_or(&[]), a.raw, a.arb, sc0, sc1, &mut o);
         put_strided(&o, out, ostride, j);
     }
 }
