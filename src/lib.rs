@@ -26,6 +26,7 @@ pub mod constrain;
 pub mod digest;
 mod error;
 pub mod exec;
+pub(crate) mod fma;
 pub mod gguf;
 pub mod kv;
 mod load;

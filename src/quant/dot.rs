@@ -7,6 +7,7 @@
 
 use super::blocks::{self, f16_at, f32_at, Q8_K_BYTES, QK, QK_K};
 use super::GgmlType;
+use crate::fma::mul_add;
 
 /// Dot product of one weight row of type `t` (`n` elements, raw GGUF bytes) with activations
 /// already converted by `quantize_row_into(vec_dot_type(t), ...)`.
@@ -454,15 +455,15 @@ fn dot_legacy(t: GgmlType, n: usize, w: &[u8], a: &[u8]) -> f32 {
             for j in 4 * l..4 * l + 4 {
                 p += q[j] as i32 * aq[j] as i8 as i32;
             }
-            acc[l] = (p as f32).mul_add(dd, acc[l]);
+            acc[l] = mul_add(p as f32, dd, acc[l]);
         }
     }
     if matches!(t, GgmlType::Q4_1 | GgmlType::Q5_1) {
         // The min terms m * s in a second pass (interleaved with the loop above they halve
         // its speed), summed with fused multiply-adds as GCC compiles ggml's `summs += m * s`.
         for (wb, ab) in w.chunks_exact(t.type_size()).zip(a.chunks_exact(at.type_size())).take(n / QK) {
-            summs = blocks::f16_to_f32_branchless(u16::from_le_bytes([wb[2], wb[3]]))
-                .mul_add(blocks::f16_to_f32_branchless(u16::from_le_bytes([ab[2], ab[3]])), summs);
+            let m = blocks::f16_to_f32_branchless(u16::from_le_bytes([wb[2], wb[3]]));
+            summs = mul_add(m, blocks::f16_to_f32_branchless(u16::from_le_bytes([ab[2], ab[3]])), summs);
         }
     }
     hsum8(&acc) + summs
@@ -544,8 +545,8 @@ fn dot_q4_k_gemm4(n: usize, w: &[u8], a: &[u8]) -> f32 {
             let aq = &ab[4 + 64 * j..];
             let isum = sc0 as i32 * dot32(q, aq, |b| b & 0xF) + sc1 as i32 * dot32(q, &aq[32..], |b| b >> 4);
             let msum = m0 as i32 * (bs[4 * j] + bs[4 * j + 1]) + m1 as i32 * (bs[4 * j + 2] + bs[4 * j + 3]);
-            acc = (isum as f32).mul_add(d, acc);
-            accm = (msum as f32).mul_add(dmin, accm);
+            acc = mul_add(isum as f32, d, acc);
+            accm = mul_add(msum as f32, dmin, accm);
         }
     }
     acc - accm
@@ -567,8 +568,8 @@ fn dot_q4_k(n: usize, w: &[u8], a: &[u8]) -> f32 {
         }
         // As llama.cpp's AVX2 kernel for repacked Q4_K (q4_K_8x8): one fused multiply-add per
         // block for the quants and one for the mins, subtracted at the end.
-        acc = (isum as f32).mul_add(f16_at(wb, 0) * da, acc);
-        accm = (msum as f32).mul_add(f16_at(wb, 2) * da, accm);
+        acc = mul_add(isum as f32, f16_at(wb, 0) * da, acc);
+        accm = mul_add(msum as f32, f16_at(wb, 2) * da, accm);
     }
     acc - accm
 }

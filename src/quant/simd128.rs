@@ -9,10 +9,13 @@
 //!   (lane l: elements 4l..4l + 4 of each 16-value half, the partition of relaxed SIMD's dot
 //!   product, so that both builds have the same lanes and the same results), which are
 //!   converted, multiplied by the block's scale and added into four f32 lanes (the min terms of
-//!   Q4_1/Q5_1 into one f32), summed at the end. Not the portable code's order: that
-//!   one keeps eight lanes updated by fused multiply-adds (llama.cpp's x86 order), and wasm has
-//!   no fused multiply-add (`mul_add` is a libm call; emulating it exactly through f64 cost more
-//!   than all the integer work, and left the browser's decode at 9 tokens/s). The difference is
+//!   Q4_1/Q5_1 into one f32), summed at the end. Q8_0 has other lanes (those of
+//!   `i32x4_dot_i16x8` on the values widened to i16, in both builds: `q8_dot32`). Not the
+//!   portable code's order: that one keeps eight lanes updated by fused multiply-adds
+//!   (llama.cpp's x86 order), and wasm has no fused multiply-add (`mul_add` is a libm call;
+//!   emulating it exactly through f64 per lane and block cost more than all the integer work,
+//!   and left the browser's decode at 9 tokens/s; `crate::fma` does it once per 64 or 256
+//!   values, where the K-quants need it). The difference is
 //!   a few f32 roundings of the block terms (tests/web_quant.rs bounds it by 2^-20 of the sum of
 //!   the block terms' magnitudes).
 //!
@@ -32,8 +35,11 @@
 // Index loops over fixed-size arrays read more plainly than zipped iterators here.
 #![allow(clippy::needless_range_loop)]
 
-use super::blocks::{f16_at, f32_at, k4_scale_min, Q4_K_BYTES, Q5_K_BYTES, Q6_K_BYTES, Q8_K_BYTES, QK, QK_K};
+use super::blocks::{
+    f16_at, f32_at, k4_scale_min, Q4_K_BYTES, Q5_K_BYTES, Q6_K_BYTES, Q8_0_BYTES, Q8_K_BYTES, QK, QK_K,
+};
 use super::GgmlType;
+use crate::fma::mul_add;
 use core::arch::wasm32::*;
 
 /// Whether the relaxed dot product is compiled in (see the module notes).
@@ -102,6 +108,7 @@ fn udot32(a: [v128; 2], q: [v128; 2], acc: v128) -> v128 {
 /// Sums of products of 32 signed quants (`q0`, `q1`: the block's two halves) and activations
 /// (`a0`, `a1`), exact, as four i32 lanes in the partition of the relaxed dot product (lane l:
 /// elements 4l..4l + 4 of each half): [`udot32`]'s lanes, for signed values and plain simd128.
+#[cfg(not(target_feature = "relaxed-simd"))]
 #[inline(always)]
 fn sdot32(q0: v128, q1: v128, a0: v128, a1: v128) -> v128 {
     let pairs =
@@ -110,6 +117,33 @@ fn sdot32(q0: v128, q1: v128, a0: v128, a1: v128) -> v128 {
     let lo = pairs(i16x8_extmul_low_i8x16(q0, a0), i16x8_extmul_low_i8x16(q1, a1));
     let hi = pairs(i16x8_extmul_high_i8x16(q0, a0), i16x8_extmul_high_i8x16(q1, a1));
     i32x4_add(i32x4_shuffle::<0, 2, 4, 6>(lo, hi), i32x4_shuffle::<1, 3, 5, 7>(lo, hi))
+}
+
+/// A block half's 16 signed bytes widened to i16: elements 0..8, then 8..16.
+#[inline(always)]
+fn widen(v: v128) -> [v128; 2] {
+    [i16x8_extend_low_i8x16(v), i16x8_extend_high_i8x16(v)]
+}
+
+/// Q8_0's 32 products of signed quants (`q0`, `q1`) and activations already widened to i16
+/// (`a`: [`widen`] of each half), exact, as four i32 lanes (lane l: elements 2l, 2l + 1,
+/// 8 + 2l and 9 + 2l of each half). Not [`sdot32`]'s lanes: both builds take this one for
+/// Q8_0 (relaxed SIMD's product needs unsigned quants), so they still agree. Widening and
+/// `i32x4_dot_i16x8` is about two thirds of [`sdot32`]'s instructions, and half when the
+/// activations were widened once for all weight rows (decode).
+#[inline(always)]
+fn q8_dot32(q0: v128, q1: v128, a: &[v128; 4]) -> v128 {
+    let [w0, w1] = widen(q0);
+    let [w2, w3] = widen(q1);
+    let d = |w: v128, x: v128| i32x4_dot_i16x8(w, x);
+    i32x4_add(i32x4_add(d(w0, a[0]), d(w1, a[1])), i32x4_add(d(w2, a[2]), d(w3, a[3])))
+}
+
+/// A block's two halves of activations widened to i16, as [`q8_dot32`] takes them.
+#[inline(always)]
+fn widen_halves(a0: v128, a1: v128) -> [v128; 4] {
+    let ([w0, w1], [w2, w3]) = (widen(a0), widen(a1));
+    [w0, w1, w2, w3]
 }
 
 /// The 16 fifth bits of Q5_0/Q5_1 (bits 0..16 of `h`) as bytes of 0 or 0x10.
@@ -153,20 +187,13 @@ fn legacy_total(acc: v128, summs: f32) -> f32 {
     (f32x4_extract_lane::<0>(acc) + f32x4_extract_lane::<1>(acc)) + summs
 }
 
-/// One block's terms into (`acc`, `summs`): `dd` the product of the weight's and the
-/// activations' scales, `ms` the weight's min times the activations' s (min types).
+/// One block's terms into (`acc`, `summs`): `p` the four exact partial sums of its 32 integer
+/// products ([`block_sum`]), `dd` the product of the weight's and the activations' scales, `ms`
+/// the weight's min times the activations' s (min types).
 #[inline(always)]
-fn legacy_block<const K: u8>(
-    q: (v128, v128),
-    ab: &[u8],
-    aoff: usize,
-    dd: f32,
-    ms: f32,
-    acc: &mut v128,
-    summs: &mut f32,
-) {
-    // Four exact partial sums of the block's 32 products, scaled and added in f32.
-    let p = f32x4_convert_i32x4(block_sum::<K>(q.0, q.1, load(ab, aoff), load(ab, aoff + 16)));
+fn legacy_block<const K: u8>(p: v128, dd: f32, ms: f32, acc: &mut v128, summs: &mut f32) {
+    // The partial sums scaled and added in f32.
+    let p = f32x4_convert_i32x4(p);
     *acc = f32x4_add(*acc, f32x4_mul(p, f32x4_splat(dd)));
     if has_min(K) {
         // The min times the activations' sum (a product of two f16 values: exact).
@@ -176,7 +203,7 @@ fn legacy_block<const K: u8>(
 
 /// Legacy blocks times Q8_0/Q8_1 activations: the terms of `dot::dot_legacy`, summed in the
 /// order the module notes give.
-#[inline(always)]
+#[inline(never)]
 fn dot_legacy<const K: u8>(n: usize, w: &[u8], a: &[u8]) -> f32 {
     let t = Legacy::ggml(K);
     let at = super::vec_dot_type(t);
@@ -185,15 +212,9 @@ fn dot_legacy<const K: u8>(n: usize, w: &[u8], a: &[u8]) -> f32 {
     let mut summs = 0f32;
     for (wb, ab) in w.chunks_exact(t.type_size()).zip(a.chunks_exact(at.type_size())).take(n / QK) {
         let ms = if has_min(K) { f16_at(wb, 2) * f16_at(ab, 2) } else { 0.0 };
-        legacy_block::<K>(
-            legacy_quants::<K>(wb),
-            ab,
-            aoff,
-            f16_at(wb, 0) * f16_at(ab, 0),
-            ms,
-            &mut acc,
-            &mut summs,
-        );
+        let (q0, q1) = legacy_quants::<K>(wb);
+        let p = block_sum::<K>(q0, q1, load(ab, aoff), load(ab, aoff + 16));
+        legacy_block::<K>(p, f16_at(wb, 0) * f16_at(ab, 0), ms, &mut acc, &mut summs);
     }
     legacy_total(acc, summs)
 }
@@ -247,12 +268,13 @@ fn tile4s<const K: u8>(nb: usize, w: &[u8], a: &[u8], arb: usize, sc: &[f32], ou
     let mut summs = [0f32; 4];
     for i in 0..nb {
         let wb = &w[i * ts..(i + 1) * ts];
-        let q = legacy_quants::<K>(wb);
+        let (q0, q1) = legacy_quants::<K>(wb);
         let (dw, mw) = (f16_at(wb, 0), if has_min(K) { f16_at(wb, 2) } else { 0.0 });
         let s = &sc[8 * i..8 * i + 8];
         for c in 0..4 {
             let ab = &a[c * arb + i * ats..c * arb + (i + 1) * ats];
-            legacy_block::<K>(q, ab, aoff, dw * s[c], mw * s[4 + c], &mut acc[c], &mut summs[c]);
+            let p = block_sum::<K>(q0, q1, load(ab, aoff), load(ab, aoff + 16));
+            legacy_block::<K>(p, dw * s[c], mw * s[4 + c], &mut acc[c], &mut summs[c]);
         }
     }
     for c in 0..4 {
@@ -283,14 +305,24 @@ pub fn dot_rows(t: GgmlType, n: usize, w: &[u8], wrb: usize, a: &[u8], out: &mut
 
 #[inline(always)]
 fn rows<const K: u8>(nb: usize, w: &[u8], wrb: usize, a: &[u8], out: &mut [f32]) {
+    if K == Legacy::Q8_0 {
+        return rows_q8(nb, w, wrb, a, out);
+    }
     let t = Legacy::ggml(K);
     let (ts, ats) = (t.type_size(), super::vec_dot_type(t).type_size());
     let aoff = ats - QK;
     // The activations' scale and s of each block, as f32.
     let mut sc = [0f32; 2 * ROW_BLOCKS];
+    // With relaxed SIMD, the offset's products with each block's activations (`block_sum`'s
+    // second product, the same for every weight row) for Q4_0 and Q5_0: 8 KiB.
+    let pre = RELAXED && legacy_offset(K) != 0;
+    let mut offs = [i32x4_splat(0); ROW_BLOCKS];
     for (i, ab) in a.chunks_exact(ats).take(nb).enumerate() {
         sc[2 * i] = f16_at(ab, 0);
         sc[2 * i + 1] = if has_min(K) { f16_at(ab, 2) } else { 0.0 };
+        if pre {
+            offs[i] = offset_sum::<K>(load(ab, aoff), load(ab, aoff + 16));
+        }
     }
     for (j, o) in out.iter_mut().enumerate() {
         let wr = &w[j * wrb..j * wrb + nb * ts];
@@ -298,17 +330,38 @@ fn rows<const K: u8>(nb: usize, w: &[u8], wrb: usize, a: &[u8], out: &mut [f32])
         let mut summs = 0f32;
         for (i, (wb, ab)) in wr.chunks_exact(ts).zip(a.chunks_exact(ats)).enumerate() {
             let ms = if has_min(K) { f16_at(wb, 2) * sc[2 * i + 1] } else { 0.0 };
-            legacy_block::<K>(
-                legacy_quants::<K>(wb),
-                ab,
-                aoff,
-                f16_at(wb, 0) * sc[2 * i],
-                ms,
-                &mut acc,
-                &mut summs,
-            );
+            let (q0, q1) = legacy_quants::<K>(wb);
+            let (a0, a1) = (load(ab, aoff), load(ab, aoff + 16));
+            let p = if pre {
+                i32x4_sub(unsigned_sum(q0, q1, a0, a1), offs[i])
+            } else {
+                block_sum::<K>(q0, q1, a0, a1)
+            };
+            legacy_block::<K>(p, f16_at(wb, 0) * sc[2 * i], ms, &mut acc, &mut summs);
         }
         *o = legacy_total(acc, summs);
+    }
+}
+
+/// [`rows`] for Q8_0, the activations widened to i16 once for all weight rows (32 KiB on the
+/// stack at most): the same operations per block as [`legacy_block`], so the same bits.
+#[inline(always)]
+fn rows_q8(nb: usize, w: &[u8], wrb: usize, a: &[u8], out: &mut [f32]) {
+    const TS: usize = Q8_0_BYTES;
+    let mut sc = [0f32; ROW_BLOCKS];
+    let mut wide = [[i32x4_splat(0); 4]; ROW_BLOCKS];
+    for (i, ab) in a.chunks_exact(TS).take(nb).enumerate() {
+        sc[i] = f16_at(ab, 0);
+        wide[i] = widen_halves(load(ab, 2), load(ab, 18));
+    }
+    for (j, o) in out.iter_mut().enumerate() {
+        let wr = &w[j * wrb..j * wrb + nb * TS];
+        let mut acc = f32x4_splat(0.0);
+        for (i, wb) in wr.chunks_exact(TS).enumerate() {
+            let p = f32x4_convert_i32x4(q8_dot32(load(wb, 2), load(wb, 18), &wide[i]));
+            acc = f32x4_add(acc, f32x4_mul(p, f32x4_splat(f16_at(wb, 0) * sc[i])));
+        }
+        *o = legacy_total(acc, 0.0);
     }
 }
 
@@ -326,6 +379,9 @@ const fn legacy_offset(k: u8) -> i8 {
 #[cfg(not(target_feature = "relaxed-simd"))]
 #[inline(always)]
 fn block_sum<const K: u8>(q0: v128, q1: v128, a0: v128, a1: v128) -> v128 {
+    if K == Legacy::Q8_0 {
+        return q8_dot32(q0, q1, &widen_halves(a0, a1));
+    }
     let o = i8x16_splat(legacy_offset(K));
     let (q0, q1) = if legacy_offset(K) != 0 { (i8x16_sub(q0, o), i8x16_sub(q1, o)) } else { (q0, q1) };
     sdot32(q0, q1, a0, a1)
@@ -333,18 +389,40 @@ fn block_sum<const K: u8>(q0: v128, q1: v128, a0: v128, a1: v128) -> v128 {
 
 /// As above, the unsigned quants through the relaxed dot product, less the offset times the
 /// activations' sums (Q8_0's signed weights as plain simd128 does).
+///
+/// Decode (`rows`) computes the offset's products once for all weight rows.
 #[cfg(target_feature = "relaxed-simd")]
 #[inline(always)]
 fn block_sum<const K: u8>(q0: v128, q1: v128, a0: v128, a1: v128) -> v128 {
     if K == Legacy::Q8_0 {
-        return sdot32(q0, q1, a0, a1);
+        return q8_dot32(q0, q1, &widen_halves(a0, a1));
     }
-    let p = udot32([a0, a1], [q0, q1], i32x4_splat(0));
+    let p = unsigned_sum(q0, q1, a0, a1);
     if legacy_offset(K) == 0 {
         return p;
     }
+    i32x4_sub(p, offset_sum::<K>(a0, a1))
+}
+
+/// The products of unsigned quants below 128 (`q0`, `q1`) and activations, exact, in
+/// [`udot32`]'s lanes: that instruction with relaxed SIMD, [`sdot32`] (the same lanes) without.
+#[inline(always)]
+fn unsigned_sum(q0: v128, q1: v128, a0: v128, a1: v128) -> v128 {
+    #[cfg(target_feature = "relaxed-simd")]
+    {
+        udot32([a0, a1], [q0, q1], i32x4_splat(0))
+    }
+    #[cfg(not(target_feature = "relaxed-simd"))]
+    {
+        sdot32(q0, q1, a0, a1)
+    }
+}
+
+/// Q4_0's or Q5_0's offset times the activations' sums, as [`unsigned_sum`]'s lanes.
+#[inline(always)]
+fn offset_sum<const K: u8>(a0: v128, a1: v128) -> v128 {
     let o = i8x16_splat(legacy_offset(K));
-    i32x4_sub(p, udot32([a0, a1], [o, o], i32x4_splat(0)))
+    unsigned_sum(o, o, a0, a1)
 }
 
 /// The i32x4 lanes summed (integer: any order gives the same bits).
@@ -395,7 +473,7 @@ fn dot32_scaled2(q: [v128; 2], ab: &[u8], off: usize, s0: i16, s1: i16) -> v128 
 
 /// Q4_K times Q8_K as `dot::dot_q4_k` (`GEMM4`: as `dot::dot_q4_k_gemm4`, one fused
 /// multiply-add per 64 elements).
-#[inline(always)]
+#[inline(never)]
 fn dot_q4_k<const GEMM4: bool>(n: usize, w: &[u8], a: &[u8]) -> f32 {
     let (mut acc, mut accm) = (0f32, 0f32);
     for (wb, ab) in w.chunks_exact(Q4_K_BYTES).zip(a.chunks_exact(Q8_K_BYTES)).take(n / QK_K) {
@@ -412,16 +490,16 @@ fn dot_q4_k<const GEMM4: bool>(n: usize, w: &[u8], a: &[u8]) -> f32 {
             let is = hsum_i32(i32x4_add(lo, hi));
             let ms = m0 as i32 * (bs(4 * j) + bs(4 * j + 1)) + m1 as i32 * (bs(4 * j + 2) + bs(4 * j + 3));
             if GEMM4 {
-                acc = (is as f32).mul_add(f16_at(wb, 0) * da, acc);
-                accm = (ms as f32).mul_add(f16_at(wb, 2) * da, accm);
+                acc = mul_add(is as f32, f16_at(wb, 0) * da, acc);
+                accm = mul_add(ms as f32, f16_at(wb, 2) * da, accm);
             } else {
                 isum = isum.wrapping_add(is);
                 msum = msum.wrapping_add(ms);
             }
         }
         if !GEMM4 {
-            acc = (isum as f32).mul_add(f16_at(wb, 0) * da, acc);
-            accm = (msum as f32).mul_add(f16_at(wb, 2) * da, accm);
+            acc = mul_add(isum as f32, f16_at(wb, 0) * da, acc);
+            accm = mul_add(msum as f32, f16_at(wb, 2) * da, accm);
         }
     }
     acc - accm
@@ -429,7 +507,7 @@ fn dot_q4_k<const GEMM4: bool>(n: usize, w: &[u8], a: &[u8]) -> f32 {
 
 /// Q5_K times Q8_K as `dot::dot_k` computes it: Q4_K's nibbles and scales plus a fifth bit
 /// (bit c of `qh[l]` for chunk c).
-#[inline(always)]
+#[inline(never)]
 fn dot_q5_k(n: usize, w: &[u8], a: &[u8]) -> f32 {
     let mut acc = 0f32;
     for (wb, ab) in w.chunks_exact(Q5_K_BYTES).zip(a.chunks_exact(Q8_K_BYTES)).take(n / QK_K) {
@@ -462,7 +540,7 @@ fn dot_q5_k(n: usize, w: &[u8], a: &[u8]) -> f32 {
 }
 
 /// Q6_K times Q8_K as `dot::dot_k` computes it (signed 6-bit quants, no mins).
-#[inline(always)]
+#[inline(never)]
 fn dot_q6_k(n: usize, w: &[u8], a: &[u8]) -> f32 {
     let mut acc = 0f32;
     for (wb, ab) in w.chunks_exact(Q6_K_BYTES).zip(a.chunks_exact(Q8_K_BYTES)).take(n / QK_K) {

@@ -6,6 +6,7 @@ use half::f16;
 
 use super::{par, Weight};
 use crate::exec::{kv_row, Gate, RopeConsts, RopeMode};
+use crate::fma::mul_add;
 use crate::quant;
 use crate::Result;
 
@@ -118,8 +119,8 @@ fn rope_rows(x: &mut [f32], positions: &[usize], s: &RopeRows) {
                 let (x0, x1) = (head[a], head[b]);
                 // GCC contracts ggml's `x0*cos - x1*sin` and `x0*sin + x1*cos` into one
                 // fused multiply-add each, the first product being the fused one.
-                head[a] = x0.mul_add(cos, -(x1 * sin));
-                head[b] = x0.mul_add(sin, x1 * cos);
+                head[a] = mul_add(x0, cos, -(x1 * sin));
+                head[b] = mul_add(x0, sin, x1 * cos);
             }
         }
     }
@@ -234,6 +235,49 @@ fn dot_f16_vec_impl(a: &[f16], b: &[f32]) -> f32 {
     reduce16(&s0)
 }
 
+/// 2^112: an f16 value's bits moved into f32 position read as the value times 2^-112.
+#[cfg(any(target_arch = "wasm32", test))]
+const F16_RAW_SCALE: f32 = f32::from_bits(0x7780_0000);
+
+/// On wasm: `dst[i]` = `src[i]` times 2^-112, exactly (normals and subnormals alike): the f16
+/// bits moved into f32 position, the sign kept, three integer operations a value where the
+/// exact conversion takes eight. Multiplied by an f16 value times 2^112, each gives the exact
+/// product of the two f16 values, as the converted value would. False (`dst` unspecified) when
+/// `src` holds an Inf or NaN, which this does not carry over.
+#[cfg(any(target_arch = "wasm32", test))]
+fn f16_to_f32_raw(src: &[f16], dst: &mut [f32]) -> bool {
+    let mut special = 0u32;
+    for (d, s) in dst.iter_mut().zip(src) {
+        let h = s.to_bits();
+        special |= ((h & 0x7c00) == 0x7c00) as u32;
+        // Sign-extended and shifted: bits 31..28 are the sign, 27..13 the exponent and fraction.
+        *d = f32::from_bits((((h as i16 as i32) << 13) as u32) & 0x8fff_ffff);
+    }
+    special == 0
+}
+
+/// On wasm: [`dot_f16_vec`] of `a` with the f16-rounded query whose values times 2^112 are
+/// `qs`, each key row read through [`f16_to_f32_raw`]: the same products, the same sums, the
+/// same bits. None when the row holds an Inf or NaN.
+#[cfg(any(target_arch = "wasm32", test))]
+fn dot_f16_vec_raw(a: &[f16], qs: &[f32]) -> Option<f32> {
+    let mut sum = [[0f32; 16]; 4];
+    let mut ca = [0f32; 64];
+    for (ch, cb) in a.chunks_exact(64).zip(qs.chunks_exact(64)) {
+        if !f16_to_f32_raw(ch, &mut ca) {
+            return None;
+        }
+        for (j, s) in sum.iter_mut().enumerate() {
+            for (l, s) in s.iter_mut().enumerate() {
+                let i = 16 * j + l;
+                *s = fma_f16s(ca[i], cb[i], *s);
+            }
+        }
+    }
+    let s0: [f32; 16] = std::array::from_fn(|l| (sum[0][l] + sum[2][l]) + (sum[1][l] + sum[3][l]));
+    Some(reduce16(&s0))
+}
+
 /// `a * b + c` with one rounding, for f16 values `a` and `b`: their product is exact in f32,
 /// so the fused multiply-add and a multiply then an add give the same bits. The fused form where
 /// it is an instruction; on wasm, whose `mul_add` is a libm `fmaf` call per element, the two
@@ -251,18 +295,19 @@ fn fma_f16s(a: f32, b: f32, c: f32) -> f32 {
 }
 
 /// ggml's `ggml_v_expf` (AVX512 build), one lane: exp(x) within 1.5 ulp. Every step is one
-/// IEEE operation (fused where ggml fuses), so any target computes the same bits; it is fast
-/// only where `mul_add` is an instruction (see [`swiglu`]).
+/// IEEE operation (fused where ggml fuses), so any target computes the same bits; it is fastest
+/// where `mul_add` is an instruction (see [`swiglu`]; on wasm, `crate::fma`).
 #[inline(always)]
 fn v_expf(x: f32) -> f32 {
     let c = |b: u32| f32::from_bits(b);
     let r = c(0x4b40_0000);
-    let z = x.mul_add(c(0x3fb8_aa3b), r);
+    let z = mul_add(x, c(0x3fb8_aa3b), r);
     let n = z - r;
-    let b = (-n).mul_add(c(0x35bf_be8e), (-n).mul_add(c(0x3f31_7200), x));
+    let b = mul_add(-n, c(0x35bf_be8e), mul_add(-n, c(0x3f31_7200), x));
     let u = b * b;
-    let j = c(0x3c07_2010).mul_add(b, c(0x3d2b_9f17)).mul_add(u, c(0x3e2a_af33).mul_add(b, c(0x3eff_fedb)));
-    let j = j.mul_add(u, c(0x3f7f_fff6).mul_add(b, 1.0));
+    let j =
+        mul_add(mul_add(c(0x3c07_2010), b, c(0x3d2b_9f17)), u, mul_add(c(0x3e2a_af33), b, c(0x3eff_fedb)));
+    let j = mul_add(j, u, mul_add(c(0x3f7f_fff6), b, 1.0));
     if n.abs() > 192.0 {
         return if n <= 0.0 { 0.0 } else { f32::INFINITY };
     }
@@ -422,6 +467,10 @@ fn attend_head(
     // ggml rounds the query to f16 before the f16 K·Q product.
     let mut qh = q[r * width + h * hd..r * width + (h + 1) * hd].to_vec();
     round_to_f16(&mut qh);
+    // wasm's decode reads the f16 keys by their bits (`dot_f16_vec_raw`), against the query
+    // times 2^112.
+    #[cfg(target_arch = "wasm32")]
+    let qs: Vec<f32> = if single { qh.iter().map(|&x| x * F16_RAW_SCALE).collect() } else { Vec::new() };
     let scaled = |d: f32| {
         let mut v = d * s.scale;
         if let Some(c) = s.softcap {
@@ -443,6 +492,10 @@ fn attend_head(
             let j = kv_row(blocks, j);
             let kr = &kv.k[j * kv.k_dim + kvh * hd..j * kv.k_dim + (kvh + 1) * hd];
             let d: f32 = if single && hd.is_multiple_of(64) {
+                #[cfg(target_arch = "wasm32")]
+                if let Some(d) = dot_f16_vec_raw(kr, &qs) {
+                    return scaled(d);
+                }
                 dot_f16_vec(kr, &qh)
             } else if hd.is_multiple_of(16) {
                 dot_f16_lanes16(kr, &qh)
@@ -494,6 +547,16 @@ fn attend_head(
         // goes to accumulator (j mod 64) / 16, lane j mod 16, reduced as in `dot_f16_vec`.
         let mut acc = vec![0f32; 64 * hd];
         for (j, &w) in (start..=p).zip(&probs) {
+            // On wasm the value row by its bits and the probability times 2^112 (the same
+            // exact products: see `f16_to_f32_raw`).
+            #[cfg(target_arch = "wasm32")]
+            let w = if f16_to_f32_raw(vrow(j), &mut vbuf) {
+                w * F16_RAW_SCALE
+            } else {
+                f16_to_f32(vrow(j), &mut vbuf);
+                w
+            };
+            #[cfg(not(target_arch = "wasm32"))]
             f16_to_f32(vrow(j), &mut vbuf);
             let a = &mut acc[(j % 64) * hd..(j % 64 + 1) * hd];
             a.iter_mut().zip(&vbuf).for_each(|(a, v)| *a += w * v);
@@ -812,6 +875,40 @@ pub fn argmax_masked(v: &[f32], mask: &[u32]) -> u32 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// wasm's key and value rows read by their bits: every finite f16 value times 2^-112 exactly,
+    /// products with a scaled f16 value equal to the exact ones, the K·Q dot product the same
+    /// bits as `dot_f16_vec`'s, and an Inf or NaN turned away.
+    #[test]
+    fn raw_f16_rows_give_the_exact_products() {
+        let all: Vec<f16> = (0..=u16::MAX).map(f16::from_bits).filter(|h| h.is_finite()).collect();
+        let mut raw = vec![0f32; all.len()];
+        assert!(f16_to_f32_raw(&all, &mut raw));
+        let mut next = crate::test_rng::xorshift(0x0f16_0f16);
+        let ws: Vec<f16> = (0..64).map(|_| all[next() as usize % all.len()]).collect();
+        for (h, r) in all.iter().zip(&raw) {
+            assert_eq!((r * F16_RAW_SCALE).to_bits(), h.to_f32().to_bits(), "{h}");
+            for w in &ws {
+                let want = w.to_f32() * h.to_f32();
+                assert_eq!((w.to_f32() * F16_RAW_SCALE * r).to_bits(), want.to_bits(), "{w} x {h}");
+            }
+        }
+        for trial in 0..200 {
+            // Keys and queries of every magnitude (subnormals and signed zeros included).
+            let k: Vec<f16> = (0..256).map(|_| all[next() as usize % all.len()]).collect();
+            let q: Vec<f32> = (0..256).map(|_| all[next() as usize % all.len()].to_f32() / 64.0).collect();
+            let mut qh = q.clone();
+            round_to_f16(&mut qh);
+            let qs: Vec<f32> = qh.iter().map(|&x| x * F16_RAW_SCALE).collect();
+            let (got, want) = (dot_f16_vec_raw(&k, &qs), dot_f16_vec_impl(&k, &qh));
+            assert_eq!(got.map(f32::to_bits), Some(want.to_bits()), "trial {trial}");
+        }
+        let mut k = vec![f16::ONE; 64];
+        for special in [f16::INFINITY, f16::NEG_INFINITY, f16::NAN] {
+            k[37] = special;
+            assert_eq!(dot_f16_vec_raw(&k, &[1.0; 64]), None);
+        }
+    }
 
     /// The bulk roundings to f16 give `f16::from_f32`'s bits: every f16 value, the midpoints
     /// between neighbours (ties to even), values past the largest f16, subnormals, and lengths

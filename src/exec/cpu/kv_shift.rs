@@ -5,6 +5,7 @@ use half::f16;
 
 use super::{kernels, CpuExecutor, KvCache};
 use crate::exec::{rope_pair, KvShift};
+use crate::fma::mul_add;
 use crate::Result;
 
 impl CpuExecutor {
@@ -23,8 +24,8 @@ impl CpuExecutor {
                         let (a, b) = rope_pair(rope.mode, rope.n_rot, i);
                         let (x0, x1) = (head[a].to_f32(), head[b].to_f32());
                         // The forward pass's operations (kernels::rope).
-                        head[a] = f16::from_f32(x0.mul_add(cos, -(x1 * sin)));
-                        head[b] = f16::from_f32(x0.mul_add(sin, x1 * cos));
+                        head[a] = f16::from_f32(mul_add(x0, cos, -(x1 * sin)));
+                        head[b] = f16::from_f32(mul_add(x0, sin, x1 * cos));
                     }
                 }
             }
