@@ -203,7 +203,7 @@ fn legacy_block<const K: u8>(p: v128, dd: f32, ms: f32, acc: &mut v128, summs: &
 
 /// Legacy blocks times Q8_0/Q8_1 activations: the terms of `dot::dot_legacy`, summed in the
 /// order the module notes give.
-#[inline(never)]
+#[inline(always)]
 fn dot_legacy<const K: u8>(n: usize, w: &[u8], a: &[u8]) -> f32 {
     let t = Legacy::ggml(K);
     let at = super::vec_dot_type(t);
@@ -473,7 +473,7 @@ fn dot32_scaled2(q: [v128; 2], ab: &[u8], off: usize, s0: i16, s1: i16) -> v128 
 
 /// Q4_K times Q8_K as `dot::dot_q4_k` (`GEMM4`: as `dot::dot_q4_k_gemm4`, one fused
 /// multiply-add per 64 elements).
-#[inline(never)]
+#[inline(always)]
 fn dot_q4_k<const GEMM4: bool>(n: usize, w: &[u8], a: &[u8]) -> f32 {
     let (mut acc, mut accm) = (0f32, 0f32);
     for (wb, ab) in w.chunks_exact(Q4_K_BYTES).zip(a.chunks_exact(Q8_K_BYTES)).take(n / QK_K) {
@@ -507,7 +507,7 @@ fn dot_q4_k<const GEMM4: bool>(n: usize, w: &[u8], a: &[u8]) -> f32 {
 
 /// Q5_K times Q8_K as `dot::dot_k` computes it: Q4_K's nibbles and scales plus a fifth bit
 /// (bit c of `qh[l]` for chunk c).
-#[inline(never)]
+#[inline(always)]
 fn dot_q5_k(n: usize, w: &[u8], a: &[u8]) -> f32 {
     let mut acc = 0f32;
     for (wb, ab) in w.chunks_exact(Q5_K_BYTES).zip(a.chunks_exact(Q8_K_BYTES)).take(n / QK_K) {
@@ -540,7 +540,7 @@ fn dot_q5_k(n: usize, w: &[u8], a: &[u8]) -> f32 {
 }
 
 /// Q6_K times Q8_K as `dot::dot_k` computes it (signed 6-bit quants, no mins).
-#[inline(never)]
+#[inline(always)]
 fn dot_q6_k(n: usize, w: &[u8], a: &[u8]) -> f32 {
     let mut acc = 0f32;
     for (wb, ab) in w.chunks_exact(Q6_K_BYTES).zip(a.chunks_exact(Q8_K_BYTES)).take(n / QK_K) {
