@@ -220,10 +220,24 @@ unsafe fn dot_f16_vec_fma(a: &[f16], b: &[f32]) -> f32 {
 
 #[inline(always)]
 fn dot_f16_vec_impl(a: &[f16], b: &[f32]) -> f32 {
+    let exact = |src: &[f16], dst: &mut [f32]| {
+        f16_to_f32(src, dst);
+        true
+    };
+    // (The exact conversion takes every chunk, so there is always a sum.)
+    dot_f16_chunks(a, b, exact).unwrap_or(0.0)
+}
+
+/// The sums of [`dot_f16_vec`], each 64 values of `a` made f32 by `convert` (which may refuse
+/// a chunk: then None).
+#[inline(always)]
+fn dot_f16_chunks(a: &[f16], b: &[f32], convert: impl Fn(&[f16], &mut [f32]) -> bool) -> Option<f32> {
     let mut sum = [[0f32; 16]; 4];
     let mut ca = [0f32; 64];
     for (ch, cb) in a.chunks_exact(64).zip(b.chunks_exact(64)) {
-        f16_to_f32(ch, &mut ca);
+        if !convert(ch, &mut ca) {
+            return None;
+        }
         for (j, s) in sum.iter_mut().enumerate() {
             for (l, s) in s.iter_mut().enumerate() {
                 let i = 16 * j + l;
@@ -232,7 +246,7 @@ fn dot_f16_vec_impl(a: &[f16], b: &[f32]) -> f32 {
         }
     }
     let s0: [f32; 16] = std::array::from_fn(|l| (sum[0][l] + sum[2][l]) + (sum[1][l] + sum[3][l]));
-    reduce16(&s0)
+    Some(reduce16(&s0))
 }
 
 /// 2^112: an f16 value's bits moved into f32 position read as the value times 2^-112.
@@ -261,21 +275,7 @@ fn f16_to_f32_raw(src: &[f16], dst: &mut [f32]) -> bool {
 /// same bits. None when the row holds an Inf or NaN.
 #[cfg(any(target_arch = "wasm32", test))]
 fn dot_f16_vec_raw(a: &[f16], qs: &[f32]) -> Option<f32> {
-    let mut sum = [[0f32; 16]; 4];
-    let mut ca = [0f32; 64];
-    for (ch, cb) in a.chunks_exact(64).zip(qs.chunks_exact(64)) {
-        if !f16_to_f32_raw(ch, &mut ca) {
-            return None;
-        }
-        for (j, s) in sum.iter_mut().enumerate() {
-            for (l, s) in s.iter_mut().enumerate() {
-                let i = 16 * j + l;
-                *s = fma_f16s(ca[i], cb[i], *s);
-            }
-        }
-    }
-    let s0: [f32; 16] = std::array::from_fn(|l| (sum[0][l] + sum[2][l]) + (sum[1][l] + sum[3][l]));
-    Some(reduce16(&s0))
+    dot_f16_chunks(a, qs, f16_to_f32_raw)
 }
 
 /// `a * b + c` with one rounding, for f16 values `a` and `b`: their product is exact in f32,
